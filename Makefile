@@ -1,0 +1,28 @@
+# Two entry points: `make report` runs the embedded default end to end; `make test` runs the tests.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: report test env lint clean
+
+$(BIN)/snakemake: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# The CPU build of torch; an unpinned torch would pull the CUDA build.
+	$(BIN)/pip install --quiet -e '.[cpu,dev]'
+	touch $@
+
+env: $(BIN)/snakemake
+
+report: env
+	$(BIN)/snakemake --profile profiles/local results/report.html
+
+test: env
+	$(BIN)/python -m pytest
+
+lint: env
+	$(BIN)/snakemake --lint
+	$(BIN)/snakefmt --check workflow
+
+clean:
+	rm -rf results logs benchmarks .snakemake

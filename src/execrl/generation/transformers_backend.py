@@ -1,0 +1,64 @@
+"""Batched sampling with transformers (CPU or GPU)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from tqdm.auto import tqdm
+
+from execrl.generation.base import GenerationBackend, GenerationSettings
+
+
+class TransformersBackend(GenerationBackend):
+    name = "transformers"
+
+    def __init__(self, model_path: str, adapter_path: str | None = None):
+        super().__init__(model_path, adapter_path)
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        self._device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype = torch.bfloat16 if self._device == "cuda" else torch.float32
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+        if adapter_path:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, adapter_path)
+        self.model = model.to(self._device).eval()
+
+    @cached_property
+    def tokenizer(self):
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(self.model_path, padding_side="left")
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        return tokenizer
+
+    def generate(self, prompts: list[str], settings: GenerationSettings) -> list[list[str]]:
+        import torch
+
+        n = settings.num_samples
+        prompts_per_batch = max(1, settings.batch_size // n)
+        outputs: list[list[str]] = []
+        batches = range(0, len(prompts), prompts_per_batch)
+        for batch_index, start in enumerate(tqdm(batches, desc="generating", unit="batch")):
+            batch = prompts[start : start + prompts_per_batch]
+            # One seed per batch keeps candidates reproducible for the same settings and order.
+            torch.manual_seed(settings.seed * 1_000_003 + batch_index)
+            encoded = self.tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=False)
+            encoded = encoded.to(self._device)
+            with torch.inference_mode():
+                generated = self.model.generate(
+                    **encoded,
+                    do_sample=settings.temperature > 0,
+                    temperature=settings.temperature if settings.temperature > 0 else None,
+                    top_p=settings.top_p,
+                    max_new_tokens=settings.max_new_tokens,
+                    num_return_sequences=n,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                )
+            new_tokens = generated[:, encoded["input_ids"].shape[1] :]
+            texts = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+            outputs.extend(texts[i * n : (i + 1) * n] for i in range(len(batch)))
+        return outputs

@@ -1,0 +1,114 @@
+"""The normalized problem format every dataset adapter produces.
+
+One JSON object per line (see ``docs/formats.md``)::
+
+    {"id": "mbpp/11", "prompt": "...", "test_type": "assert",
+     "tests": ["assert f(1) == 2", ...], "entry_point": "f",
+     "setup_code": "", "reference": "def f(x): ...", "metadata": {...}}
+
+``test_type`` decides the shape of ``tests``:
+
+- ``assert``: a list of Python statements, each counted as one test;
+- ``stdio``: a list of ``{"input": str, "output": str}``; the program reads stdin;
+- ``call``: a list of ``{"args": [...], "expected": value}``; ``entry_point`` names the
+  function (a method of a ``Solution`` class when the program defines one).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from execrl.jsonl import write_jsonl
+
+TEST_TYPES = ("assert", "stdio", "call")
+
+
+class MalformedProblemError(ValueError):
+    """A problem record that cannot be used; the message names its file and row."""
+
+
+@dataclass
+class Problem:
+    id: str
+    prompt: str
+    test_type: str
+    tests: list[Any]
+    entry_point: str | None = None
+    setup_code: str = ""
+    reference: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        problems = validation_errors(self)
+        if problems:
+            raise MalformedProblemError(f"problem {self.id!r}: " + "; ".join(problems))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> Problem:
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(record) - known
+        if unknown:
+            raise MalformedProblemError(f"unknown field(s) {sorted(unknown)}")
+        missing = {"id", "prompt", "test_type", "tests"} - set(record)
+        if missing:
+            raise MalformedProblemError(f"missing field(s) {sorted(missing)}")
+        return cls(**record)
+
+
+def validation_errors(problem: Problem) -> list[str]:
+    errors = []
+    if not isinstance(problem.id, str) or not problem.id:
+        errors.append("id must be a non-empty string")
+    if not isinstance(problem.prompt, str) or not problem.prompt.strip():
+        errors.append("prompt must be a non-empty string")
+    if problem.test_type not in TEST_TYPES:
+        errors.append(f"test_type must be one of {TEST_TYPES}, got {problem.test_type!r}")
+    if not isinstance(problem.tests, list) or not problem.tests:
+        errors.append("tests must be a non-empty list")
+        return errors
+    if problem.test_type == "assert":
+        if not all(isinstance(t, str) and t.strip() for t in problem.tests):
+            errors.append("assert tests must be non-empty strings")
+    elif problem.test_type == "stdio":
+        for i, t in enumerate(problem.tests):
+            if not (isinstance(t, dict) and isinstance(t.get("input"), str) and isinstance(t.get("output"), str)):
+                errors.append(f"stdio test {i} must be {{'input': str, 'output': str}}")
+                break
+    elif problem.test_type == "call":
+        if not problem.entry_point:
+            errors.append("call tests need entry_point (the function name)")
+        for i, t in enumerate(problem.tests):
+            if not (isinstance(t, dict) and isinstance(t.get("args"), list) and "expected" in t):
+                errors.append(f"call test {i} must be {{'args': list, 'expected': value}}")
+                break
+    if not isinstance(problem.setup_code, str):
+        errors.append("setup_code must be a string")
+    return errors
+
+
+def read_problems(path: str | Path) -> list[Problem]:
+    """Read a normalized problems JSONL; a bad row raises with the file and line."""
+    return list(iter_problems(path))
+
+
+def iter_problems(path: str | Path) -> Iterator[Problem]:
+    path = Path(path)
+    with path.open(encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield Problem.from_dict(json.loads(line))
+            except (ValueError, TypeError) as error:
+                raise MalformedProblemError(f"{path}:{line_number}: {error}") from error
+
+
+def write_problems(problems: Iterable[Problem], path: str | Path) -> int:
+    return write_jsonl((problem.to_dict() for problem in problems), path)

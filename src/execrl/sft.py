@@ -1,0 +1,82 @@
+"""Supervised warm start on reference solutions (TRL's SFTTrainer)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from execrl.problems import Problem
+from execrl.prompting import PromptConfig, build_prompt
+from execrl.training import MetricsFileCallback, device_kwargs
+
+
+@dataclass(frozen=True)
+class SFTSettings:
+    """Supervised fine-tuning of a model on the train split's reference solutions."""
+
+    num_train_epochs: float = 3.0
+    learning_rate: float = 2e-3
+    per_device_train_batch_size: int = 16
+    gradient_accumulation_steps: int = 1
+    max_length: int = 384
+    warmup_ratio: float = 0.05
+    weight_decay: float = 0.0
+    seed: int = 0
+
+
+def sft_examples(problems: list[Problem], prompt_config: PromptConfig, tokenizer) -> list[dict]:
+    """Prompt-completion pairs; problems without a reference solution are left out."""
+    return [
+        {"prompt": build_prompt(p, prompt_config, tokenizer), "completion": p.reference.strip("\n") + "\n"}
+        for p in problems
+        if p.reference
+    ]
+
+
+def run_sft(
+    model_path: str | Path,
+    problems: list[Problem],
+    prompt_config: PromptConfig,
+    settings: SFTSettings,
+    output_dir: str | Path,
+    metrics_path: str | Path,
+) -> None:
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    examples = sft_examples(problems, prompt_config, tokenizer)
+    if not examples:
+        raise ValueError("no problem in the train split has a reference solution to fine-tune on")
+    model = AutoModelForCausalLM.from_pretrained(str(model_path))
+    output_dir = Path(output_dir)
+    args = SFTConfig(
+        output_dir=str(output_dir / "trainer"),
+        num_train_epochs=settings.num_train_epochs,
+        learning_rate=settings.learning_rate,
+        per_device_train_batch_size=settings.per_device_train_batch_size,
+        gradient_accumulation_steps=settings.gradient_accumulation_steps,
+        max_length=settings.max_length,
+        warmup_ratio=settings.warmup_ratio,
+        weight_decay=settings.weight_decay,
+        lr_scheduler_type="cosine",
+        completion_only_loss=True,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        logging_steps=10,
+        save_strategy="no",
+        report_to=[],
+        dataloader_num_workers=0,
+        **device_kwargs(),
+    )
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(examples),
+        processing_class=tokenizer,
+        callbacks=[MetricsFileCallback(metrics_path)],
+    )
+    trainer.train()
+    trainer.save_model(str(output_dir))
+    tokenizer.save_pretrained(str(output_dir))

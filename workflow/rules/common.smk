@@ -1,0 +1,146 @@
+from snakemake.utils import validate
+
+from execrl.config import check_references
+from execrl.resources import stage_resources
+
+
+validate(config, schema="../schemas/config.schema.yaml")
+check_references(config)
+
+EXPERIMENT = config["experiment"]
+METHODS = ("base", "dpo", "grpo", "srrl")
+
+
+wildcard_constraints:
+    dataset="|".join(map(re.escape, config["datasets"])),
+    model="|".join(map(re.escape, config["models"])),
+    method="|".join(METHODS),
+    seed=r"\d+",
+    split="train|test",
+
+
+##### target functions #####
+
+
+def get_final_output():
+    return ["results/report.html", "results/summary.json"]
+
+
+def get_all_evaluations():
+    return expand(
+        "results/eval/{dataset}/{model}/{method}/{seed}/{split}.json",
+        dataset=EXPERIMENT["datasets"],
+        model=EXPERIMENT["models"],
+        method=EXPERIMENT["methods"],
+        seed=EXPERIMENT["seeds"],
+        split=EXPERIMENT.get("eval_splits", ["test"]),
+    )
+
+
+def get_all_annotations():
+    return [
+        path.replace("results/eval/", "results/annotations/").replace(".json", ".jsonl")
+        for path in get_all_evaluations()
+    ]
+
+
+def get_all_benchmarks():
+    # Snakemake writes these only after jobs finish; the report reads what exists.
+    return []
+
+
+##### dataset helpers #####
+
+
+def dataset_config(wildcards):
+    return config["datasets"][wildcards.dataset]
+
+
+def dataset_setting(key):
+    """A params function returning one setting of the job's dataset."""
+
+    def get(wildcards):
+        return dataset_config(wildcards)[key]
+
+    return get
+
+
+def get_split_name(wildcards):
+    """The dataset's own name for the train/test role a path asks for."""
+    return dataset_config(wildcards)[f"{wildcards.split}_split"]
+
+
+def get_problems(wildcards):
+    return f"results/data/{wildcards.dataset}/{wildcards.split}.jsonl"
+
+
+def get_train_problems(wildcards):
+    return f"results/data/{wildcards.dataset}/train.jsonl"
+
+
+##### model helpers #####
+
+
+def model_config(wildcards):
+    return config["models"][wildcards.model]
+
+
+def is_tiny(wildcards):
+    return model_config(wildcards)["source"] == "tiny"
+
+
+def get_base_model_dir(wildcards):
+    """A locally built model's folder; hub and local-path models need no rule."""
+    if is_tiny(wildcards):
+        return f"results/models/{wildcards.dataset}/{wildcards.model}/base"
+    return []
+
+
+def get_policy_model(wildcards):
+    """Folder or hub id of the model a method samples from."""
+    if wildcards.method != "base":
+        return f"results/models/{wildcards.dataset}/{wildcards.model}/{wildcards.method}/{wildcards.seed}/merged"
+    return get_base_model_dir(wildcards)
+
+
+def get_policy_model_path(wildcards):
+    policy = get_policy_model(wildcards)
+    return policy if policy else model_config(wildcards)["source"]
+
+
+##### settings passed through params #####
+
+
+def get_prompt_settings(wildcards=None):
+    return dict(config["prompt"])
+
+
+def get_generation_settings(wildcards):
+    settings = {k: v for k, v in config["generation"].items() if k != "backend"}
+    settings["seed"] = int(wildcards.seed)
+    return settings
+
+
+def get_tiny_model_settings(wildcards=None):
+    return {k: v for k, v in config["tiny_model"].items() if k not in ("sft", "vocab_size")}
+
+
+def get_sft_settings(wildcards=None):
+    return dict(config["tiny_model"]["sft"])
+
+
+##### resources #####
+
+
+def resource(stage, key):
+    """A resource callable for a rule: sized from the model in the job's wildcards."""
+
+    def get(wildcards, attempt):
+        params_b = config["models"][wildcards.model]["params_b"] if "model" in wildcards.keys() else 0.0
+        return stage_resources(stage, params_b, attempt)[key]
+
+    return get
+
+
+def gpu_model(wildcards):
+    return model_config(wildcards).get("gpu_model") or ""

@@ -1,0 +1,21 @@
+rule annotate_candidates:
+    input:
+        problems=get_problems,
+        candidates="results/candidates/{dataset}/{model}/{method}/{seed}/{split}.jsonl",
+    output:
+        "results/annotations/{dataset}/{model}/{method}/{seed}/{split}.jsonl",
+    log:
+        "logs/annotate_candidates/{dataset}/{model}/{method}/{seed}/{split}.log",
+    benchmark:
+        "benchmarks/annotate_candidates/{dataset}/{model}/{method}/{seed}/{split}.tsv"
+    params:
+        workers=config["execution"]["workers"],
+        timeout_s=config["execution"]["timeout_s"],
+        memory_mb=config["execution"]["memory_mb"],
+    threads: config["execution"]["workers"]
+    resources:
+        cpus_per_task=resource("execute", "cpus_per_task"),
+        mem_mb=resource("execute", "mem_mb"),
+        runtime=resource("execute", "runtime"),
+    script:
+        "../scripts/annotate_candidates.py"

@@ -1,0 +1,24 @@
+rule generate_candidates:
+    input:
+        problems=get_problems,
+        model=get_policy_model,
+    output:
+        "results/candidates/{dataset}/{model}/{method}/{seed}/{split}.jsonl",
+    log:
+        "logs/generate_candidates/{dataset}/{model}/{method}/{seed}/{split}.log",
+    benchmark:
+        "benchmarks/generate_candidates/{dataset}/{model}/{method}/{seed}/{split}.tsv"
+    params:
+        model_path=get_policy_model_path,
+        backend=config["generation"]["backend"],
+        generation=get_generation_settings,
+        prompt=get_prompt_settings,
+    threads: 2
+    resources:
+        gpu=resource("generate", "gpu"),
+        gpu_model=gpu_model,
+        cpus_per_task=resource("generate", "cpus_per_task"),
+        mem_mb=resource("generate", "mem_mb"),
+        runtime=resource("generate", "runtime"),
+    script:
+        "../scripts/generate_candidates.py"

@@ -1,0 +1,62 @@
+# A tiny model built locally for a dataset: tokenizer, random init, supervised warm start.
+
+
+rule train_tokenizer:
+    input:
+        problems=get_train_problems,
+    output:
+        directory("results/models/{dataset}/{model}/tokenizer"),
+    log:
+        "logs/train_tokenizer/{dataset}/{model}.log",
+    benchmark:
+        "benchmarks/train_tokenizer/{dataset}/{model}.tsv"
+    params:
+        vocab_size=config["tiny_model"]["vocab_size"],
+        prompt=get_prompt_settings,
+    resources:
+        mem_mb=resource("data", "mem_mb"),
+        runtime=resource("data", "runtime"),
+    script:
+        "../scripts/train_tokenizer.py"
+
+
+rule init_tiny_model:
+    input:
+        tokenizer="results/models/{dataset}/{model}/tokenizer",
+    output:
+        directory("results/models/{dataset}/{model}/init"),
+    log:
+        "logs/init_tiny_model/{dataset}/{model}.log",
+    benchmark:
+        "benchmarks/init_tiny_model/{dataset}/{model}.tsv"
+    params:
+        architecture=get_tiny_model_settings,
+        seed=0,
+    resources:
+        mem_mb=resource("data", "mem_mb"),
+        runtime=resource("data", "runtime"),
+    script:
+        "../scripts/init_tiny_model.py"
+
+
+rule sft_tiny_model:
+    input:
+        model="results/models/{dataset}/{model}/init",
+        problems=get_train_problems,
+    output:
+        model=directory("results/models/{dataset}/{model}/base"),
+        metrics="results/training/{dataset}/{model}/sft/metrics.jsonl",
+    log:
+        "logs/sft_tiny_model/{dataset}/{model}.log",
+    benchmark:
+        "benchmarks/sft_tiny_model/{dataset}/{model}.tsv"
+    params:
+        sft=get_sft_settings,
+        prompt=get_prompt_settings,
+    threads: 2
+    resources:
+        gpu=resource("train", "gpu"),
+        mem_mb=resource("train", "mem_mb"),
+        runtime=resource("train", "runtime"),
+    script:
+        "../scripts/sft_tiny_model.py"

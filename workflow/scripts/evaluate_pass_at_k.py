@@ -1,0 +1,15 @@
+import sys
+
+sys.stderr = open(snakemake.log[0], "w")
+
+from execrl.evaluation import evaluate_annotations
+from execrl.jsonl import read_jsonl, write_json
+from execrl.problems import read_problems
+
+evaluation = evaluate_annotations(
+    problems=read_problems(snakemake.input.problems),
+    annotations=read_jsonl(snakemake.input.annotations),
+    ks=snakemake.params.k,
+)
+evaluation["run"] = {key: snakemake.wildcards[key] for key in ("dataset", "model", "method", "seed", "split")}
+write_json(evaluation, snakemake.output[0])

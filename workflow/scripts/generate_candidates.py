@@ -1,0 +1,20 @@
+import sys
+
+sys.stderr = open(snakemake.log[0], "w")
+
+import torch
+
+from execrl.generation import GenerationSettings, candidate_records, get_backend
+from execrl.jsonl import write_jsonl
+from execrl.problems import read_problems
+from execrl.prompting import PromptConfig
+
+torch.set_num_threads(snakemake.threads)
+backend = get_backend(snakemake.params.backend, snakemake.params.model_path)
+records = candidate_records(
+    problems=read_problems(snakemake.input.problems),
+    backend=backend,
+    settings=GenerationSettings(**snakemake.params.generation),
+    prompt_config=PromptConfig(**snakemake.params.prompt),
+)
+write_jsonl(records, snakemake.output[0])
