@@ -19,7 +19,8 @@ class SFTSettings:
     per_device_train_batch_size: int = 16
     gradient_accumulation_steps: int = 1
     max_length: int = 384
-    warmup_ratio: float = 0.05
+    warmup_steps: float = 0.05
+    """Warm-up length: a fraction of training below 1, else a number of steps."""
     weight_decay: float = 0.0
     seed: int = 0
 
@@ -58,7 +59,7 @@ def run_sft(
         per_device_train_batch_size=settings.per_device_train_batch_size,
         gradient_accumulation_steps=settings.gradient_accumulation_steps,
         max_length=settings.max_length,
-        warmup_ratio=settings.warmup_ratio,
+        warmup_steps=settings.warmup_steps,
         weight_decay=settings.weight_decay,
         lr_scheduler_type="cosine",
         completion_only_loss=True,

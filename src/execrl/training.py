@@ -19,11 +19,12 @@ def device_kwargs() -> dict:
     return {"bf16": False, "fp16": False, "use_cpu": True}
 
 
-def report_to(wandb_mode: str) -> list[str]:
-    """Weights & Biases only when asked for; `WANDB_MODE` carries online/offline to the library."""
-    if wandb_mode == "disabled":
+def report_to(wandb: dict | None) -> list[str]:
+    """Weights & Biases only when the config's mode asks for it (`online` or `offline`)."""
+    if not wandb or wandb.get("mode", "disabled") == "disabled":
         return []
-    os.environ["WANDB_MODE"] = wandb_mode
+    os.environ["WANDB_MODE"] = wandb["mode"]
+    os.environ.setdefault("WANDB_PROJECT", wandb.get("project", "execrl"))
     return ["wandb"]
 
 
@@ -37,13 +38,34 @@ def last_checkpoint(output_dir: str | Path) -> str | None:
     return get_last_checkpoint(str(output_dir))
 
 
+def settings_digest(settings: dict) -> str:
+    """A short, stable name for a set of training settings (keys checkpoints to them)."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
 class MetricsFileCallback(TrainerCallback):
-    """Append every logged step's metrics to a JSONL file the report reads."""
+    """Append every logged step's metrics to a JSONL file the report reads.
+
+    On a resumed run, records past the checkpoint's step are dropped first, so the file
+    describes one consistent training run.
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._start = time.monotonic()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not self.path.exists() or not state.is_world_process_zero:
+            return
+        kept = [
+            line
+            for line in self.path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line).get("step", 0) <= state.global_step
+        ]
+        self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or not state.is_world_process_zero:

@@ -96,6 +96,11 @@ def get_base_model_dir(wildcards):
     return []
 
 
+def get_base_model_path(wildcards):
+    """Folder or hub id of the model before any RL."""
+    return get_base_model_dir(wildcards) or model_config(wildcards)["source"]
+
+
 def get_policy_model(wildcards):
     """Folder or hub id of the model a method samples from."""
     if wildcards.method != "base":
@@ -104,8 +109,7 @@ def get_policy_model(wildcards):
 
 
 def get_policy_model_path(wildcards):
-    policy = get_policy_model(wildcards)
-    return policy if policy else model_config(wildcards)["source"]
+    return get_policy_model(wildcards) or model_config(wildcards)["source"]
 
 
 ##### settings passed through params #####
@@ -127,6 +131,10 @@ def get_tiny_model_settings(wildcards=None):
 
 def get_sft_settings(wildcards=None):
     return dict(config["tiny_model"]["sft"])
+
+
+def get_dpo_settings(wildcards):
+    return {**config["dpo"], "seed": int(wildcards.seed)}
 
 
 ##### resources #####

@@ -60,3 +60,25 @@ rule sft_tiny_model:
         runtime=resource("train", "runtime"),
     script:
         "../scripts/sft_tiny_model.py"
+
+
+rule merge_adapter:
+    input:
+        adapter="results/models/{dataset}/{model}/{method}/{seed}/adapter",
+        model=get_base_model_dir,
+    output:
+        directory("results/models/{dataset}/{model}/{method}/{seed}/merged"),
+    log:
+        "logs/merge_adapter/{dataset}/{model}/{method}/{seed}.log",
+    benchmark:
+        "benchmarks/merge_adapter/{dataset}/{model}/{method}/{seed}.tsv"
+    params:
+        model_path=get_base_model_path,
+    resources:
+        gpu=resource("merge", "gpu"),
+        gpu_model=gpu_model,
+        cpus_per_task=resource("merge", "cpus_per_task"),
+        mem_mb=resource("merge", "mem_mb"),
+        runtime=resource("merge", "runtime"),
+    script:
+        "../scripts/merge_adapter.py"

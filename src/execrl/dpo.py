@@ -1,0 +1,87 @@
+"""Offline preference optimisation on execution-ranked pairs (TRL's DPOTrainer with a LoRA adapter)."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from execrl.lora import LoRASettings
+from execrl.training import MetricsFileCallback, device_kwargs, last_checkpoint, report_to
+
+
+@dataclass(frozen=True)
+class DPOSettings:
+    """DPO hyper-parameters; loss types are TRL's and may be combined with weights."""
+
+    beta: float = 0.1
+    loss_type: list[str] = field(default_factory=lambda: ["sigmoid"])
+    loss_weights: list[float] | None = None
+    learning_rate: float = 5e-5
+    num_train_epochs: float = 1.0
+    per_device_train_batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    max_length: int = 512
+    save_steps: int = 50
+    """Checkpoint every this many optimiser steps (a killed job resumes from the last one)."""
+    seed: int = 0
+
+
+def train_dpo(
+    model_path: str,
+    pairs: list[dict],
+    settings: DPOSettings,
+    lora: LoRASettings,
+    checkpoint_dir: str | Path,
+    adapter_dir: str | Path,
+    metrics_path: str | Path,
+    wandb: dict | None = None,
+    run_name: str | None = None,
+) -> None:
+    """Train an adapter on (prompt, chosen, rejected) pairs, resuming from the newest checkpoint."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import DPOConfig, DPOTrainer
+
+    if not pairs:
+        raise ValueError("no preference pairs to train on (see the RL dataset manifest for why)")
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_path)
+    checkpoint_dir = Path(checkpoint_dir)
+    args = DPOConfig(
+        output_dir=str(checkpoint_dir),
+        beta=settings.beta,
+        loss_type=list(settings.loss_type),
+        loss_weights=list(settings.loss_weights) if settings.loss_weights else None,
+        learning_rate=settings.learning_rate,
+        num_train_epochs=settings.num_train_epochs,
+        per_device_train_batch_size=settings.per_device_train_batch_size,
+        gradient_accumulation_steps=settings.gradient_accumulation_steps,
+        max_length=settings.max_length,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=settings.save_steps,
+        save_total_limit=2,
+        report_to=report_to(wandb),
+        run_name=run_name,
+        dataloader_num_workers=0,
+        **device_kwargs(),
+    )
+    dataset = Dataset.from_list([{k: p[k] for k in ("prompt", "chosen", "rejected")} for p in pairs])
+    metrics_in_progress = checkpoint_dir / "metrics.jsonl"
+    trainer = DPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=lora.peft_config(),
+        callbacks=[MetricsFileCallback(metrics_in_progress)],
+    )
+    trainer.train(resume_from_checkpoint=last_checkpoint(checkpoint_dir))
+    trainer.save_model(str(adapter_dir))
+    tokenizer.save_pretrained(str(adapter_dir))
+    shutil.copyfile(metrics_in_progress, metrics_path)

@@ -1,0 +1,33 @@
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+MBPP_DIR = REPO.parent / "shared" / "data" / "mbpp"
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+
+def copy_workflow(destination: Path) -> Path:
+    """A private copy of the workflow and configs, so a test run never touches the checkout's results."""
+    for name in ("workflow", "config", "profiles"):
+        shutil.copytree(REPO / name, destination / name)
+    return destination
+
+
+def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    result = subprocess.run(
+        [SNAKEMAKE, "--cores", "2", *args], cwd=workdir, capture_output=True, text=True, env=env, timeout=1800
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-8000:]}")
+    return result
+
+
+@pytest.fixture
+def workflow_copy(tmp_path):
+    return copy_workflow(tmp_path)

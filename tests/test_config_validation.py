@@ -1,0 +1,39 @@
+"""A bad config fails before any job, with one message naming the key."""
+
+import pytest
+import yaml
+
+from conftest import run_snakemake
+
+
+def write_overlay(workdir, overlay):
+    path = workdir / "config" / "overlay.yaml"
+    path.write_text(yaml.safe_dump(overlay))
+    return "config/overlay.yaml"
+
+
+@pytest.mark.parametrize(
+    "overlay, expected",
+    [
+        ({"generation": {"temprature": 0.5}}, "temprature"),
+        ({"generation": {"num_samples": "eight"}}, "eight"),
+        ({"experiment": {"datasets": ["nosuchdata"]}}, "nosuchdata"),
+        ({"experiment": {"models": ["gpt-nothing"]}}, "gpt-nothing"),
+        ({"experiment": {"methods": ["ppo"]}}, "ppo"),
+        ({"prompt": {"template": "{prompt} {solution}"}}, "solution"),
+        ({"datasets": {"builtin": {"adapter": "csv"}}}, "csv"),
+    ],
+)
+def test_bad_config_fails_before_any_job(workflow_copy, overlay, expected):
+    overlay_path = write_overlay(workflow_copy, overlay)
+    result = run_snakemake(workflow_copy, "-n", "results/report.html", "--configfile", overlay_path, check=False)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert expected in output
+    assert "rule " not in result.stdout  # no job was planned
+    assert not (workflow_copy / "results").exists()
+
+
+def test_default_config_plans(workflow_copy):
+    result = run_snakemake(workflow_copy, "-n", "results/report.html")
+    assert "render_report" in result.stdout

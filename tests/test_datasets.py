@@ -1,0 +1,533 @@
+"""Dataset adapters: the dispatcher, mbpp (real data), taco (fixture) and jsonl."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from execrl.datasets import DatasetError, LoadResult, load_split, mbpp, taco
+from execrl.problems import Problem, write_problems
+
+MBPP_DIR = Path("/work/shared/data/mbpp")
+MBPP_FULL = MBPP_DIR / "mbpp.jsonl"
+MBPP_SANITIZED = MBPP_DIR / "sanitized-mbpp.json"
+MBPP_FULL_SHA256 = "0b7004a79cd62d9ec7ecdd5a6e5f0ef1210ff00b286df3c5d5b57bf38c58e19a"
+TACO_FIXTURE = Path(__file__).parent / "data" / "taco_sample.jsonl"
+
+needs_mbpp = pytest.mark.skipif(not MBPP_FULL.exists(), reason="MBPP copy not available")
+
+
+def mbpp_rows() -> list[dict]:
+    return [json.loads(line) for line in MBPP_FULL.read_text().splitlines()]
+
+
+def write_jsonl(path: Path, rows: list) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+# ------------------------------------------------------------------------------ dispatcher
+
+
+MISSING = "/nonexistent/never/read.jsonl"  # argument checks must fire before any source is touched
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"adapter": "nope", "split": "test", "source": MISSING}, "unknown adapter 'nope'"),
+        ({"adapter": "mbpp", "split": "dev", "source": MISSING}, "unknown split 'dev'"),
+        ({"adapter": "mbpp", "split": "test", "source": MISSING, "subset": "tiny"}, "unknown subset 'tiny'"),
+        (
+            {"adapter": "mbpp", "split": "test", "source": MISSING, "options": {"bogus": 1}},
+            "unknown option(s) ['bogus']",
+        ),
+        ({"adapter": "mbpp", "split": "test", "source": MISSING, "on_malformed": "ignore"}, "on_malformed"),
+        ({"adapter": "taco", "split": "test", "source": MISSING, "options": {"test_fraction": 2}}, "test_fraction"),
+        (
+            {"adapter": "taco", "split": "test", "source": MISSING, "options": {"seed": "1"}},
+            "'seed' must be an integer",
+        ),
+        ({"adapter": "taco", "split": "test", "options": {"difficulties": ["EASIEST"]}}, "unknown ['EASIEST']"),
+        ({"adapter": "taco", "split": "test", "source": MISSING, "subset": "full"}, "takes no subset"),
+        ({"adapter": "builtin", "split": "validation"}, "unknown split 'validation'"),
+        ({"adapter": "builtin", "split": "train", "options": {"families": ["poetry"]}}, "unknown ['poetry']"),
+        ({"adapter": "builtin", "split": "train", "options": {"max_difficulty": 4}}, "max_difficulty"),
+        ({"adapter": "builtin", "split": "train", "options": {"n_train": -1}}, "n_train"),
+        ({"adapter": "builtin", "split": "train", "options": {"holdout": "names"}}, "holdout"),
+        ({"adapter": "builtin", "split": "train", "source": "x.jsonl"}, "takes no source"),
+        ({"adapter": "jsonl", "split": "test"}, "needs a source"),
+        ({"adapter": "jsonl", "split": "test", "options": {"seed": 1}}, "allowed: none"),
+    ],
+)
+def test_bad_arguments_raise_before_reading(kwargs, message):
+    with pytest.raises(DatasetError) as caught:
+        load_split(**kwargs)
+    assert message in str(caught.value)
+
+
+def test_missing_local_source_is_a_clear_error(tmp_path):
+    with pytest.raises(DatasetError, match="neither an existing path nor a hub dataset id"):
+        load_split("mbpp", "test", source=str(tmp_path / "missing" / "mbpp.jsonl"))
+    with pytest.raises(DatasetError, match="does not exist"):
+        load_split("jsonl", "test", source=str(tmp_path / "missing.jsonl"))
+
+
+# ------------------------------------------------------------------------------ mbpp: real data
+
+
+@needs_mbpp
+@pytest.mark.parametrize(("split", "count"), [("train", 374), ("test", 500), ("validation", 90), ("prompt", 10)])
+def test_mbpp_full_split_counts(split, count):
+    result = load_split("mbpp", split, source=str(MBPP_FULL))
+    assert isinstance(result, LoadResult)
+    assert len(result.problems) == count
+    low, high = mbpp.SPLIT_RANGES[split]
+    assert all(low <= p.metadata["task_id"] <= high for p in result.problems)
+    assert len({p.id for p in result.problems}) == count
+    manifest = result.manifest
+    assert manifest["adapter"] == "mbpp" and manifest["subset"] == "full" and manifest["split"] == split
+    assert manifest["n_rows_read"] == 974
+    assert manifest["n_problems"] == count and manifest["skipped"] == []
+    assert manifest["source_digest"] == MBPP_FULL_SHA256
+    assert json.loads(json.dumps(manifest)) == manifest
+
+
+@needs_mbpp
+def test_mbpp_sanitized_split_counts():
+    counts = {}
+    for split in mbpp.SPLITS:
+        result = load_split("mbpp", split, source=str(MBPP_SANITIZED))
+        assert result.manifest["subset"] == "sanitized"
+        counts[split] = len(result.problems)
+    assert counts == {"train": 120, "test": 257, "validation": 43, "prompt": 7}
+    assert sum(counts.values()) == 427
+
+
+@needs_mbpp
+def test_mbpp_problem_fields():
+    problems = {p.id: p for p in load_split("mbpp", "test", source=str(MBPP_FULL)).problems}
+    first = problems["mbpp/11"]
+    assert first.prompt.startswith("Write a python function to remove first and last occurrence")
+    assert first.test_type == "assert"
+    assert first.tests[0] == 'assert remove_Occ("hello","l") == "heo"'
+    assert first.entry_point == "remove_Occ"
+    assert first.reference.startswith("def remove_Occ(s,ch):") and "\r" not in first.reference
+    assert first.metadata == {
+        "task_id": 11,
+        "challenge_test_list": ['assert remove_Occ("hellolloll","l") == "helollol"', 'assert remove_Occ("","l") == ""'],
+    }
+    # test_setup_code becomes setup_code.
+    assert problems["mbpp/367"].setup_code.startswith("root = Node(1)")
+    # Every entry point is a function the reference defines.
+    for problem in problems.values():
+        assert f"def {problem.entry_point}" in problem.reference or f"class {problem.entry_point}" in problem.reference
+
+
+@needs_mbpp
+def test_mbpp_sanitized_fields():
+    problems = {p.id: p for p in load_split("mbpp", "test", source=str(MBPP_SANITIZED)).problems}
+    sphere = problems["mbpp/82"]
+    assert sphere.prompt == "Write a function to find the volume of a sphere."
+    assert sphere.setup_code == "import math"  # from test_imports
+    assert sphere.entry_point == "volume_sphere"  # first test is math.isclose(volume_sphere(...), ...)
+    prompt_split = {p.id: p for p in load_split("mbpp", "prompt", source=str(MBPP_SANITIZED)).problems}
+    assert prompt_split["mbpp/2"].entry_point == "similar_elements"  # first test: set(similar_elements(...))
+    assert sphere.metadata == {"task_id": 82, "challenge_test_list": []}
+
+
+@needs_mbpp
+def test_mbpp_folder_source_picks_file_by_subset():
+    full = load_split("mbpp", "prompt", source=str(MBPP_DIR))
+    sanitized = load_split("mbpp", "prompt", source=str(MBPP_DIR), subset="sanitized")
+    assert (len(full.problems), len(sanitized.problems)) == (10, 7)
+    assert full.manifest["source_path"] == str(MBPP_FULL)
+    assert sanitized.manifest["source_path"] == str(MBPP_SANITIZED)
+
+
+@needs_mbpp
+def test_mbpp_subset_must_match_file_layout():
+    with pytest.raises(DatasetError, match="'full' layout, but subset 'sanitized'"):
+        load_split("mbpp", "test", source=str(MBPP_FULL), subset="sanitized")
+
+
+def test_mbpp_entry_point_parsing():
+    assert mbpp.entry_point("assert f(1) == 2") == "f"
+    assert mbpp.entry_point("assert set(g([1])) == set([1])") == "g"
+    assert mbpp.entry_point("assert math.isclose(area(2), 12.5)") == "area"
+    assert mbpp.entry_point("assert sorted(h(x)) == [1]", "def helper(): pass\ndef h(x): pass") == "h"
+    # A called name the reference defines wins over a non-builtin helper called first.
+    assert mbpp.entry_point("assert wrap(solve(3)) == 1", "def solve(n): pass") == "solve"
+
+
+# ------------------------------------------------------------------------------ mbpp: other source forms
+
+
+def _some_rows() -> list[dict]:
+    rows = {r["task_id"]: r for r in mbpp_rows()}
+    return [rows[i] for i in (2, 3, 11, 12, 13, 511, 512, 601, 602, 603)]
+
+
+@needs_mbpp
+def test_mbpp_saved_dataset_dict(tmp_path):
+    import datasets
+
+    rows = _some_rows()
+    by_split = {
+        split: [r for r in rows if mbpp.SPLIT_RANGES[split][0] <= r["task_id"] <= mbpp.SPLIT_RANGES[split][1]]
+        for split in ("train", "test", "prompt")
+    }
+    folder = tmp_path / "mbpp_hf"
+    datasets.DatasetDict({s: datasets.Dataset.from_list(r) for s, r in by_split.items()}).save_to_disk(str(folder))
+
+    result = load_split("mbpp", "test", source=str(folder))
+    assert [p.id for p in result.problems] == ["mbpp/11", "mbpp/12", "mbpp/13"]
+    assert result.manifest["source_digest"] and result.manifest["subset"] == "full"
+    # Same problems as from the upstream file.
+    upstream = {p.id: p for p in load_split("mbpp", "test", source=str(MBPP_FULL)).problems}
+    assert [p.to_dict() for p in result.problems] == [upstream[p.id].to_dict() for p in result.problems]
+    # A saved DatasetDict decides the split itself.
+    assert len(load_split("mbpp", "train", source=str(folder)).problems) == 3
+    with pytest.raises(DatasetError, match="no split 'validation'"):
+        load_split("mbpp", "validation", source=str(folder))
+
+
+@needs_mbpp
+def test_mbpp_saved_single_dataset_is_split_by_task_id(tmp_path):
+    import datasets
+
+    folder = tmp_path / "mbpp_one"
+    datasets.Dataset.from_list(_some_rows()).save_to_disk(str(folder))
+    assert [p.id for p in load_split("mbpp", "validation", source=str(folder)).problems] == ["mbpp/511", "mbpp/512"]
+
+
+@needs_mbpp
+def test_mbpp_parquet_and_hf_jsonl(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = _some_rows()
+    parquet = tmp_path / "mbpp.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), parquet)
+    hf_jsonl = write_jsonl(tmp_path / "train.jsonl", rows)
+    for source in (parquet, hf_jsonl):
+        result = load_split("mbpp", "train", source=str(source))
+        assert [p.id for p in result.problems] == ["mbpp/601", "mbpp/602", "mbpp/603"]
+        assert result.manifest["n_rows_read"] == 10 and result.manifest["n_rows_in_split"] == 3
+
+
+@needs_mbpp
+def test_mbpp_sanitized_parquet_detects_subset(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = json.loads(MBPP_SANITIZED.read_text())[:20]
+    path = tmp_path / "sanitized.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    result = load_split("mbpp", "test", source=str(path))
+    assert result.manifest["subset"] == "sanitized"
+    assert {p.id for p in result.problems} == {f"mbpp/{r['task_id']}" for r in rows if 11 <= r["task_id"] <= 510}
+
+
+@needs_mbpp
+def test_mbpp_hub_path_is_thin(monkeypatch):
+    import datasets
+
+    calls = []
+
+    def fake_load_dataset(path, name=None, split=None, revision=None, **kwargs):
+        calls.append((path, name, split, revision))
+        return datasets.Dataset.from_list(_some_rows()[2:5])
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    result = load_split("mbpp", "test", options={"revision": "abc123"})
+    assert calls == [("google-research-datasets/mbpp", "full", "test", "abc123")]
+    assert [p.id for p in result.problems] == ["mbpp/11", "mbpp/12", "mbpp/13"]
+    assert result.manifest["source"] == "google-research-datasets/mbpp"
+    assert result.manifest["source_digest"] is None
+
+    # Hub splits are taken as they are (no task-id filtering), and hub failures are DatasetErrors.
+    def failing(*args, **kwargs):
+        raise ConnectionError("hub unreachable")
+
+    monkeypatch.setattr(datasets, "load_dataset", failing)
+    with pytest.raises(DatasetError, match="hub unreachable"):
+        load_split("mbpp", "train", source="google-research-datasets/mbpp", subset="sanitized")
+
+
+# ------------------------------------------------------------------------------ mbpp: malformed rows
+
+
+@pytest.fixture
+def broken_mbpp(tmp_path) -> Path:
+    rows = {r["task_id"]: r for r in mbpp_rows()}
+    good = [rows[i] for i in (11, 12, 13)]
+    no_tests = {**rows[14], "test_list": []}
+    no_text = {k: v for k, v in rows[15].items() if k != "text"}
+    bad_id = {**rows[16], "task_id": "sixteen"}
+    train_row = {**rows[601], "test_list": []}  # malformed but in another split: not this split's business
+    lines = [good[0], no_tests, "{not json", good[1], no_text, bad_id, train_row, good[2]]
+    return write_jsonl(tmp_path / "broken.jsonl", lines)
+
+
+@needs_mbpp
+def test_mbpp_malformed_row_names_file_and_row(broken_mbpp):
+    with pytest.raises(DatasetError) as caught:
+        load_split("mbpp", "test", source=str(broken_mbpp))
+    message = str(caught.value)
+    assert str(broken_mbpp) in message and "line 2 (task_id 14)" in message and "test_list" in message
+
+
+@needs_mbpp
+def test_mbpp_malformed_rows_skipped_and_listed(broken_mbpp):
+    result = load_split("mbpp", "test", source=str(broken_mbpp), on_malformed="skip")
+    assert [p.id for p in result.problems] == ["mbpp/11", "mbpp/12", "mbpp/13"]
+    skipped = result.manifest["skipped"]
+    assert [s["row"] for s in skipped] == ["line 2 (task_id 14)", "line 3", "line 5 (task_id 15)", "line 6"]
+    assert "test_list" in skipped[0]["error"]
+    assert "not valid JSON" in skipped[1]["error"]
+    assert "text" in skipped[2]["error"] or "prompt" in skipped[2]["error"]
+    assert "task_id" in skipped[3]["error"]
+    assert result.manifest["n_skipped"] == 4 and result.manifest["n_problems"] == 3
+    assert json.loads(json.dumps(result.manifest)) == result.manifest
+    assert result.manifest["n_rows_read"] == 8
+
+
+# ------------------------------------------------------------------------------ taco
+
+
+def taco_problems(split: str = "train", **options) -> list[Problem]:
+    options.setdefault("test_fraction", 0.0)
+    return load_split("taco", split, source=str(TACO_FIXTURE), options=options).problems
+
+
+def test_taco_fixture_call_based():
+    problems = {p.id: p for p in taco_problems()}
+    assert len(problems) == 8
+    double = problems["taco/0"]
+    assert double.test_type == "call" and double.entry_point == "double_all"
+    # Outputs are all wrapped in one-element lists: unwrapped.
+    assert double.tests == [
+        {"args": [[1, 2, 3]], "expected": [2, 4, 6]},
+        {"args": [[]], "expected": []},
+        {"args": [[-4, 5]], "expected": [-8, 10]},
+    ]
+    assert double.metadata["outputs_unwrapped"] is True
+    assert double.prompt.endswith("\n\ndef double_all(numbers):")
+    assert double.reference.startswith("def double_all(numbers):")
+    assert double.metadata["difficulty"] == "EASY" and double.metadata["source"] == "codewars"
+
+    gcd = problems["taco/1"]
+    assert gcd.entry_point == "gcdOfTwo" and gcd.tests[0] == {"args": [12, 18], "expected": 6}
+    assert "class Solution:" in gcd.prompt
+
+    # Plain outputs, and outputs that are lists of differing lengths, are kept as they are.
+    assert problems["taco/2"].tests[0] == {"args": ["hello"], "expected": 2}
+    assert problems["taco/2"].metadata["outputs_unwrapped"] is False
+    assert problems["taco/2"].metadata["n_solutions"] == 2
+    assert [t["expected"] for t in problems["taco/3"].tests] == [["ab", "cd"], ["ef"], []]
+
+
+def test_taco_fixture_stdio():
+    problems = {p.id: p for p in taco_problems()}
+    summed = problems["taco/4"]
+    assert summed.test_type == "stdio" and summed.entry_point is None
+    assert summed.tests[1] == {"input": "10 -3\n", "output": "7\n"}
+    assert summed.prompt.startswith("You are given two integers") and "-----Input-----" in summed.prompt
+    # Lists of lines are joined with newlines.
+    assert problems["taco/5"].tests[0] == {"input": "3\napple\nbox\ncat", "output": "cat\nbox\napple"}
+    # solutions / input_output given as JSON values rather than strings.
+    assert problems["taco/6"].reference.startswith("n = input()")
+    assert problems["taco/6"].tests[0] == {"input": "123\n", "output": "6\n"}
+    # No solution: no reference.
+    assert problems["taco/7"].reference is None
+
+
+def test_taco_fixture_references_pass_their_tests(tmp_path):
+    """The fixture is self-consistent under the conversion (call unwrapping, stdio joining)."""
+    problems = [p.to_dict() for p in taco_problems() if p.reference]
+    data = tmp_path / "problems.json"
+    data.write_text(json.dumps(problems))
+    harness = r"""
+import json, subprocess, sys
+failures = []
+for p in json.load(open(sys.argv[1])):
+    if p["test_type"] == "call":
+        ns = {}
+        exec(p["reference"], ns)
+        fn = getattr(ns["Solution"](), p["entry_point"]) if "Solution" in ns else ns[p["entry_point"]]
+        for t in p["tests"]:
+            out = fn(*t["args"])
+            if out != t["expected"]:
+                failures.append((p["id"], t, out))
+    else:
+        for t in p["tests"]:
+            run = subprocess.run([sys.executable, "-c", p["reference"]], input=t["input"],
+                                 capture_output=True, text=True, timeout=20)
+            if run.stdout.strip() != t["output"].strip():
+                failures.append((p["id"], t, run.stdout, run.stderr))
+print(json.dumps(failures))
+"""
+    run = subprocess.run([sys.executable, "-c", harness, str(data)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == []
+
+
+def test_taco_holdout_is_disjoint_stable_and_complete():
+    all_ids = {p.id for p in taco_problems()}
+    train = {p.id for p in taco_problems("train", test_fraction=0.5)}
+    test = {p.id for p in taco_problems("test", test_fraction=0.5)}
+    assert train and test
+    assert train.isdisjoint(test) and train | test == all_ids
+    assert train == {p.id for p in taco_problems("train", test_fraction=0.5)}
+    assert {p.id for p in taco_problems("test", test_fraction=1.0)} == all_ids
+    # The split depends on the seed.
+    splits = {frozenset(p.id for p in taco_problems("test", test_fraction=0.5, seed=s)) for s in range(5)}
+    assert len(splits) > 1
+    # ... and on the question text only, not the row position.
+    question = json.loads(TACO_FIXTURE.read_text().splitlines()[0])["question"]
+    assert taco.split_of(question, 0, 0.5) == ("test" if "taco/0" in test else "train")
+    assert taco.split_of("  " + question + "\n", 0, 0.5) == taco.split_of(question, 0, 0.5)
+
+
+def test_taco_default_test_fraction_and_manifest():
+    train = load_split("taco", "train", source=str(TACO_FIXTURE))
+    test = load_split("taco", "test", source=str(TACO_FIXTURE))
+    assert len(train.problems) + len(test.problems) == 8
+    assert train.manifest["options"]["test_fraction"] == 0.1
+    assert train.manifest["n_rows_read"] == 8
+    assert train.manifest["source_digest"] and len(train.manifest["source_digest"]) == 64
+
+
+def test_taco_difficulty_filter():
+    result = load_split("taco", "train", source=str(TACO_FIXTURE),
+                        options={"test_fraction": 0.0, "difficulties": ["medium", "MEDIUM_HARD"]})  # fmt: skip
+    assert [p.id for p in result.problems] == ["taco/5", "taco/6"]
+    assert result.manifest["n_filtered_by_difficulty"] == 6
+
+
+def _uniform_fixture_rows() -> list[dict]:
+    """Fixture rows whose field types agree (Arrow needs one type per column)."""
+    rows = [json.loads(line) for line in TACO_FIXTURE.read_text().splitlines()]
+    return [r for r in rows if isinstance(r["input_output"], str) and isinstance(r["solutions"], str)]
+
+
+def test_taco_parquet_and_saved_dataset(tmp_path):
+    import datasets
+
+    rows = _uniform_fixture_rows()
+    expected = [p.to_dict() for p in taco_problems() if p.id != "taco/6"]
+    for p in expected:  # row positions shift after the dropped row
+        p["metadata"]["row"] = None
+
+    def normalized(problems):
+        out = [p.to_dict() for p in problems]
+        for p in out:
+            p["metadata"]["row"] = None
+            p["id"] = None
+        return out
+
+    parquet = tmp_path / "taco.parquet"
+    datasets.Dataset.from_list(rows).to_parquet(str(parquet))
+    folder = tmp_path / "taco_saved"
+    datasets.DatasetDict({"train": datasets.Dataset.from_list(rows)}).save_to_disk(str(folder))
+    for source in (parquet, folder):
+        result = load_split("taco", "train", source=str(source), options={"test_fraction": 0.0})
+        assert len(result.problems) == 7
+        assert normalized(result.problems) == [dict(p, id=None) for p in expected]
+
+
+def test_taco_hub_path_reads_train(monkeypatch):
+    import datasets
+
+    calls = []
+
+    def fake_load_dataset(path, name=None, split=None, revision=None, **kwargs):
+        calls.append((path, name, split, revision))
+        return datasets.Dataset.from_list(_uniform_fixture_rows())
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    train = load_split("taco", "train", options={"test_fraction": 0.5})
+    test = load_split("taco", "test", options={"test_fraction": 0.5})
+    assert calls == [("likaixin/TACO-verified", None, "train", None)] * 2
+    assert len(train.problems) + len(test.problems) == 7
+    assert train.manifest["source"] == "likaixin/TACO-verified"
+
+
+@pytest.fixture
+def broken_taco(tmp_path) -> Path:
+    rows = [json.loads(line) for line in TACO_FIXTURE.read_text().splitlines()]
+    bad_io = {**rows[0], "question": "Bad io.", "input_output": "{not json"}
+    mismatch = {**rows[4], "question": "Mismatch.", "input_output": json.dumps({"inputs": ["1\n"], "outputs": []})}
+    no_question = {**rows[4], "question": ""}
+    lines = [rows[0], bad_io, rows[4], "[1, 2", mismatch, no_question]
+    return write_jsonl(tmp_path / "taco_broken.jsonl", lines)
+
+
+def test_taco_malformed_rows(broken_taco):
+    with pytest.raises(DatasetError) as caught:
+        load_split("taco", "train", source=str(broken_taco), options={"test_fraction": 0.0})
+    assert str(broken_taco) in str(caught.value) and "line 2 (taco/1)" in str(caught.value)
+    assert "input_output is not valid JSON" in str(caught.value)
+
+    result = load_split("taco", "train", source=str(broken_taco), options={"test_fraction": 0.0},
+                        on_malformed="skip")  # fmt: skip
+    assert [p.id for p in result.problems] == ["taco/0", "taco/2"]
+    assert [s["row"] for s in result.manifest["skipped"]] == ["line 2 (taco/1)", "line 4", "line 5 (taco/4)", "line 6"]
+    assert "1 inputs but 0 outputs" in result.manifest["skipped"][2]["error"]
+    assert "question" in result.manifest["skipped"][3]["error"]
+
+
+# ------------------------------------------------------------------------------ jsonl
+
+
+def _sample_problems() -> list[Problem]:
+    return [
+        Problem(id="t/1", prompt="Add one.", test_type="assert", tests=["assert f(1) == 2"], entry_point="f",
+                reference="def f(x):\n    return x + 1", metadata={"k": [1, 2]}),
+        Problem(id="t/2", prompt="Echo.", test_type="stdio", tests=[{"input": "a\n", "output": "a\n"}]),
+        Problem(id="t/3", prompt="Sum.", test_type="call", tests=[{"args": [1, 2], "expected": 3}], entry_point="add",
+                setup_code="import math"),
+    ]  # fmt: skip
+
+
+def test_jsonl_round_trip_folder_and_file(tmp_path):
+    problems = _sample_problems()
+    write_problems(problems, tmp_path / "test.jsonl")
+    write_problems(problems[:1], tmp_path / "train.jsonl")
+    from_folder = load_split("jsonl", "test", source=str(tmp_path))
+    assert [p.to_dict() for p in from_folder.problems] == [p.to_dict() for p in problems]
+    assert from_folder.manifest["source_path"] == str(tmp_path / "test.jsonl")
+    assert len(load_split("jsonl", "train", source=str(tmp_path)).problems) == 1
+    from_file = load_split("jsonl", "anything", source=str(tmp_path / "test.jsonl"))
+    assert [p.to_dict() for p in from_file.problems] == [p.to_dict() for p in problems]
+    assert from_file.manifest["source_digest"] == from_folder.manifest["source_digest"]
+    with pytest.raises(DatasetError, match=r"no validation.jsonl \(splits here: \['test', 'train'\]\)"):
+        load_split("jsonl", "validation", source=str(tmp_path))
+
+
+def test_jsonl_validates_every_row(tmp_path):
+    good = [p.to_dict() for p in _sample_problems()]
+    bad_type = {**good[0], "id": "t/4", "test_type": "fuzz"}
+    extra = {**good[0], "id": "t/5", "colour": "red"}
+    duplicate = good[1]
+    path = write_jsonl(tmp_path / "mixed.jsonl", [good[0], bad_type, good[1], extra, "oops", duplicate, good[2]])
+    with pytest.raises(DatasetError, match=r"mixed.jsonl: line 2: .*test_type"):
+        load_split("jsonl", "test", source=str(path))
+    result = load_split("jsonl", "test", source=str(path), on_malformed="skip")
+    assert [p.id for p in result.problems] == ["t/1", "t/2", "t/3"]
+    assert [s["row"] for s in result.manifest["skipped"]] == ["line 2", "line 4", "line 5", "line 6"]
+    assert "unknown field" in result.manifest["skipped"][1]["error"]
+    assert "duplicate problem id 't/2'" in result.manifest["skipped"][3]["error"]
+
+
+def test_builtin_through_dispatcher_and_jsonl_round_trip(tmp_path):
+    result = load_split("builtin", "test", options={"n_test": 30, "seed": 3})
+    assert result.manifest["n_problems"] == 30 and result.manifest["source"] is None
+    write_problems(result.problems, tmp_path / "test.jsonl")
+    again = load_split("jsonl", "test", source=str(tmp_path))
+    assert [p.to_dict() for p in again.problems] == [p.to_dict() for p in result.problems]

@@ -1,0 +1,31 @@
+# RL training. Checkpoints live outside the declared outputs, under a folder named by the
+# training settings, so a killed job resumes from its last checkpoint and a changed setting
+# starts afresh.
+
+
+rule train_dpo:
+    input:
+        pairs="results/rl_data/{dataset}/{model}/{seed}/pairs.jsonl",
+        model=get_base_model_dir,
+    output:
+        adapter=directory("results/models/{dataset}/{model}/dpo/{seed}/adapter"),
+        metrics="results/training/{dataset}/{model}/dpo/{seed}/metrics.jsonl",
+    log:
+        "logs/train_dpo/{dataset}/{model}/{seed}.log",
+    benchmark:
+        "benchmarks/train_dpo/{dataset}/{model}/{seed}.tsv"
+    params:
+        model_path=get_base_model_path,
+        dpo=get_dpo_settings,
+        lora=config["lora"],
+        wandb=config["wandb"],
+        checkpoint_root="results/checkpoints",
+    threads: 2
+    resources:
+        gpu=resource("train", "gpu"),
+        gpu_model=gpu_model,
+        cpus_per_task=resource("train", "cpus_per_task"),
+        mem_mb=resource("train", "mem_mb"),
+        runtime=resource("train", "runtime"),
+    script:
+        "../scripts/train_dpo.py"

@@ -1,0 +1,7 @@
+import sys
+
+sys.stderr = open(snakemake.log[0], "w")
+
+from execrl.lora import merge_adapter
+
+merge_adapter(snakemake.params.model_path, snakemake.input.adapter, snakemake.output[0])
