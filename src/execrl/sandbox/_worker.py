@@ -1,0 +1,928 @@
+"""Sandbox worker: a long-lived process that forks one child per candidate run.
+
+This file is started as a script (``python -I _worker.py CONFIG``) by
+:class:`execrl.sandbox.Executor` and deliberately imports nothing from the package: the
+worker is the template every candidate is forked from, so it is kept small (fork cost on
+the target machines grows by ~50 us per MB of private memory) and it never holds anything a
+candidate must not see. In particular it never receives expected values: it gets the
+candidate-dependent sub-expressions of each test (``probes``), call arguments or stdin
+inputs, runs them in a forked child, and sends back the raw observations; the executor
+process judges them.
+
+Wire format (both directions): 4-byte big-endian length + JSON. Replies carry the captured
+byte streams after the JSON header (lengths in the header).
+
+Records written by the child on its result fd are JSON lines:
+
+    ["c", etype, message, trace]        the program does not compile
+    ["l", etype, message, trace]        the program (or setup code) raised while loading
+    ["v", i, [enc, ...]]                test i: encoded values of its probes (or call result)
+    ["u", i, type_name, repr]           test i: a probe value is not a plain value
+    ["e", i, etype, message, trace]     test i raised
+    ["o", i, token]                     test i (an in-child assert) completed
+    ["d", n, token]                     the harness finished all n tests (written last)
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import errno
+import gc
+import json
+import os
+import resource
+import select
+import signal
+import struct
+import sys
+import time
+
+_LEN = struct.Struct(">I")
+RESULT_FD = 997  # the child's result channel is moved here (close-on-exec)
+MAX_RECORD_BYTES = 16 << 20
+COMPILE_IN_WORKER_MAX = 256 << 10  # larger programs are compiled in the child
+_BIG = 1 << 62
+_MAX_DEPTH = 120
+
+# --------------------------------------------------------------------------------------
+# libc helpers (namespaces, mounts, prctl)
+# --------------------------------------------------------------------------------------
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.unshare.argtypes = [ctypes.c_int]
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(src, dst, fstype, flags, data=None) -> None:
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    _check(_libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)), f"mount {src} -> {dst}")
+
+
+def _bind_ro(src: str, dst: str, recursive: bool = False) -> None:
+    _mount(src, dst, None, MS_BIND | (MS_REC if recursive else 0))
+    _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _prctl(option: int, value: int) -> None:
+    _libc.prctl(option, value, 0, 0, 0)
+
+
+# --------------------------------------------------------------------------------------
+# Isolation set up once per worker
+# --------------------------------------------------------------------------------------
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+DEVICES = ("null", "zero", "full", "random", "urandom")
+ROOT_MOUNT_CANDIDATES = ("/mnt", "/media", "/srv", "/boot", "/opt", "/run", "/tmp", "/var/tmp")
+
+
+def _python_dirs() -> list[str]:
+    """Directories the interpreter needs to import modules (made visible read-only)."""
+    paths = {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths.update(p for p in sys.path if p and os.path.isdir(p))
+    real = sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)})
+    keep: list[str] = []
+    for p in real:
+        if any(p == s or p.startswith(s + "/") for s in SYSTEM_DIRS):
+            continue
+        if any(p == k or p.startswith(k + "/") for k in keep):
+            continue
+        keep.append(p)
+    return keep
+
+
+def _within(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def _build_root(root: str, tmpfs_mb: int, hidepid: bool) -> list[str]:
+    """Populate ``root`` (a fresh tmpfs) with read-only views of what Python needs."""
+    notes = []
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            os.symlink(os.readlink(d), root + d)
+        elif os.path.isdir(d):
+            os.mkdir(root + d, 0o755)
+            _bind_ro(d, root + d, recursive=True)
+    for p in _python_dirs():
+        os.makedirs(root + p, 0o755, exist_ok=True)
+        _bind_ro(p, root + p, recursive=True)
+    # a minimal /dev
+    os.mkdir(root + "/dev", 0o755)
+    for name in DEVICES:
+        if os.path.exists("/dev/" + name):
+            open(root + "/dev/" + name, "w").close()
+            _mount("/dev/" + name, root + "/dev/" + name, None, MS_BIND)
+    os.mkdir(root + "/dev/shm")
+    os.chmod(root + "/dev/shm", 0o1777)
+    os.symlink("/proc/self/fd", root + "/dev/fd")
+    for i, name in enumerate(("stdin", "stdout", "stderr")):
+        os.symlink(f"/proc/self/fd/{i}", root + "/dev/" + name)
+    os.mkdir(root + "/proc", 0o555)
+    try:
+        _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2" if hidepid else None)
+    except OSError:
+        _mount("/proc", root + "/proc", None, MS_BIND | MS_REC)
+        notes.append("fresh /proc not allowed: host /proc bound")
+    os.mkdir(root + "/tmp")
+    os.chmod(root + "/tmp", 0o1777)
+    return notes
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def setup_isolation(cfg: dict) -> dict:
+    """Enter private namespaces and a private root once; children inherit them.
+
+    Returns a report of what is active. Modes: ``root`` (uid drop + mount/net namespaces +
+    private root), ``userns`` (unprivileged user namespace: same, without uid drop),
+    ``none`` (rlimits, sessions and temp dirs only).
+    """
+    report = {"mode": "none", "uid": os.getuid(), "network_isolated": False, "private_root": False,
+              "notes": []}
+    want = cfg.get("isolation", "auto")
+    if want == "none":
+        return report
+    is_root = os.geteuid() == 0
+    flags = CLONE_NEWNS | (0 if cfg.get("network") else CLONE_NEWNET)
+    try:
+        if is_root:
+            _check(_libc.unshare(flags), "unshare")
+            report["mode"] = "root"
+        else:
+            uid, gid = os.getuid(), os.getgid()
+            _check(_libc.unshare(CLONE_NEWUSER | flags), "unshare(user)")
+            _write("/proc/self/setgroups", "deny")
+            _write("/proc/self/uid_map", f"0 {uid} 1")
+            _write("/proc/self/gid_map", f"0 {gid} 1")
+            report["mode"] = "userns"
+    except OSError as e:
+        report["notes"].append(f"namespaces unavailable ({e}); running without them")
+        if want in ("root", "userns"):
+            raise
+        return report
+    report["network_isolated"] = not cfg.get("network")
+    try:
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        needed = _python_dirs() + list(SYSTEM_DIRS)
+        root = next(d for d in ROOT_MOUNT_CANDIDATES
+                    if os.path.isdir(d) and not os.path.islink(d)
+                    and not any(_within(n, d) for n in needed))
+        _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV,
+               f"size={int(cfg.get('tmpfs_mb', 256))}m,mode=755")
+        old_umask = os.umask(0o022)
+        try:
+            report["notes"] += _build_root(root, int(cfg.get("tmpfs_mb", 256)), hidepid=is_root)
+        finally:
+            os.umask(old_umask)
+        os.chroot(root)
+        os.chdir("/")
+        report["private_root"] = True
+    except (OSError, StopIteration) as e:
+        report["notes"].append(f"private root unavailable ({e}); host filesystem visible")
+    if report["mode"] == "root" and cfg.get("drop_privileges", True):
+        report["uid"] = int(cfg["uid"])
+    return report
+
+
+# --------------------------------------------------------------------------------------
+# Strict value encoding (child side). Decoding lives in execrl.sandbox.codec.
+# --------------------------------------------------------------------------------------
+
+class Unencodable(Exception):
+    pass
+
+
+_type, _isinstance, _len, _format, _repr = type, isinstance, len, format, repr
+_int, _float, _str, _bytes, _bool = int, float, str, bytes, bool
+_list, _tuple, _dict, _set, _frozenset, _bytearray, _complex = list, tuple, dict, set, frozenset, bytearray, complex
+_NoneType = type(None)
+_list_iter, _tuple_iter, _set_iter, _fset_iter = list.__iter__, tuple.__iter__, set.__iter__, frozenset.__iter__
+_dict_items = dict.items
+_int_copy, _float_copy, _str_copy, _bytes_copy = int.__int__, float.__float__, str.__str__, bytes.__bytes__
+_GENERATOR_TYPES = (type((lambda: (yield))()), type(map(None, ())), type(zip()), type(filter(None, ())),
+                    type(reversed([])), type(iter(range(0))), type(enumerate(())))
+
+
+def encode(v, depth=0):
+    """Encode a value as JSON-ready data, accepting only exact builtin types.
+
+    Subclasses of builtin types are converted to their base type through the base type's
+    own C-level accessors, so a subclass with a rigged ``__eq__`` is compared as its plain
+    content. Anything else raises :class:`Unencodable`.
+    """
+    t = _type(v)
+    if t is _str or t is _bool or t is _float or v is None:
+        return v
+    if t is _int:
+        return v if -_BIG < v < _BIG else {"i": _format(v, "x")}
+    if depth > _MAX_DEPTH:
+        raise Unencodable("value nested too deeply")
+    d = depth + 1
+    if t is _list:
+        return {"l": [encode(x, d) for x in v]}
+    if t is _tuple:
+        return {"t": [encode(x, d) for x in v]}
+    if t is _dict:
+        return {"d": [[encode(k, d), encode(x, d)] for k, x in v.items()]}
+    if t is _set:
+        return {"s": [encode(x, d) for x in v]}
+    if t is _frozenset:
+        return {"f": [encode(x, d) for x in v]}
+    if t is _bytes:
+        return {"b": v.hex()}
+    if t is _bytearray:
+        return {"y": v.hex()}
+    if t is _complex:
+        return {"c": [v.real, v.imag]}
+    # subclasses of plain types: take the plain content (namedtuple, Counter, IntEnum, ...)
+    if _isinstance(v, _bool):
+        return _bool(_int_copy(v))
+    if _isinstance(v, _int):
+        return encode(_int_copy(v), depth)
+    if _isinstance(v, _float):
+        return _float_copy(v)
+    if _isinstance(v, _str):
+        return _str_copy(v)
+    if _isinstance(v, _bytes):
+        return {"b": _bytes_copy(v).hex()}
+    if _isinstance(v, _tuple):
+        return {"t": [encode(x, d) for x in _tuple_iter(v)]}
+    if _isinstance(v, _list):
+        return {"l": [encode(x, d) for x in _list_iter(v)]}
+    if _isinstance(v, _dict):
+        return {"d": [[encode(k, d), encode(x, d)] for k, x in _dict_items(v)]}
+    if _isinstance(v, _frozenset):
+        return {"f": [encode(x, d) for x in _fset_iter(v)]}
+    if _isinstance(v, _set):
+        return {"s": [encode(x, d) for x in _set_iter(v)]}
+    mod = getattr(t, "__module__", "")
+    if mod == "numpy" and hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
+        return encode(v.item(), depth)
+    raise Unencodable(t.__name__)
+
+
+# --------------------------------------------------------------------------------------
+# Child side: runs the candidate. Everything here executes after fork.
+# --------------------------------------------------------------------------------------
+
+_CLEAN_BUILTINS = dict(builtins.__dict__)
+_os_write, _os_exit, _dumps = os.write, os._exit, json.dumps
+_MSG_LIMIT = 600
+MAX_RECORD = 8 << 20
+
+
+def _emit(record) -> None:
+    try:
+        data = (_dumps(record, allow_nan=True) + "\n").encode("utf-8", "surrogatepass")
+    except Exception:  # noqa: BLE001
+        data = b'["u",-1,"unencodable record",""]\n'
+    if _len(data) > MAX_RECORD and record[0] == "v":
+        data = (_dumps(["u", record[1], "value too large", f"{_len(data)} bytes encoded"]) + "\n").encode()
+    view = memoryview(data)
+    while view:
+        n = _os_write(RESULT_FD, view)
+        view = view[n:]
+
+
+def _text(x, limit=_MSG_LIMIT) -> str:
+    try:
+        s = x if _type(x) is _str else _str(x)
+    except BaseException:  # noqa: BLE001 - candidate-defined __str__
+        s = "<unprintable>"
+    return s if _len(s) <= limit else s[:limit] + "..."
+
+
+def _exc_name(e) -> str:
+    try:
+        return _type(e).__name__
+    except BaseException:  # noqa: BLE001
+        return "BaseException"
+
+
+def _format_exc(e, sources: dict) -> str:
+    frames = []
+    tb = getattr(e, "__traceback__", None)
+    try:
+        while tb is not None:
+            co = tb.tb_frame.f_code
+            if co.co_filename in sources:
+                frames.append((co.co_filename, tb.tb_lineno, co.co_name))
+            tb = tb.tb_next
+    except BaseException:  # noqa: BLE001
+        pass
+    lines = ["Traceback (most recent call last):"] if frames else []
+    if _len(frames) > 8:
+        lines.append(f"  ... {_len(frames) - 8} more frames")
+        frames = frames[-8:]
+    for fn, ln, name in frames:
+        lines.append(f'  File "{fn}", line {ln}, in {name}')
+        src = sources[fn]
+        if src and 0 < ln <= _len(src):
+            lines.append("    " + src[ln - 1].strip()[:200])
+    lines.append(f"{_exc_name(e)}: {_text(e)}")
+    return "\n".join(lines)
+
+
+def _syntax_trace(e) -> str:
+    text = (getattr(e, "text", None) or "").rstrip("\n")
+    lines = [f'  File "<solution>", line {getattr(e, "lineno", "?")}']
+    if text:
+        lines.append("    " + text.strip()[:200])
+    lines.append(f"{_exc_name(e)}: {_text(getattr(e, 'msg', e))}")
+    return "\n".join(lines)
+
+
+def compile_candidate(code: str):
+    """Compile the program; return (code object, None) or (None, "c" record)."""
+    try:
+        return compile(code, "<solution>", "exec", dont_inherit=True), None
+    except BaseException as e:  # noqa: BLE001 - SyntaxError, ValueError (NUL bytes), MemoryError, ...
+        return None, ["c", _exc_name(e), _text(getattr(e, "msg", e)), _syntax_trace(e)]
+
+
+def _load_program(compiled, sources: dict):
+    """Execute the compiled candidate as ``__main__``; return its globals or exit."""
+    module = type(sys)("__main__")
+    module.__builtins__ = builtins
+    sys.modules["__main__"] = module
+    g = module.__dict__
+    try:
+        exec(compiled, g)
+    except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, ... all count
+        _emit(["l", _exc_name(e), _text(e), _format_exc(e, sources)])
+        _os_exit(0)
+    return g
+
+
+def _strict_eq(a, b) -> bool:
+    """``==`` for in-child asserts: both sides must be plain values (see ``encode``)."""
+    try:
+        return _CHILD_DECODE(encode(a)) == _CHILD_DECODE(encode(b))
+    except Unencodable:
+        return False
+
+
+def _CHILD_DECODE(x):  # a small decoder used only inside the child for _strict_eq
+    t = _type(x)
+    if t is _dict:
+        (tag, val), = x.items()
+        if tag == "i":
+            return _int(val, 16)
+        if tag == "l":
+            return [_CHILD_DECODE(y) for y in val]
+        if tag == "t":
+            return _tuple(_CHILD_DECODE(y) for y in val)
+        if tag == "d":
+            return {_CHILD_DECODE(k): _CHILD_DECODE(y) for k, y in val}
+        if tag == "s":
+            return {_CHILD_DECODE(y) for y in val}
+        if tag == "f":
+            return _frozenset(_CHILD_DECODE(y) for y in val)
+        if tag in ("b", "y"):
+            return _bytes.fromhex(val)
+        if tag == "c":
+            return _complex(val[0], val[1])
+    return x
+
+
+_TEST_BUILTINS = dict(_CLEAN_BUILTINS, __execrl_eq__=_strict_eq)
+"""Builtins seen by test code: a snapshot taken before any candidate ran."""
+
+
+def _run_assert(spec: dict, code: str, compiled, token: str) -> None:
+    sources = {"<solution>": code.splitlines(), "<test>": None, "<setup>": None}
+    g = _load_program(compiled, sources)
+    setup = spec.get("setup_code")
+    if setup is not None:
+        sources["<setup>"] = spec["setup"].splitlines()
+        try:
+            exec(setup, g)
+        except BaseException as e:  # noqa: BLE001
+            _emit(["l", _exc_name(e), _text(e), _format_exc(e, sources)])
+            _os_exit(0)
+    tests = spec["compiled"]
+    ns = dict(g)
+    ns["__builtins__"] = _TEST_BUILTINS
+    for i, (kind, codes, srcs) in enumerate(tests):
+        sources["<test>"] = srcs
+        try:
+            if kind == "p":
+                values = []
+                for c, materialize in codes:
+                    v = eval(c, ns)
+                    if materialize and _isinstance(v, _GENERATOR_TYPES):
+                        v = _list(v)
+                    values.append(v)
+                try:
+                    enc = [encode(v) for v in values]
+                except Unencodable as u:
+                    bad = next((v for v in values if not _is_plain(v)), None)
+                    _emit(["u", i, _text(u), _safe_repr(bad)])
+                    continue
+                _emit(["v", i, enc])
+            else:
+                exec(codes, ns)
+                _emit(["o", i, token])
+        except BaseException as e:  # noqa: BLE001
+            _emit(["e", i, _exc_name(e), _text(e), _format_exc(e, sources)])
+    _emit(["d", _len(tests), token])
+
+
+def _is_plain(v) -> bool:
+    try:
+        encode(v)
+        return True
+    except BaseException:  # noqa: BLE001
+        return False
+
+
+def _safe_repr(v) -> str:
+    try:
+        return _text(_repr(v), 300)
+    except BaseException:  # noqa: BLE001
+        return "<unrepresentable>"
+
+
+def _run_call(spec: dict, code: str, compiled, token: str) -> None:
+    sources = {"<solution>": code.splitlines()}
+    g = _load_program(compiled, sources)
+    name = spec["entry_point"]
+    sol = g.get("Solution")
+    use_class = _isinstance(sol, _type) and hasattr(sol, name)
+    if not use_class and not callable(g.get(name)):
+        _emit(["l", "NameError", f"entry point {name!r} is not defined", f"NameError: name {name!r} is not defined"])
+        _os_exit(0)
+    loads = json.loads
+    for i, args_json in enumerate(spec["args"]):
+        try:
+            fn = getattr(sol(), name) if use_class else g[name]
+            v = fn(*loads(args_json))
+            if _isinstance(v, _GENERATOR_TYPES):
+                v = _list(v)
+            try:
+                enc = encode(v)
+            except Unencodable as u:
+                _emit(["u", i, _text(u), _safe_repr(v)])
+                continue
+            _emit(["v", i, [enc]])
+        except BaseException as e:  # noqa: BLE001
+            _emit(["e", i, _exc_name(e), _text(e), _format_exc(e, sources)])
+    _emit(["d", _len(spec["args"]), token])
+
+
+def _run_stdio(code: str, compiled, token: str) -> None:
+    sources = {"<solution>": code.splitlines()}
+    module = type(sys)("__main__")
+    module.__builtins__ = builtins
+    sys.modules["__main__"] = module
+    try:
+        exec(compiled, module.__dict__)
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            _flush()
+            _emit(["l", "SystemExit", _text(e.code), f"SystemExit: {_text(e.code)}"])
+            _os_exit(0)
+    except BaseException as e:  # noqa: BLE001
+        _flush()
+        _emit(["l", _exc_name(e), _text(e), _format_exc(e, sources)])
+        _os_exit(0)
+    _flush()
+    _emit(["d", 1, token])
+
+
+def _flush() -> None:
+    for stream in (getattr(sys, "stdout", None), sys.__stdout__, getattr(sys, "stderr", None), sys.__stderr__):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+
+
+# --------------------------------------------------------------------------------------
+# Worker side: fork, supervise, sweep, clean up
+# --------------------------------------------------------------------------------------
+
+class Worker:
+    def __init__(self, cfg: dict):
+        self.cfg = cfg
+        self.report = setup_isolation(cfg)
+        self.mode = self.report["mode"]
+        self.private_root = self.report["private_root"]
+        self.uid = self.report["uid"] if self.mode == "root" and cfg.get("drop_privileges", True) else None
+        self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        # Reused capture files: the child writes without ever blocking, the worker reads
+        # them after the child is gone; RLIMIT_FSIZE bounds their size.
+        self.res_fd = os.memfd_create("records", os.MFD_CLOEXEC)
+        self.out_fd = os.memfd_create("stdout", os.MFD_CLOEXEC)
+        self.err_fd = os.memfd_create("stderr", os.MFD_CLOEXEC)
+        self.in_fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
+        self.cache: dict[str, dict] = {}
+        self.cache_size = int(cfg.get("cache_size", 256))
+        self.tid = os.getpid()
+        self.nproc_base = 0 if self.uid is not None else _count_own_processes()
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        if self.private_root:
+            self.workdir = "/tmp/run"
+            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.workdir, "TMPDIR": self.workdir,
+                   "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "USER": "sandbox", "PYTHONHASHSEED": "0",
+                   "PYTHONIOENCODING": "utf-8"}
+            os.environ.clear()
+            os.environ.update(env)
+        else:
+            self.workdir = None
+
+    # ---- problem specs -------------------------------------------------------------
+    def prepare(self, spec: dict) -> dict:
+        spec = dict(spec)
+        if spec["mode"] == "assert":
+            if spec.get("setup"):
+                spec["setup_code"] = compile(spec["setup"], "<setup>", "exec", dont_inherit=True)
+            compiled = []
+            for t in spec["tests"]:
+                try:
+                    if t["kind"] == "p":
+                        codes = [(compile(src, "<test>", "eval", dont_inherit=True), mat)
+                                 for src, mat in zip(t["probes"], t["materialize"])]
+                        compiled.append(("p", codes, [f"({', '.join(t['probes'])})"]))
+                    else:
+                        compiled.append(("x", compile(t["source"], "<test>", "exec", dont_inherit=True),
+                                         t["source"].splitlines()))
+                except SyntaxError as e:
+                    bad = f"raise SyntaxError({('invalid test: ' + str(e))!r})"
+                    compiled.append(("x", compile(bad, "<test>", "exec"), [bad]))
+            spec["compiled"] = compiled
+        return spec
+
+    def lookup(self, key: str, spec: dict | None):
+        cached = self.cache.pop(key, None)
+        if cached is None:
+            if spec is None:
+                return None
+            cached = self.prepare(spec)
+        self.cache[key] = cached
+        while len(self.cache) > self.cache_size:
+            self.cache.pop(next(iter(self.cache)))
+        return cached
+
+    # ---- one job -------------------------------------------------------------------
+    def job(self, msg: dict) -> tuple[dict, list[bytes]]:
+        spec = self.lookup(msg["key"], msg.get("spec"))
+        if spec is None:
+            return {"need_spec": True}, []
+        code, lim = msg["code"], msg["limits"]
+        runs, blobs = [], []
+        compiled = crec = None
+        if len(code) <= COMPILE_IN_WORKER_MAX:
+            compiled, crec = compile_candidate(code)
+        if crec is not None:  # does not compile: nothing to run
+            runs.append({"exit": None, "signal": None, "cpu": 0.0, "wall": 0.0, "timeout": False,
+                         "wall_killed": False, "overflow": False, "token": "", "minflt": 0})
+            blobs += [(json.dumps(crec) + "\n").encode(), b"", b""]
+        elif spec["mode"] == "stdio":
+            for inp in spec["inputs"]:
+                info, data = self.run_one(spec, code, compiled, lim, inp)
+                runs.append(info)
+                blobs += data
+                if info["timeout"] or data[0].startswith(b'["c"'):
+                    break
+        else:
+            info, data = self.run_one(spec, code, compiled, lim, None)
+            runs.append(info)
+            blobs += data
+        for k, info in enumerate(runs):
+            info["records_len"], info["stdout_len"], info["stderr_len"] = (len(b) for b in blobs[3 * k: 3 * k + 3])
+        return {"runs": runs}, blobs
+
+    def run_one(self, spec, code, compiled, lim, stdin_text):
+        token = os.urandom(12).hex()
+        workdir = self.workdir
+        if workdir is None:
+            import tempfile
+            workdir = tempfile.mkdtemp(prefix="execrl-run-")
+        else:
+            os.mkdir(workdir, 0o700)
+        if self.uid is not None:
+            os.chown(workdir, self.uid, self.uid)
+        res_fd, out_fd, err_fd = self.res_fd, self.out_fd, self.err_fd
+        for fd in (res_fd, out_fd, err_fd):
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+        if stdin_text is None:
+            stdin_fd = self.devnull
+        else:
+            stdin_fd = self.in_fd
+            os.ftruncate(stdin_fd, 0)
+            data = stdin_text.encode("utf-8", "surrogateescape")
+            off = 0
+            while off < len(data):
+                off += os.pwrite(stdin_fd, data[off:off + (1 << 20)], off)
+            os.lseek(stdin_fd, 0, os.SEEK_SET)
+        timeout = float(lim["timeout_s"])
+        wall = float(lim.get("wall_timeout_s") or (3 * timeout + 2))
+        t0 = time.monotonic()
+        pid = os.fork()
+        if pid == 0:  # ---------------------------------------------------------- child
+            try:
+                self._child(spec, code, compiled, lim, token, workdir, stdin_fd, timeout)
+            except BaseException as e:  # noqa: BLE001
+                try:
+                    _emit(["l", "SandboxError", _text(e), f"SandboxError: {_text(e)}"])
+                except BaseException:  # noqa: BLE001
+                    pass
+            finally:
+                _os_exit(0)
+        # ----------------------------------------------------------------------- worker
+        # Block in one poll() until the child exits or the wall deadline passes: the less
+        # the worker touches while the child lives, the fewer copy-on-write faults.
+        pidfd = os.pidfd_open(pid)
+        killed_wall = not select.select([pidfd], [], [], wall)[0]
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        if killed_wall:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        _, status, ru = os.wait4(pid, 0)
+        wall_used = time.monotonic() - t0
+        os.close(pidfd)
+        self.sweep()
+        cap = int(lim["max_output_bytes"])
+        records, rec_over = _read_memfd(res_fd, MAX_RECORD_BYTES)
+        out, out_over = _read_memfd(out_fd, cap)
+        err, err_over = _read_memfd(err_fd, cap)
+        self.cleanup(workdir)
+        cpu = ru.ru_utime + ru.ru_stime
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        hard_cpu = int(timeout) + 2
+        timed_out = killed_wall or sig in (signal.SIGPROF, signal.SIGXCPU) or (
+            sig == signal.SIGKILL and cpu >= hard_cpu - 0.05)
+        info = {
+            "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+            "signal": sig, "cpu": cpu, "wall": wall_used, "timeout": bool(timed_out),
+            "wall_killed": killed_wall, "wall_limit": wall, "overflow": rec_over, "token": token,
+            "maxrss_kb": ru.ru_maxrss, "minflt": ru.ru_minflt,
+            "stdout_truncated": out_over, "stderr_truncated": err_over,
+        }
+        return info, [records, out, err]
+
+    def _child(self, spec, code, compiled, lim, token, workdir, stdin_fd, timeout):
+        os.setsid()
+        os.dup2(stdin_fd, 0)
+        os.dup2(self.out_fd, 1)
+        os.dup2(self.err_fd, 2)
+        os.dup2(self.res_fd, RESULT_FD, inheritable=False)
+        os.closerange(3, RESULT_FD)
+        os.closerange(RESULT_FD + 1, 1 << 20)
+        os.chdir(workdir)
+        mb = 1 << 20
+        setr = resource.setrlimit
+        setr(resource.RLIMIT_CORE, (0, 0))
+        setr(resource.RLIMIT_AS, (int(lim["memory_mb"]) * mb,) * 2)
+        setr(resource.RLIMIT_FSIZE, (int(lim["file_size_mb"]) * mb,) * 2)
+        setr(resource.RLIMIT_NOFILE, (int(lim["max_open_files"]),) * 2)
+        nproc = int(lim["max_processes"]) + self.nproc_base
+        setr(resource.RLIMIT_NPROC, (nproc, nproc))
+        soft = int(timeout) + 1
+        setr(resource.RLIMIT_CPU, (soft, soft + 1))
+        if self.uid is not None:
+            os.setgroups([])
+            os.setresgid(self.uid, self.uid, self.uid)
+            os.setresuid(self.uid, self.uid, self.uid)
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != self.tid:
+            _os_exit(0)
+        if self.workdir is None:
+            os.environ["HOME"] = workdir
+            os.environ["TMPDIR"] = workdir
+        signal.setitimer(signal.ITIMER_PROF, timeout)
+        if compiled is None:  # too large to compile in the worker
+            compiled, crec = compile_candidate(code)
+            if crec is not None:
+                _emit(crec)
+                _os_exit(0)
+        mode = spec["mode"]
+        if mode == "assert":
+            _run_assert(spec, code, compiled, token)
+        elif mode == "call":
+            _run_call(spec, code, compiled, token)
+        else:
+            _run_stdio(code, compiled, token)
+
+    def sweep(self) -> int:
+        """Kill every process left over from the run (orphans are reparented to us)."""
+        killed = 0
+        path = f"/proc/self/task/{self.tid}/children"
+        for _ in range(10000):
+            try:
+                with open(path) as fh:
+                    pids = [int(p) for p in fh.read().split()]
+            except OSError:
+                pids = []
+            if not pids:
+                break
+            for p in pids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            for p in pids:
+                try:
+                    os.waitpid(p, 0)
+                    killed += 1
+                except ChildProcessError:
+                    pass
+        return killed
+
+    def cleanup(self, workdir: str) -> None:
+        if self.workdir is None:
+            _rmtree(workdir)
+            return
+        try:
+            os.rmdir(workdir)
+        except OSError:
+            _rmtree(workdir)
+        for d in ("/tmp", "/dev/shm"):
+            try:
+                leftovers = os.listdir(d)
+            except OSError:
+                continue
+            for name in leftovers:
+                _rmtree(os.path.join(d, name))
+
+    # ---- self test -----------------------------------------------------------------
+    def self_test(self) -> str | None:
+        """Run one probe candidate: it must import modules from disk in the sandbox."""
+        probe = ("import importlib.util, collections, math, re, heapq, itertools\n"
+                 "def f():\n"
+                 "    out = []\n"
+                 "    for name in ('json', 'statistics', 'fractions', 'decimal', 'string', 'heapq'):\n"
+                 "        spec = importlib.util.find_spec(name)\n"
+                 "        if spec.origin not in ('built-in', 'frozen'):\n"
+                 "            open(spec.origin, 'rb').close()\n"
+                 "        out.append(name)\n"
+                 "    import statistics, fractions\n"
+                 "    return len(out) + int(statistics.mean([1, 2, 3]))\n")
+        spec = {"mode": "assert", "tests": [{"kind": "p", "probes": ["f()"], "materialize": [False]}]}
+        lim = {"timeout_s": 10, "memory_mb": 1024, "file_size_mb": 1, "max_open_files": 64,
+               "max_processes": 16, "max_output_bytes": 65536}
+        compiled, _ = compile_candidate(probe)
+        info, (records, _out, err) = self.run_one(self.prepare(spec), probe, compiled, lim, None)
+        lines = records.decode(errors="replace").splitlines()
+        if len(lines) == 2 and lines[0].startswith('["v", 0, [8]]'):
+            return None
+        return f"sandbox self-test failed: {records[:500]!r} {err[:500]!r} {info}"
+
+
+def _read_memfd(fd: int, cap: int) -> tuple[bytes, bool]:
+    size = os.fstat(fd).st_size
+    n = min(size, cap)
+    parts, off = [], 0
+    while off < n:
+        chunk = os.pread(fd, min(n - off, 1 << 20), off)
+        if not chunk:
+            break
+        parts.append(chunk)
+        off += len(chunk)
+    return b"".join(parts), size > cap
+
+
+def _rmtree(path: str) -> None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not os.path.isdir(path) or os.path.islink(path):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return
+    del st
+    for top, dirs, files in os.walk(path, topdown=False):
+        for name in files:
+            try:
+                os.unlink(os.path.join(top, name))
+            except OSError:
+                pass
+        for name in dirs:
+            p = os.path.join(top, name)
+            try:
+                if os.path.islink(p):
+                    os.unlink(p)
+                else:
+                    os.rmdir(p)
+            except OSError:
+                pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+def _count_own_processes() -> int:
+    uid = os.getuid()
+    n = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    n += 1
+            except OSError:
+                pass
+    return n
+
+
+# --------------------------------------------------------------------------------------
+# Main loop
+# --------------------------------------------------------------------------------------
+
+def _read_exact(fd: int, n: int) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        chunk = os.read(fd, n - got)
+        if not chunk:
+            raise EOFError
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _send(fd: int, header: dict, blobs: list[bytes] = ()) -> None:
+    head = json.dumps(header).encode()
+    data = b"".join([_LEN.pack(len(head)), head, *blobs])
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def main() -> None:
+    cfg = json.loads(sys.argv[1])
+    in_fd, out_fd = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in cfg.get("preload", ()):
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - an optional module that is not installed
+            pass
+    try:
+        worker = Worker(cfg)
+        problem = worker.self_test()
+    except Exception as e:  # noqa: BLE001
+        _send(out_fd, {"ready": False, "error": f"{type(e).__name__}: {e}"})
+        return
+    if problem is not None:
+        _send(out_fd, {"ready": False, "error": problem, "isolation": worker.report})
+        return
+    gc.collect()
+    gc.freeze()
+    _send(out_fd, {"ready": True, "isolation": worker.report, "pid": os.getpid()})
+    while True:
+        try:
+            (n,) = _LEN.unpack(_read_exact(in_fd, 4))
+            msg = json.loads(_read_exact(in_fd, n))
+        except EOFError:
+            return
+        if msg.get("op") == "exit":
+            return
+        try:
+            header, blobs = worker.job(msg)
+        except Exception as e:  # noqa: BLE001 - report, keep serving
+            header, blobs = {"worker_error": f"{type(e).__name__}: {e}"}, []
+        _send(out_fd, header, blobs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Resource limits and isolation settings for one candidate run."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass
+class ExecutionLimits:
+    """Limits applied to every candidate process (set in the forked child before it runs).
+
+    All fields have defaults suited to MBPP/TACO-sized programs.
+    """
+
+    timeout_s: float = 10.0
+    """CPU-time budget in seconds, user+system, of the process running the candidate: the
+    whole program and all its tests for ``assert``/``call`` problems, each test's run for
+    ``stdio`` problems. The default lets every passing MBPP reference finish (the slowest,
+    task 123, needs ~7 s); RL reward functions usually pass a smaller budget. Enforced by a CPU-time timer (ITIMER_PROF, sub-second) backed by
+    RLIMIT_CPU (whole seconds, SIGKILL at ``int(timeout_s) + 2``). CPU time, not wall time,
+    decides timeouts, so load on the machine does not fail correct programs."""
+
+    wall_timeout_s: float | None = None
+    """Wall-clock backstop (sleeping or blocked programs). ``None`` means
+    ``3 * timeout_s + 2``."""
+
+    memory_mb: int = 1024
+    """Address-space cap (RLIMIT_AS) in MiB. Includes the interpreter itself (~30 MiB)."""
+
+    max_processes: int = 16
+    """RLIMIT_NPROC: processes and threads the candidate's (per-worker) uid may own."""
+
+    max_open_files: int = 64
+    """RLIMIT_NOFILE."""
+
+    file_size_mb: int = 16
+    """RLIMIT_FSIZE: the largest file the candidate may write, in MiB."""
+
+    max_output_bytes: int = 4 << 20
+    """Captured stdout and stderr are each truncated to this many bytes (the program keeps
+    running; the rest is discarded)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __post_init__(self) -> None:
+        if not self.timeout_s > 0:
+            raise ValueError("timeout_s must be positive")
+        if self.wall_timeout_s is not None and not self.wall_timeout_s > 0:
+            raise ValueError("wall_timeout_s must be positive or None")
+        for name in ("memory_mb", "max_processes", "max_open_files", "file_size_mb", "max_output_bytes"):
+            if int(getattr(self, name)) <= 0:
+                raise ValueError(f"{name} must be positive")

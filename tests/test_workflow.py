@@ -1,0 +1,102 @@
+"""The workflow end to end on a reduced embedded default, and what a config change reruns."""
+
+import json
+import re
+
+import pytest
+import yaml
+
+from conftest import copy_workflow, run_snakemake
+
+pytestmark = pytest.mark.slow
+
+REDUCED = {
+    "experiment": {"name": "reduced", "eval_splits": ["train", "test"]},
+    "datasets": {"builtin": {"adapter": "builtin", "options": {"seed": 0, "n_train": 120, "n_test": 24}}},
+    "tiny_model": {
+        "hidden_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "intermediate_size": 64,
+        "sft": {"num_train_epochs": 1, "per_device_train_batch_size": 32},
+    },
+    "generation": {"num_samples": 4, "max_new_tokens": 24},
+    "evaluation": {"k": [1, 2, 4]},
+}
+
+ALL_DOWNSTREAM_OF_GENERATION = {
+    "generate_candidates",
+    "annotate_candidates",
+    "evaluate_pass_at_k",
+    "summarize_evaluations",
+    "plot_pass_at_k",
+    "render_report",
+}
+
+
+def deep_update(base, overlay):
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            deep_update(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def planned_jobs(workdir, overlay=None):
+    """Rule name → number of jobs a dry run plans, with an optional config overlay."""
+    config = deep_update(json.loads(json.dumps(REDUCED)), overlay or {})
+    (workdir / "config" / "test.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(workdir, "-n", "results/report.html", "--configfile", "config/test.yaml")
+    if "Nothing to be done" in result.stdout + result.stderr:
+        return {}
+    table = result.stdout.split("Job stats:")[1].split("total")[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    workdir = copy_workflow(tmp_path_factory.mktemp("run"))
+    (workdir / "config" / "test.yaml").write_text(yaml.safe_dump(REDUCED))
+    run_snakemake(workdir, "results/report.html", "--configfile", "config/test.yaml")
+    return workdir
+
+
+def test_run_produces_report_from_its_own_numbers(finished_run):
+    html = (finished_run / "results" / "report.html").read_text()
+    summary = json.loads((finished_run / "results" / "summary.json").read_text())
+    evaluation = json.loads((finished_run / "results/eval/builtin/tiny/base/0/test.json").read_text())
+    assert evaluation["n_problems"] == 24 and evaluation["n_samples"] == 4
+    assert sum(evaluation["status_counts"].values()) == 24 * 4
+    test_pass_1 = next(
+        row["mean"] for row in summary["pass_at_k"] if row["split"] == "test" and row["k"] == 1
+    )
+    assert test_pass_1 == pytest.approx(evaluation["pass_at_k"]["1"])
+    assert f"{test_pass_1:.3f}" in html
+    assert "data:image/png;base64," in html
+    assert planned_jobs(finished_run) == {}
+
+
+@pytest.mark.parametrize(
+    "overlay, expected",
+    [
+        ({"report": {"title": "another title"}}, {"render_report"}),
+        ({"generation": {"temperature": 0.7}}, ALL_DOWNSTREAM_OF_GENERATION),
+        (
+            {"execution": {"timeout_s": 3}},
+            ALL_DOWNSTREAM_OF_GENERATION - {"generate_candidates"},
+        ),
+        (
+            {"evaluation": {"k": [1, 4]}},
+            {"evaluate_pass_at_k", "summarize_evaluations", "plot_pass_at_k", "render_report"},
+        ),
+        (
+            {"tiny_model": {"sft": {"learning_rate": 0.001}}},
+            ALL_DOWNSTREAM_OF_GENERATION | {"sft_tiny_model"},
+        ),
+    ],
+    ids=["report-title", "temperature", "timeout", "k", "sft-learning-rate"],
+)
+def test_config_change_reruns_only_what_it_invalidates(finished_run, overlay, expected):
+    assert set(planned_jobs(finished_run, overlay)) == expected
