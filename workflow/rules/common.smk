@@ -133,6 +133,14 @@ def get_sft_settings(wildcards=None):
     return dict(config["tiny_model"]["sft"])
 
 
+def get_interval_eval_problems(wildcards):
+    return f"results/data/{wildcards.dataset}/test.jsonl"
+
+
+def get_grpo_settings(wildcards):
+    return {**config["grpo"], "seed": int(wildcards.seed)}
+
+
 def get_dpo_settings(wildcards):
     return {**config["dpo"], "seed": int(wildcards.seed)}
 

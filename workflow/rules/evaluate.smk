@@ -10,6 +10,7 @@ rule evaluate_pass_at_k:
         "benchmarks/evaluate_pass_at_k/{dataset}/{model}/{method}/{seed}/{split}.tsv"
     params:
         k=config["evaluation"]["k"],
+        max_problems=config["evaluation"]["max_problems"],
     resources:
         mem_mb=resource("data", "mem_mb"),
         runtime=resource("data", "runtime"),

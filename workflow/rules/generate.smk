@@ -13,6 +13,7 @@ rule generate_candidates:
         backend=config["generation"]["backend"],
         generation=get_generation_settings,
         prompt=get_prompt_settings,
+        max_problems=config["evaluation"]["max_problems"],
     threads: 2
     resources:
         gpu=resource("generate", "gpu"),

@@ -7,7 +7,7 @@ from execrl.jsonl import read_jsonl, write_json
 from execrl.problems import read_problems
 
 evaluation = evaluate_annotations(
-    problems=read_problems(snakemake.input.problems),
+    problems=read_problems(snakemake.input.problems)[: snakemake.params.max_problems],
     annotations=read_jsonl(snakemake.input.annotations),
     ks=snakemake.params.k,
 )

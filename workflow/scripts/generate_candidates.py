@@ -12,7 +12,7 @@ from execrl.prompting import PromptConfig
 torch.set_num_threads(snakemake.threads)
 backend = get_backend(snakemake.params.backend, snakemake.params.model_path)
 records = candidate_records(
-    problems=read_problems(snakemake.input.problems),
+    problems=read_problems(snakemake.input.problems)[: snakemake.params.max_problems],
     backend=backend,
     settings=GenerationSettings(**snakemake.params.generation),
     prompt_config=PromptConfig(**snakemake.params.prompt),

@@ -62,3 +62,33 @@ class TransformersBackend(GenerationBackend):
             texts = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
             outputs.extend(texts[i * n : (i + 1) * n] for i in range(len(batch)))
         return outputs
+
+
+def generate_token_ids(model, tokenizer, prompt_ids: list[list[int]], temperature: float, top_p: float, max_new_tokens: int) -> list[list[int]]:
+    """Sample one completion per prompt; each ends at (and keeps) its first end-of-sequence token."""
+    import torch
+
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    width = max(len(ids) for ids in prompt_ids)
+    input_ids = torch.tensor([[pad_id] * (width - len(ids)) + ids for ids in prompt_ids], device=model.device)
+    attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompt_ids], device=model.device)
+    with torch.no_grad():
+        generated = model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            do_sample=True,
+            temperature=temperature,
+            top_p=top_p,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=pad_id,
+        )
+    eos_ids = set(model.generation_config.eos_token_id if isinstance(model.generation_config.eos_token_id, list) else [model.generation_config.eos_token_id or tokenizer.eos_token_id])
+    completions = []
+    for row in generated[:, width:].tolist():
+        ids = []
+        for token in row:
+            ids.append(token)
+            if token in eos_ids:
+                break
+        completions.append(ids)
+    return completions

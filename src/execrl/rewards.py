@@ -1,0 +1,160 @@
+"""Rewards from executing completions, as TRL reward functions that can be combined with weights.
+
+Every component reads the executor's verdict for a completion; a batch executes each
+completion once, however many components read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from execrl.problems import Problem
+from execrl.prompting import extract_code, follows_reasoning_format
+
+DEFAULT_OUTCOME_VALUES = {"syntax_error": -1.0, "error": -0.5, "timeout": -0.5, "fail": 0.0, "pass": 1.0}
+
+
+@dataclass(frozen=True)
+class RewardSettings:
+    """Weights of the reward components (0 leaves a component out) and their parameters."""
+
+    binary: float = 1.0
+    """1 when every test passes, else 0."""
+    fraction: float = 0.0
+    """Share of tests passed."""
+    fraction_perfect: float = 0.0
+    """Share of tests passed plus `perfect_bonus` when all pass."""
+    outcome: float = 0.0
+    """Shaped by outcome: syntax error < runtime error < wrong answer < pass (`outcome_values`)."""
+    format: float = 0.0
+    """1 when the completion follows `<reasoning>…</reasoning><answer>…</answer>`."""
+    perfect_bonus: float = 1.0
+    outcome_values: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_OUTCOME_VALUES))
+
+    def weights(self) -> dict[str, float]:
+        named = {
+            "binary": self.binary,
+            "fraction": self.fraction,
+            "fraction_perfect": self.fraction_perfect,
+            "outcome": self.outcome,
+            "format": self.format,
+        }
+        active = {name: weight for name, weight in named.items() if weight != 0}
+        if not active:
+            raise ValueError("rewards: every component has weight 0; give at least one a non-zero weight")
+        return active
+
+
+def binary_reward(result: dict, completion: str, settings: RewardSettings) -> float:
+    return 1.0 if result["status"] == "pass" else 0.0
+
+
+def fraction_reward(result: dict, completion: str, settings: RewardSettings) -> float:
+    return result["tests_passed"] / result["tests_total"] if result["tests_total"] else 0.0
+
+
+def fraction_perfect_reward(result: dict, completion: str, settings: RewardSettings) -> float:
+    bonus = settings.perfect_bonus if result["status"] == "pass" else 0.0
+    return fraction_reward(result, completion, settings) + bonus
+
+
+def outcome_reward(result: dict, completion: str, settings: RewardSettings) -> float:
+    values = {**DEFAULT_OUTCOME_VALUES, **settings.outcome_values}
+    return float(values[result["status"]])
+
+
+def format_reward(result: dict, completion: str, settings: RewardSettings) -> float:
+    return 1.0 if follows_reasoning_format(completion) else 0.0
+
+
+COMPONENTS: dict[str, Callable[[dict, str, RewardSettings], float]] = {
+    "binary": binary_reward,
+    "fraction": fraction_reward,
+    "fraction_perfect": fraction_perfect_reward,
+    "outcome": outcome_reward,
+    "format": format_reward,
+}
+
+
+def completion_text(completion) -> str:
+    """TRL passes plain strings, or chat messages for conversational prompts."""
+    if isinstance(completion, list):
+        return "".join(message.get("content", "") for message in completion)
+    return completion
+
+
+def pass_rates(results: list[dict], sample_kind: list[str] | None = None) -> dict[str, float]:
+    """Pass rate of a batch and, for SRRL, of its first attempts (c1) and refinements (c2)."""
+    rates = {"execution/pass_rate": sum(r["status"] == "pass" for r in results) / len(results)}
+    if sample_kind is not None:
+        for kind in ("c1", "c2"):
+            members = [r for r, k in zip(results, sample_kind, strict=True) if k == kind]
+            rates[f"srrl/{kind}_share"] = len(members) / len(results)
+            if members:
+                rates[f"srrl/{kind}_pass_rate"] = sum(r["status"] == "pass" for r in members) / len(members)
+    return rates
+
+
+class ExecutionRewards:
+    """TRL reward functions backed by the sandbox.
+
+    Results computed during rollout (SRRL executes every first attempt to build refinement
+    prompts) arrive through the `execution` column and are not run again.
+    """
+
+    def __init__(self, problems: dict[str, Problem], executor, settings: RewardSettings, reasoning_format: bool = False):
+        self.problems = problems
+        self.executor = executor
+        self.settings = settings
+        self.reasoning_format = reasoning_format
+        self._batch_key: tuple | None = None
+        self._batch_results: list[dict] = []
+
+    def results(
+        self,
+        completions: list,
+        problem_id: list[str],
+        execution: list | None = None,
+        sample_kind: list[str] | None = None,
+        log_metric=None,
+    ) -> list[dict]:
+        texts = [completion_text(c) for c in completions]
+        key = (tuple(texts), tuple(problem_id))
+        if key != self._batch_key:
+            known = execution or [None] * len(texts)
+            pending = [
+                (i, self.problems[pid], extract_code(text, self.reasoning_format))
+                for i, (text, pid, result) in enumerate(zip(texts, problem_id, known, strict=True))
+                if result is None
+            ]
+            fresh = self.executor.run_batch([(problem, code) for _, problem, code in pending]) if pending else []
+            results = list(known)
+            for (i, _, _), result in zip(pending, fresh, strict=True):
+                results[i] = result.to_dict()
+            self._batch_key, self._batch_results = key, results
+            if log_metric is not None:
+                for name, value in pass_rates(results, sample_kind).items():
+                    log_metric(name, value)
+        return self._batch_results
+
+    def reward_functions(self) -> tuple[list[Callable], list[float]]:
+        """One named function per active component, and their weights, for GRPOTrainer."""
+        functions, weights = [], []
+        for name, weight in self.settings.weights().items():
+            functions.append(self._component(name))
+            weights.append(weight)
+        return functions, weights
+
+    def _component(self, name: str) -> Callable:
+        component = COMPONENTS[name]
+
+        def reward(completions, problem_id, execution=None, sample_kind=None, log_metric=None, **kwargs):
+            results = self.results(completions, problem_id, execution, sample_kind, log_metric)
+            return [
+                component(result, completion_text(c), self.settings)
+                for result, c in zip(results, completions, strict=True)
+            ]
+
+        reward.__name__ = name
+        return reward

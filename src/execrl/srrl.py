@@ -1,0 +1,181 @@
+"""SRRL: GRPO whose groups mix first attempts (c1) with refinements (c2) of the failed ones.
+
+Per prompt, a group of G completions is split into G1 first attempts and G2 = round(share × G)
+refinements. Every c1 is executed; each failed c1 yields a refinement prompt (the problem, the
+failed code, the error, the failed tests the config allows, and a trace); the G2 slots are dealt
+round-robin over the failed c1s. When no c1 failed, the unused c2 budget goes back to c1, so a
+group always holds G completions and GRPO and SRRL are compared at equal sampling cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from execrl.problems import Problem
+from execrl.prompting import PromptConfig, build_prompt, extract_code, user_message
+
+DEFAULT_REFINEMENT_TEMPLATE = (
+    "{prompt}\nA previous attempt:\n{code}\nIt failed ({status}): {error}\n{failed_tests}\n"
+    "Write a corrected program.\n"
+)
+FEEDBACK_TESTS = ("shown", "all", "none")
+
+
+@dataclass(frozen=True)
+class SRRLSettings:
+    """What SRRL adds to GRPO."""
+
+    refine_share: float = 0.5
+    """Share of each group spent on refinements (c2)."""
+    feedback_tests: str = "shown"
+    """Which tests a refinement prompt may quote: `shown` (those the prompt already shows), `all`, or `none`."""
+    refinement_template: str = DEFAULT_REFINEMENT_TEMPLATE
+    """Format string with {prompt}, {code}, {status}, {error}, {failed_tests}, {trace}."""
+    max_trace_chars: int = 600
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.refine_share < 1:
+            raise ValueError(f"srrl.refine_share must be in [0, 1), got {self.refine_share}")
+        if self.feedback_tests not in FEEDBACK_TESTS:
+            raise ValueError(f"srrl.feedback_tests must be one of {FEEDBACK_TESTS}, got {self.feedback_tests!r}")
+
+
+def budget(group_size: int, refine_share: float) -> tuple[int, int]:
+    """(first attempts, refinements) per group; at least one first attempt."""
+    refinements = min(round(group_size * refine_share), group_size - 1)
+    return group_size - refinements, refinements
+
+
+def assign_refinements(passed: list[bool], refinements: int) -> tuple[list[int], int]:
+    """Which failed c1 each refinement slot refines (round-robin), and how many slots return to c1."""
+    failed = [i for i, ok in enumerate(passed) if not ok]
+    if not failed:
+        return [], refinements
+    return [failed[slot % len(failed)] for slot in range(refinements)], 0
+
+
+def allowed_test_indices(problem: Problem, settings: SRRLSettings, prompt_config: PromptConfig) -> set[int]:
+    if settings.feedback_tests == "all":
+        return set(range(len(problem.tests)))
+    if settings.feedback_tests == "shown":
+        return set(range(min(prompt_config.num_tests_shown, len(problem.tests))))
+    return set()
+
+
+def describe_test(problem: Problem, index: int) -> str:
+    test = problem.tests[index]
+    if problem.test_type == "assert":
+        return test
+    if problem.test_type == "stdio":
+        return f"input {test['input']!r} expects output {test['output']!r}"
+    return f"{problem.entry_point}(*{test['args']!r}) expects {test['expected']!r}"
+
+
+def refinement_message(
+    problem: Problem, code: str, result: dict, settings: SRRLSettings, prompt_config: PromptConfig
+) -> str:
+    """The user message asking to fix a failed attempt, quoting only the tests feedback may show."""
+    allowed = allowed_test_indices(problem, settings, prompt_config)
+    failed = [o for o in result.get("test_outcomes", []) if o.get("status") != "pass" and o.get("status") != "not_run"]
+    visible_failures = [o for o in failed if o.get("index") in allowed]
+    first_failure_visible = not failed or failed[0].get("index") in allowed or result["status"] == "syntax_error"
+    if first_failure_visible:
+        error = f"{result.get('error_type') or result['status']}: {result.get('error_message') or ''}".strip()
+        trace = (result.get("trace") or "")[-settings.max_trace_chars :]
+    else:
+        error, trace = "a hidden test did not pass", ""
+    failed_tests = "\n".join(f"Failed test: {describe_test(problem, o['index'])}" for o in visible_failures)
+    return settings.refinement_template.format(
+        prompt=user_message(problem, prompt_config).rstrip("\n"),
+        code=code,
+        status=result["status"],
+        error=error.rstrip(": "),
+        failed_tests=failed_tests,
+        trace=trace,
+    )
+
+
+def refinement_prompt(problem, code, result, settings, prompt_config, tokenizer=None) -> str:
+    message = refinement_message(problem, code, result, settings, prompt_config)
+    # Reuse the chat-template path of first prompts with the refinement as the user's message.
+    return build_prompt(
+        Problem(id=problem.id, prompt=message, test_type=problem.test_type, tests=problem.tests, entry_point=problem.entry_point),
+        PromptConfig(template="{prompt}", num_tests_shown=0, chat_template=prompt_config.chat_template, system_prompt=prompt_config.system_prompt),
+        tokenizer,
+    )
+
+
+class SRRLRollout:
+    """TRL `rollout_func`: builds each group from c1 samples and refinements of the failed ones."""
+
+    def __init__(
+        self,
+        problems_by_prompt: dict[str, Problem],
+        executor,
+        settings: SRRLSettings,
+        prompt_config: PromptConfig,
+        make_sampler,
+    ):
+        self.problems_by_prompt = problems_by_prompt
+        self.executor = executor
+        self.settings = settings
+        self.prompt_config = prompt_config
+        self.make_sampler = make_sampler
+        """trainer -> sampler: a callable mapping prompt texts to one (prompt_ids, completion_ids, text)
+        each, with a `tokenizer` attribute."""
+
+    def __call__(self, prompts: list[str], trainer) -> dict:
+        group_size = trainer.num_generations
+        if len(prompts) % group_size or any(
+            prompts[i] != prompts[i - i % group_size] for i in range(len(prompts))
+        ):
+            raise ValueError(f"rollout expects each prompt repeated {group_size} times in a row")
+        return self.rollout(prompts[::group_size], group_size, self.make_sampler(trainer))
+
+    def rollout(self, unique_prompts: list[str], group_size: int, sampler) -> dict:
+        n_first, n_refine = budget(group_size, self.settings.refine_share)
+        problems = [self.problems_by_prompt[p] for p in unique_prompts]
+        first = sampler([p for p in unique_prompts for _ in range(n_first)])
+        first_results = self._execute([(problems[i // n_first], text) for i, (_, _, text) in enumerate(first)])
+
+        second_prompts, second_kinds, owners = [], [], []
+        for g, prompt in enumerate(unique_prompts):
+            group_results = first_results[g * n_first : (g + 1) * n_first]
+            slots, returned = assign_refinements([r["status"] == "pass" for r in group_results], n_refine)
+            for index in slots:
+                _, _, text = first[g * n_first + index]
+                code = extract_code(text, self.prompt_config.reasoning_format)
+                second_prompts.append(
+                    refinement_prompt(
+                        problems[g], code, group_results[index], self.settings, self.prompt_config, sampler.tokenizer
+                    )
+                )
+                second_kinds.append("c2")
+                owners.append(g)
+            for _ in range(returned):
+                second_prompts.append(prompt)
+                second_kinds.append("c1")
+                owners.append(g)
+        second = sampler(second_prompts) if second_prompts else []
+        second_results = self._execute([(problems[g], text) for g, (_, _, text) in zip(owners, second, strict=True)])
+
+        output = {"prompt_ids": [], "completion_ids": [], "logprobs": None, "execution": [], "sample_kind": []}
+        for g in range(len(unique_prompts)):
+            members = [(first[g * n_first + i], first_results[g * n_first + i], "c1") for i in range(n_first)]
+            members += [
+                (sample, result, kind)
+                for sample, result, kind, owner in zip(second, second_results, second_kinds, owners, strict=True)
+                if owner == g
+            ]
+            if len(members) != group_size:
+                raise AssertionError(f"group {g} has {len(members)} completions, expected {group_size}")
+            for (prompt_ids, completion_ids, _), result, kind in members:
+                output["prompt_ids"].append(prompt_ids)
+                output["completion_ids"].append(completion_ids)
+                output["execution"].append(result)
+                output["sample_kind"].append(kind)
+        return output
+
+    def _execute(self, items: list[tuple[Problem, str]]) -> list[dict]:
+        pairs = [(problem, extract_code(text, self.prompt_config.reasoning_format)) for problem, text in items]
+        return [result.to_dict() for result in self.executor.run_batch(pairs)] if pairs else []

@@ -1,0 +1,131 @@
+"""SRRL: refinement prompts, the c1/c2 budget, and c2 samples reaching GRPO's loss."""
+
+import pytest
+
+from execrl.problems import Problem
+from execrl.prompting import PromptConfig
+from execrl.srrl import SRRLRollout, SRRLSettings, assign_refinements, budget, refinement_message
+
+PROBLEM = Problem(
+    id="p/1",
+    prompt="Write add(a, b).",
+    test_type="assert",
+    tests=["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(5, 5) == 10"],
+    entry_point="add",
+)
+CONFIG = PromptConfig(template="{prompt}\nTest: {tests}\n", num_tests_shown=1)
+
+
+def failed_result(failing_indices, first_message="AssertionError: add(5, 5) returned 11"):
+    outcomes = [
+        {"index": i, "status": "fail" if i in failing_indices else "pass", "error_type": None, "message": None}
+        for i in range(3)
+    ]
+    return {
+        "status": "fail",
+        "tests_passed": 3 - len(failing_indices),
+        "tests_total": 3,
+        "test_outcomes": outcomes,
+        "error_type": "AssertionError",
+        "error_message": first_message,
+        "trace": f"trace of test {min(failing_indices)}",
+    }
+
+
+def test_refinement_prompt_quotes_problem_code_error_and_shown_tests():
+    message = refinement_message(PROBLEM, "def add(a, b):\n    return a - b", failed_result({0}), SRRLSettings(), CONFIG)
+    assert "Write add(a, b)." in message
+    assert "return a - b" in message
+    assert "Failed test: assert add(1, 2) == 3" in message
+    assert "AssertionError" in message
+
+
+def test_hidden_tests_stay_out_of_refinement_prompts():
+    result = failed_result({2})
+    hidden = refinement_message(PROBLEM, "code", result, SRRLSettings(feedback_tests="shown"), CONFIG)
+    assert "add(5, 5)" not in hidden and "trace of test 2" not in hidden
+    assert "hidden test" in hidden
+    shown_all = refinement_message(
+        PROBLEM, "code", result, SRRLSettings(feedback_tests="all", refinement_template="{failed_tests}|{trace}|{error}"), CONFIG
+    )
+    assert "assert add(5, 5) == 10" in shown_all and "trace of test 2" in shown_all
+    none = refinement_message(PROBLEM, "code", failed_result({0}), SRRLSettings(feedback_tests="none"), CONFIG)
+    assert "Failed test" not in none
+
+
+def test_budget_and_assignment():
+    assert budget(8, 0.5) == (4, 4)
+    assert budget(8, 0.25) == (6, 2)
+    assert budget(2, 0.9) == (1, 1)
+    assert budget(8, 0.0) == (8, 0)
+    assert assign_refinements([True, False, True, False], 4) == ([1, 3, 1, 3], 0)
+    assert assign_refinements([False, True, True], 2) == ([0, 0], 0)
+    assert assign_refinements([True, True], 3) == ([], 3)  # nothing failed: the budget goes back to c1
+
+
+def test_invalid_settings_named():
+    with pytest.raises(ValueError, match="refine_share"):
+        SRRLSettings(refine_share=1.0)
+    with pytest.raises(ValueError, match="feedback_tests"):
+        SRRLSettings(feedback_tests="some")
+
+
+class ScriptedExecutor:
+    """Fails every first attempt; passes refinements whose index in their batch is even."""
+
+    def __init__(self):
+        self.batches = []
+
+    def run_batch(self, items):
+        batch_index = len(self.batches)
+        self.batches.append(items)
+
+        class Result:
+            def __init__(self, passed):
+                self.passed = passed
+
+            def to_dict(self):
+                status = "pass" if self.passed else "fail"
+                return failed_result({0}) if not self.passed else {"status": status, "tests_passed": 3, "tests_total": 3, "test_outcomes": []}
+
+        return [Result(batch_index % 2 == 1 and i % 2 == 0) for i in range(len(items))]
+
+
+class FakeSampler:
+    class tokenizer:
+        chat_template = None
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, prompts):
+        self.calls.append(list(prompts))
+        return [([len(p)], [i], f"def add(a, b):\n    return {i}") for i, p in enumerate(prompts)]
+
+
+def test_rollout_groups_hold_c1_then_c2_at_equal_cost():
+    prompt = "Write add(a, b).\nTest: assert add(1, 2) == 3\n"
+    rollout = SRRLRollout({prompt: PROBLEM}, ScriptedExecutor(), SRRLSettings(refine_share=0.5), CONFIG, None)
+    sampler = FakeSampler()
+    output = rollout.rollout([prompt], group_size=4, sampler=sampler)
+    assert output["sample_kind"] == ["c1", "c1", "c2", "c2"]
+    assert len(output["completion_ids"]) == len(output["prompt_ids"]) == len(output["execution"]) == 4
+    assert len(sampler.calls[0]) == 2 and len(sampler.calls[1]) == 2  # 4 samples in all, as GRPO would draw
+    assert all("A previous attempt" in p for p in sampler.calls[1])
+    assert output["prompt_ids"][2] != output["prompt_ids"][0]  # c2 is conditioned on its refinement prompt
+    assert [r["status"] for r in output["execution"]] == ["fail", "fail", "pass", "fail"]
+
+
+def test_rollout_returns_unused_refinement_budget_to_c1():
+    prompt = "Write add(a, b).\nTest: assert add(1, 2) == 3\n"
+
+    class AllPass(ScriptedExecutor):
+        def run_batch(self, items):
+            return [type("R", (), {"to_dict": lambda self: {"status": "pass", "tests_passed": 3, "tests_total": 3}})() for _ in items]
+
+    sampler = FakeSampler()
+    output = SRRLRollout({prompt: PROBLEM}, AllPass(), SRRLSettings(refine_share=0.5), CONFIG, None).rollout(
+        [prompt], group_size=4, sampler=sampler
+    )
+    assert output["sample_kind"] == ["c1"] * 4
+    assert sampler.calls[1] == [prompt, prompt]
