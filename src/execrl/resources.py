@@ -1,4 +1,12 @@
-"""Cluster resources per workflow stage, derived from the model's size."""
+"""Cluster resources per workflow stage, derived from the model's size.
+
+The keys are the resource names snakemake-executor-plugin-slurm turns into sbatch options:
+``gpu`` → ``--gpus=N`` (nothing when 0), ``cpus_per_task`` → ``--cpus-per-task``,
+``mem_mb`` → ``--mem``, ``runtime`` (minutes) → ``-t``. Partition, account and GPU model
+(``slurm_partition``, ``slurm_account``, ``gpu_model``) belong to the cluster and come from the
+profile or the model's config, not from here. Any value can be replaced per rule with
+``set-resources`` in the profile.
+"""
 
 from __future__ import annotations
 
@@ -7,33 +15,77 @@ import math
 GPU_STAGES = ("generate", "train", "merge")
 CPU_STAGES = ("data", "execute", "report")
 
-# Rough bf16 memory per billion parameters, for weights alone and for LoRA training with activations.
-_INFERENCE_GB_PER_B = 2.5
-_TRAINING_GB_PER_B = 6.0
-_GPU_MEMORY_GB = 80
+# Below this size a model runs on CPU in every stage (the embedded tiny model, test models).
+CPU_ONLY_BELOW_B = 0.1
+
+# GPU memory per billion parameters: bf16 weights plus KV cache for generation and merging,
+# bf16 weights plus LoRA gradients, optimizer state and activations for training.
+GPU_GB_PER_B = {"generate": 2.5, "train": 6.0, "merge": 2.5}
+GPU_MEMORY_GB = 80
+# One node: `accelerate launch` and vLLM's tensor parallelism stay inside one job on one node.
+MAX_GPUS = 8
+CPUS_PER_GPU = 8
+
+# Host memory of a GPU job: a share per GPU (data loading, CUDA context, NCCL buffers) plus room
+# to load the model's weights on the host once (bf16 plus the copy made while loading).
+_HOST_GB_PER_GPU = 16
+_HOST_GB_PER_B = 4
+_MIN_GPU_JOB_GB = 32
+
+# Minutes of the first attempt for a model of up to 3B parameters; larger models scale linearly.
+_BASE_MINUTES = {"generate": 120, "train": 480, "merge": 60}
+_REFERENCE_B = 3.0
+# No attempt asks for more than two days, a common partition limit; training resumes from its
+# checkpoints on the next attempt instead.
+MAX_RUNTIME_MINUTES = 2 * 24 * 60
+
+_CPU_STAGE = {
+    # stage: (cpus_per_task, mem_mb, minutes)
+    "data": (2, 4000, 60),
+    "execute": (8, 16000, 60),
+    "report": (2, 4000, 60),
+}
+_CPU_MODEL = (2, 8000, 60)  # a GPU stage of a model small enough for CPU
+
+
+def gpus_for(stage: str, params_b: float) -> int:
+    """GPUs one job of a GPU stage needs: enough 80 GB devices for the model, as a power of two."""
+    if stage not in GPU_STAGES:
+        raise ValueError(f"{stage!r} is not a GPU stage ({', '.join(GPU_STAGES)})")
+    if params_b < CPU_ONLY_BELOW_B:
+        return 0
+    gpus = max(1, math.ceil(params_b * GPU_GB_PER_B[stage] / GPU_MEMORY_GB))
+    gpus = 1 << (gpus - 1).bit_length()  # powers of two suit tensor and data parallelism
+    return min(gpus, MAX_GPUS)
+
+
+def _runtime(minutes: float, attempt: int) -> int:
+    return int(min(minutes * attempt, MAX_RUNTIME_MINUTES))
 
 
 def stage_resources(stage: str, params_b: float, attempt: int = 1) -> dict[str, int]:
     """Slurm resources for one job: GPUs, CPUs, memory (MB) and runtime (minutes).
 
-    Runtime grows with the attempt so a job retried after a timeout or preemption gets longer.
+    GPU stages (generation, training, merging) get GPUs, CPUs and host memory from the model's
+    size; CPU stages (data, execution, report) never get a GPU. Runtime grows with the attempt,
+    so a job retried after a timeout or preemption asks for longer, up to MAX_RUNTIME_MINUTES.
     Models under 0.1B parameters run on CPU everywhere.
     """
     if stage not in GPU_STAGES + CPU_STAGES:
-        raise ValueError(f"unknown stage {stage!r}")
-    growth = attempt
-    if stage in CPU_STAGES:
-        cpus = 8 if stage == "execute" else 2
-        return {"gpu": 0, "cpus_per_task": cpus, "mem_mb": 4000 * (1 + (stage == "execute")), "runtime": 60 * growth}
-    if params_b < 0.1:
-        return {"gpu": 0, "cpus_per_task": 2, "mem_mb": 8000, "runtime": 60 * growth}
-    per_b = _TRAINING_GB_PER_B if stage == "train" else _INFERENCE_GB_PER_B
-    gpus = max(1, math.ceil(params_b * per_b / _GPU_MEMORY_GB))
-    gpus = 1 << (gpus - 1).bit_length()  # powers of two suit tensor and data parallelism
-    base_minutes = {"generate": 120, "train": 480, "merge": 60}[stage]
+        raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(GPU_STAGES + CPU_STAGES)}")
+    if params_b < 0:
+        raise ValueError(f"params_b must be non-negative, got {params_b}")
+    if attempt < 1:
+        raise ValueError(f"attempt counts from 1, got {attempt}")
+    if stage in CPU_STAGES or params_b < CPU_ONLY_BELOW_B:
+        cpus, mem_mb, minutes = _CPU_STAGE[stage] if stage in CPU_STAGES else _CPU_MODEL
+        return {"gpu": 0, "cpus_per_task": cpus, "mem_mb": mem_mb, "runtime": _runtime(minutes, attempt)}
+    gpus = gpus_for(stage, params_b)
+    host_gb = max(_MIN_GPU_JOB_GB, _HOST_GB_PER_GPU * gpus + _HOST_GB_PER_B * params_b)
+    minutes = _BASE_MINUTES[stage] * max(1.0, params_b / _REFERENCE_B)
     return {
         "gpu": gpus,
-        "cpus_per_task": 8 * gpus,
-        "mem_mb": int(max(32_000, params_b * 8_000) * min(gpus, 4)),
-        "runtime": int(base_minutes * max(1.0, params_b / 3) * growth),
+        "cpus_per_task": CPUS_PER_GPU * gpus,
+        "mem_mb": int(math.ceil(host_gb * 1000)),
+        "runtime": _runtime(minutes, attempt),
     }

@@ -63,6 +63,7 @@ def run_sft(
         weight_decay=settings.weight_decay,
         lr_scheduler_type="cosine",
         completion_only_loss=True,
+        gradient_checkpointing=False,
         seed=settings.seed,
         data_seed=settings.seed,
         logging_steps=10,

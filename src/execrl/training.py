@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
+import sys
 import time
 from pathlib import Path
 
@@ -30,18 +33,20 @@ def report_to(wandb: dict | None) -> list[str]:
 
 def last_checkpoint(output_dir: str | Path) -> str | None:
     """The newest `checkpoint-N` folder that finished saving, for resuming after a kill."""
-    from transformers.trainer_utils import get_last_checkpoint
-
     output_dir = Path(output_dir)
-    if not output_dir.is_dir():
-        return None
-    return get_last_checkpoint(str(output_dir))
+    # A job killed while saving leaves a checkpoint without trainer_state.json (written last): skip it.
+    complete = [
+        (int(match.group(1)), path)
+        for path in (output_dir.glob("checkpoint-*") if output_dir.is_dir() else [])
+        if (match := re.fullmatch(r"checkpoint-(\d+)", path.name)) and (path / "trainer_state.json").is_file()
+    ]
+    checkpoint = str(max(complete)[1]) if complete else None
+    print(f"resuming from {checkpoint}" if checkpoint else f"no checkpoint in {output_dir}: starting at step 0", file=sys.stderr)
+    return checkpoint
 
 
 def settings_digest(settings: dict) -> str:
     """A short, stable name for a set of training settings (keys checkpoints to them)."""
-    import hashlib
-
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 

@@ -23,7 +23,7 @@ wildcard_constraints:
 
 
 def get_final_output():
-    return ["results/report.html", "results/summary.json"]
+    return ["results/report.html", "results/summary.json", "results/summary.md"]
 
 
 def get_all_evaluations():
@@ -160,3 +160,120 @@ def resource(stage, key):
 
 def gpu_model(wildcards):
     return model_config(wildcards).get("gpu_model") or ""
+
+
+##### report helpers #####
+
+# The resource stage of each rule (see `resource()` above), for GPU hours in the cost table.
+RULE_STAGES = {
+    "prepare_dataset": "data",
+    "train_tokenizer": "data",
+    "init_tiny_model": "data",
+    "sft_tiny_model": "train",
+    "generate_candidates": "generate",
+    "annotate_candidates": "execute",
+    "evaluate_pass_at_k": "data",
+    "build_rl_dataset": "data",
+    "train_dpo": "train",
+    "train_grpo": "train",
+    "train_srrl": "train",
+    "merge_adapter": "merge",
+    "sample_refinements": "generate",
+}
+# c2 samples per refinement prompt in the report's examples.
+REFINEMENT_SAMPLES = 4
+
+
+def trained_methods():
+    return [m for m in EXPERIMENT["methods"] if m != "base"]
+
+
+def get_training_metrics(methods=None):
+    return expand(
+        "results/training/{dataset}/{model}/{method}/{seed}/metrics.jsonl",
+        dataset=EXPERIMENT["datasets"],
+        model=EXPERIMENT["models"],
+        method=trained_methods() if methods is None else [m for m in methods if m in trained_methods()],
+        seed=EXPERIMENT["seeds"],
+    )
+
+
+def get_warm_start_metrics():
+    tiny = [m for m in EXPERIMENT["models"] if config["models"][m]["source"] == "tiny"]
+    return expand("results/training/{dataset}/{model}/sft/metrics.jsonl", dataset=EXPERIMENT["datasets"], model=tiny)
+
+
+def get_rl_manifests():
+    if "dpo" not in EXPERIMENT["methods"]:
+        return []
+    return expand(
+        "results/rl_data/{dataset}/{model}/{seed}/manifest.json",
+        dataset=EXPERIMENT["datasets"],
+        model=EXPERIMENT["models"],
+        seed=EXPERIMENT["seeds"],
+    )
+
+
+def get_refinement_samples():
+    """c2s of the SRRL model and, for comparison, the base model on the same refinement prompts."""
+    if "srrl" not in EXPERIMENT["methods"]:
+        return []
+    return expand(
+        "results/analysis/refinements/{dataset}/{model}/{method}/{seed}.jsonl",
+        dataset=EXPERIMENT["datasets"],
+        model=EXPERIMENT["models"],
+        method=["srrl", "base"],
+        seed=EXPERIMENT["seeds"],
+    )
+
+
+def get_refinement_generation_settings(wildcards):
+    return {**get_generation_settings(wildcards), "num_samples": REFINEMENT_SAMPLES}
+
+
+def get_all_diversity():
+    return [
+        path.replace("results/eval/", "results/analysis/diversity/").replace(".json", ".tsv")
+        for path in get_all_evaluations()
+    ]
+
+
+def get_model_sizes():
+    return {name: config["models"][name]["params_b"] for name in EXPERIMENT["models"]}
+
+
+def get_report_figures():
+    """The figures the report shows, by name; some only when the grid has what they plot."""
+    figures = {
+        "pass_at_k": "results/plots/pass_at_k.png",
+        "outcomes": "results/plots/outcomes.png",
+        "diversity": "results/plots/diversity.png",
+        "cost": "results/plots/cost.png",
+    }
+    if "base" in EXPERIMENT["methods"] and trained_methods():
+        figures["per_problem"] = "results/plots/per_problem.png"
+    if trained_methods():
+        figures["training_steps"] = "results/plots/training_steps.png"
+        figures["training_samples"] = "results/plots/training_samples.png"
+    if "srrl" in EXPERIMENT["methods"]:
+        figures["srrl"] = "results/plots/srrl_c1_c2.png"
+    if get_warm_start_metrics():
+        figures["warm_start"] = "results/plots/warm_start.png"
+    return figures
+
+
+def get_report_inputs(wildcards):
+    inputs = {
+        "pass_at_k": "results/tables/pass_at_k.tsv",
+        "curves": "results/tables/pass_at_k_ci.tsv",
+        "comparison": "results/tables/vs_base.tsv",
+        "outcomes": "results/tables/outcomes.tsv",
+        "diversity": "results/tables/diversity.tsv",
+        "cost": "results/tables/cost.tsv",
+        "refinements": get_refinement_samples(),
+        "manifests": get_rl_manifests(),
+        **{f"fig_{name}": path for name, path in get_report_figures().items()},
+    }
+    if trained_methods():
+        inputs["training"] = "results/tables/training.tsv"
+    return inputs

@@ -16,5 +16,6 @@ rule prepare_dataset:
     resources:
         mem_mb=resource("data", "mem_mb"),
         runtime=resource("data", "runtime"),
+    conda: "../envs/data.yaml"
     script:
         "../scripts/prepare_dataset.py"

@@ -14,6 +14,7 @@ rule evaluate_pass_at_k:
     resources:
         mem_mb=resource("data", "mem_mb"),
         runtime=resource("data", "runtime"),
+    conda: "../envs/data.yaml"
     script:
         "../scripts/evaluate_pass_at_k.py"
 
@@ -27,6 +28,16 @@ rule summarize_evaluations:
             caption="../report/pass_at_k_table.rst",
             category="Evaluation",
         ),
+        per_problem=report(
+            "results/tables/per_problem.tsv",
+            caption="../report/per_problem_table.rst",
+            category="Evaluation",
+        ),
+        outcomes=report(
+            "results/tables/outcomes.tsv",
+            caption="../report/outcomes_table.rst",
+            category="Evaluation",
+        ),
     log:
         "logs/summarize_evaluations.log",
     benchmark:
@@ -34,5 +45,6 @@ rule summarize_evaluations:
     resources:
         mem_mb=resource("report", "mem_mb"),
         runtime=resource("report", "runtime"),
+    conda: "../envs/report.yaml"
     script:
         "../scripts/summarize_evaluations.py"

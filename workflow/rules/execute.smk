@@ -17,5 +17,6 @@ rule annotate_candidates:
         cpus_per_task=resource("execute", "cpus_per_task"),
         mem_mb=resource("execute", "mem_mb"),
         runtime=resource("execute", "runtime"),
+    conda: "../envs/execute.yaml"
     script:
         "../scripts/annotate_candidates.py"

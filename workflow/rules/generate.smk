@@ -21,5 +21,6 @@ rule generate_candidates:
         cpus_per_task=resource("generate", "cpus_per_task"),
         mem_mb=resource("generate", "mem_mb"),
         runtime=resource("generate", "runtime"),
+    conda: "../envs/generate.yaml"
     script:
         "../scripts/generate_candidates.py"

@@ -16,6 +16,7 @@ rule train_tokenizer:
     resources:
         mem_mb=resource("data", "mem_mb"),
         runtime=resource("data", "runtime"),
+    conda: "../envs/train.yaml"
     script:
         "../scripts/train_tokenizer.py"
 
@@ -35,6 +36,7 @@ rule init_tiny_model:
     resources:
         mem_mb=resource("data", "mem_mb"),
         runtime=resource("data", "runtime"),
+    conda: "../envs/train.yaml"
     script:
         "../scripts/init_tiny_model.py"
 
@@ -58,6 +60,7 @@ rule sft_tiny_model:
         gpu=resource("train", "gpu"),
         mem_mb=resource("train", "mem_mb"),
         runtime=resource("train", "runtime"),
+    conda: "../envs/train.yaml"
     script:
         "../scripts/sft_tiny_model.py"
 
@@ -80,5 +83,6 @@ rule merge_adapter:
         cpus_per_task=resource("merge", "cpus_per_task"),
         mem_mb=resource("merge", "mem_mb"),
         runtime=resource("merge", "runtime"),
+    conda: "../envs/train.yaml"
     script:
         "../scripts/merge_adapter.py"

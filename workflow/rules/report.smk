@@ -1,6 +1,10 @@
+# Figures and the self-contained report. Every figure is also a `report()` item with a caption,
+# so `snakemake --report` shows it with its provenance.
+
+
 rule plot_pass_at_k:
     input:
-        "results/tables/pass_at_k.tsv",
+        "results/tables/pass_at_k_ci.tsv",
     output:
         report(
             "results/plots/pass_at_k.png",
@@ -14,18 +18,166 @@ rule plot_pass_at_k:
     resources:
         mem_mb=resource("report", "mem_mb"),
         runtime=resource("report", "runtime"),
+    conda: "../envs/report.yaml"
     script:
         "../scripts/plot_pass_at_k.py"
 
 
+rule plot_per_problem:
+    input:
+        "results/tables/per_problem.tsv",
+    output:
+        report(
+            "results/plots/per_problem.png",
+            caption="../report/per_problem_plot.rst",
+            category="Evaluation",
+        ),
+    log:
+        "logs/plot_per_problem.log",
+    benchmark:
+        "benchmarks/plot_per_problem.tsv"
+    resources:
+        mem_mb=resource("report", "mem_mb"),
+        runtime=resource("report", "runtime"),
+    conda: "../envs/report.yaml"
+    script:
+        "../scripts/plot_per_problem.py"
+
+
+rule plot_outcomes:
+    input:
+        "results/tables/outcomes.tsv",
+    output:
+        report(
+            "results/plots/outcomes.png",
+            caption="../report/outcomes_plot.rst",
+            category="Evaluation",
+        ),
+    log:
+        "logs/plot_outcomes.log",
+    benchmark:
+        "benchmarks/plot_outcomes.tsv"
+    resources:
+        mem_mb=resource("report", "mem_mb"),
+        runtime=resource("report", "runtime"),
+    conda: "../envs/report.yaml"
+    script:
+        "../scripts/plot_outcomes.py"
+
+
+rule plot_training_curves:
+    input:
+        metrics=get_training_metrics(),
+        manifests=get_rl_manifests(),
+    output:
+        steps=report(
+            "results/plots/training_steps.png",
+            caption="../report/training_steps_plot.rst",
+            category="Training",
+        ),
+        samples=report(
+            "results/plots/training_samples.png",
+            caption="../report/training_samples_plot.rst",
+            category="Training",
+        ),
+        table=report(
+            "results/tables/training.tsv",
+            caption="../report/training_table.rst",
+            category="Training",
+        ),
+    log:
+        "logs/plot_training_curves.log",
+    benchmark:
+        "benchmarks/plot_training_curves.tsv"
+    params:
+        grpo=config["grpo"],
+    resources:
+        mem_mb=resource("report", "mem_mb"),
+        runtime=resource("report", "runtime"),
+    conda: "../envs/report.yaml"
+    script:
+        "../scripts/plot_training_curves.py"
+
+
+rule plot_srrl_refinement:
+    input:
+        get_training_metrics(["srrl", "grpo"]),
+    output:
+        report(
+            "results/plots/srrl_c1_c2.png",
+            caption="../report/srrl_plot.rst",
+            category="Training",
+        ),
+    log:
+        "logs/plot_srrl_refinement.log",
+    benchmark:
+        "benchmarks/plot_srrl_refinement.tsv"
+    resources:
+        mem_mb=resource("report", "mem_mb"),
+        runtime=resource("report", "runtime"),
+    conda: "../envs/report.yaml"
+    script:
+        "../scripts/plot_srrl_refinement.py"
+
+
+rule plot_warm_start:
+    input:
+        get_warm_start_metrics(),
+    output:
+        report(
+            "results/plots/warm_start.png",
+            caption="../report/warm_start_plot.rst",
+            category="Training",
+        ),
+    log:
+        "logs/plot_warm_start.log",
+    benchmark:
+        "benchmarks/plot_warm_start.tsv"
+    resources:
+        mem_mb=resource("report", "mem_mb"),
+        runtime=resource("report", "runtime"),
+    conda: "../envs/report.yaml"
+    script:
+        "../scripts/plot_warm_start.py"
+
+
+rule plot_diversity:
+    input:
+        get_all_diversity(),
+    output:
+        plot=report(
+            "results/plots/diversity.png",
+            caption="../report/diversity_plot.rst",
+            category="Analysis",
+        ),
+        table=report(
+            "results/tables/diversity.tsv",
+            caption="../report/diversity_table.rst",
+            category="Analysis",
+        ),
+    log:
+        "logs/plot_diversity.log",
+    benchmark:
+        "benchmarks/plot_diversity.tsv"
+    resources:
+        mem_mb=resource("report", "mem_mb"),
+        runtime=resource("report", "runtime"),
+    conda: "../envs/report.yaml"
+    script:
+        "../scripts/plot_diversity.py"
+
+
 rule render_report:
     input:
-        table="results/tables/pass_at_k.tsv",
-        plot="results/plots/pass_at_k.png",
-        evaluations=get_all_evaluations(),
+        unpack(get_report_inputs),
     output:
         html="results/report.html",
         summary="results/summary.json",
+        markdown=report(
+            "results/summary.md",
+            caption="../report/summary.rst",
+            category="Summary",
+        ),
     log:
         "logs/render_report.log",
     benchmark:
@@ -34,8 +186,12 @@ rule render_report:
         title=config["report"]["title"],
         experiment=config["experiment"],
         config=config,
+        ks=config["evaluation"]["k"],
+        n_boot=config["report"]["bootstrap_samples"],
+        examples=4,
     resources:
         mem_mb=resource("report", "mem_mb"),
         runtime=resource("report", "runtime"),
+    conda: "../envs/report.yaml"
     script:
         "../scripts/render_report.py"

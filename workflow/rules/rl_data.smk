@@ -14,5 +14,6 @@ rule build_rl_dataset:
     resources:
         mem_mb=resource("data", "mem_mb"),
         runtime=resource("data", "runtime"),
+    conda: "../envs/data.yaml"
     script:
         "../scripts/build_rl_dataset.py"

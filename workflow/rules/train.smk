@@ -27,6 +27,7 @@ rule train_dpo:
         cpus_per_task=resource("train", "cpus_per_task"),
         mem_mb=resource("train", "mem_mb"),
         runtime=resource("train", "runtime"),
+    conda: "../envs/train.yaml"
     script:
         "../scripts/train_dpo.py"
 
@@ -59,6 +60,7 @@ rule train_grpo:
         cpus_per_task=resource("train", "cpus_per_task"),
         mem_mb=resource("train", "mem_mb"),
         runtime=resource("train", "runtime"),
+    conda: "../envs/train.yaml"
     script:
         "../scripts/train_grpo.py"
 

@@ -2,9 +2,7 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w")
 
-import pandas as pd
+from execrl.report.evaluations import read_tsv
+from execrl.report.figures import pass_at_k_figure, save
 
-from execrl.report.figures import pass_at_k_figure
-
-figure = pass_at_k_figure(pd.read_csv(snakemake.input[0], sep="\t"))
-figure.savefig(snakemake.output[0], dpi=150, bbox_inches="tight")
+save(pass_at_k_figure(read_tsv(snakemake.input[0])), snakemake.output[0])

@@ -2,20 +2,32 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w")
 
-import pandas as pd
+from pathlib import Path
 
 from execrl.jsonl import write_json
-from execrl.report.html import render_report, summary_record
+from execrl.report.build import ReportInputs, build
 
-table = pd.read_csv(snakemake.input.table, sep="\t")
-summary = summary_record(table, snakemake.params.experiment)
-write_json(summary, snakemake.output.summary)
-html = render_report(
+inputs = snakemake.input
+page, summary, markdown = build(
+    ReportInputs(
+        pass_at_k=inputs.pass_at_k,
+        curves=inputs.curves,
+        comparison=inputs.comparison,
+        outcomes=inputs.outcomes,
+        diversity=inputs.diversity,
+        training=inputs.get("training"),
+        cost_jobs=inputs.cost,
+        refinements=list(inputs.refinements),
+        manifests=list(inputs.manifests),
+        figures={name[4:]: path for name, path in inputs.items() if name.startswith("fig_")},
+    ),
     title=snakemake.params.title,
-    table=table,
-    figures={"pass@k": snakemake.input.plot},
+    experiment=snakemake.params.experiment,
     config=snakemake.params.config,
-    summary=summary,
+    ks=snakemake.params.ks,
+    n_boot=snakemake.params.n_boot,
+    n_examples=snakemake.params.examples,
 )
-with open(snakemake.output.html, "w", encoding="utf-8") as handle:
-    handle.write(html)
+write_json(summary, snakemake.output.summary)
+Path(snakemake.output.markdown).write_text(markdown, encoding="utf-8")
+Path(snakemake.output.html).write_text(page, encoding="utf-8")

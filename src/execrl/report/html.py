@@ -1,9 +1,8 @@
-"""A self-contained HTML report: figures embedded as data URIs, no external assets."""
+"""The self-contained HTML report: figures embedded as data URIs, no external assets."""
 
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import html
 import importlib.metadata
 import platform
@@ -13,17 +12,103 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-PACKAGES = ("execrl", "torch", "transformers", "trl", "peft", "datasets", "accelerate", "snakemake", "pandas", "seaborn")
+from execrl.report import tables
+from execrl.report.evaluations import OUTCOME_LABELS
+
+PACKAGES = (
+    "execrl", "torch", "transformers", "trl", "peft", "datasets", "accelerate", "tokenizers", "snakemake",
+    "numpy", "pandas", "matplotlib", "seaborn", "vllm",
+)
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1100px; color: #222; line-height: 1.45; }
-h1 { font-size: 1.6rem; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2rem; margin-top: 2rem; }
-table { border-collapse: collapse; margin: .5rem 0; font-size: .9rem; }
-th, td { border: 1px solid #ccc; padding: .25rem .6rem; text-align: right; }
-th { background: #f3f3f3; } td.text { text-align: left; }
-img { max-width: 100%; } pre { background: #f7f7f7; padding: .8rem; overflow-x: auto; font-size: .8rem; }
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1180px; padding: 0 1rem;
+       color: #222; line-height: 1.45; }
+h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2rem; margin-top: 2.2rem; }
+h3 { margin-bottom: .3rem; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .85rem; }
+th, td { border: 1px solid #d5d5d5; padding: .22rem .55rem; } th { background: #f3f3f3; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; } td.text { text-align: left; }
+figure { margin: 1rem 0 1.6rem; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption, .caption { color: #555; font-size: .85rem; max-width: 60rem; }
+pre { background: #f7f7f7; padding: .6rem .8rem; overflow-x: auto; font-size: .78rem; margin: .2rem 0 .6rem; white-space: pre-wrap; }
 .meta { color: #666; font-size: .85rem; }
+ul.findings li { margin-bottom: .35rem; }
+.badge { display: inline-block; padding: 0 .4rem; border-radius: .3rem; font-size: .75rem; color: #fff; }
+.badge.pass { background: #2ca02c; } .badge.fail { background: #e08a1e; } .badge.error { background: #d62728; }
+.badge.syntax_error { background: #8c1a1a; } .badge.timeout { background: #7f5fa8; }
+.example { border: 1px solid #e3e3e3; border-radius: .4rem; padding: .6rem .9rem; margin: .8rem 0; }
+.columns { display: grid; grid-template-columns: 1fr 1fr; gap: .8rem; }
+nav a { margin-right: .8rem; font-size: .9rem; }
+details > summary { cursor: pointer; color: #335; margin: .4rem 0; }
 """
+
+FIGURES = {
+    # name: (section id, heading, caption)
+    "pass_at_k": (
+        "pass-at-k",
+        "pass@k",
+        "pass@k for k = 1…n (n samples per problem), computed per problem from its (n, c) with the unbiased estimator "
+        "and averaged over problems. Bands: 95% bootstrap intervals ({n_boot} resamples) over problems and, where "
+        "there are several, over seeds. Every method is sampled and scored the same way.",
+    ),
+    "per_problem": (
+        "per-problem",
+        "Which problems changed",
+        "Each dot is a problem: its pass rate (passing samples / samples, pooled over seeds) under the base model "
+        "(x) and under the method (y), slightly jittered. Fixed: the base model never passed, the method did; broke: "
+        "the reverse. Points above the diagonal improved.",
+    ),
+    "outcomes": (
+        "outcomes",
+        "Outcomes before and after training",
+        "Share of all sampled candidates by the sandbox's verdict: syntax error (does not compile), runtime error "
+        "(an exception other than a wrong answer, or a crash), timeout, wrong answer (ran, a test failed), pass. "
+        "base is before training; the other methods after.",
+    ),
+    "training_steps": (
+        "training",
+        "Training curves against step",
+        "Per-step training logs (TRL) of each trained method: total reward and its components, pass rate of the "
+        "sampled completions, held-out pass@1 of the interval evaluation, KL to the reference (logged when β > 0), "
+        "loss and completion length; DPO logs its implicit reward margin and preference accuracy instead. "
+        "Lines: centred rolling means over a twentieth of the logged steps; bands: sd over seeds where there are several.",
+    ),
+    "training_samples": (
+        "training-samples",
+        "Training curves against samples drawn",
+        "The same curves against completions sampled from the model during training "
+        "(GRPO and SRRL draw prompts × generations per step; SRRL's refinements count within that budget). "
+        "DPO draws all its samples — the base model's train-split candidates — before training, so it is one "
+        "cross at that count, at its final value.",
+    ),
+    "srrl": (
+        "srrl",
+        "SRRL: first attempts (c1) and refinements (c2)",
+        "Pass rate of SRRL's first attempts and of its refinements of failed first attempts over training, with "
+        "GRPO's pass rate over all its samples for reference. A c2 is only sampled for a failed c1, so its pass rate "
+        "is a fix rate.",
+    ),
+    "warm_start": (
+        "warm-start",
+        "Warm start of the tiny model",
+        "Supervised warm start of a locally built tiny model on the train split's reference solutions, before any RL "
+        "(the base method).",
+    ),
+    "diversity": (
+        "diversity",
+        "Candidate diversity",
+        "Per problem: distinct programs among the n samples after normalization (comments and layout dropped), as a "
+        "share of n, and the mean pairwise similarity of the samples (difflib ratio of token sequences; token-set "
+        "Jaccard). Bars: mean over problems, with 95% intervals. RL that sharpens a model usually lowers diversity.",
+    ),
+    "cost": (
+        "cost",
+        "Cost per rule",
+        "Wall time and CPU time of every job, from Snakemake's benchmark files, summed per rule (jobs run in "
+        "parallel, so sums exceed the elapsed time). GPU hours are wall time × GPUs the workflow requested for the "
+        "job; they are shown when any job had a GPU. Report jobs that run after the cost table are not included.",
+    ),
+}
 
 
 def package_versions() -> dict[str, str]:
@@ -36,77 +121,197 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def git_commit() -> str:
+def git_commit(path: str | Path | None = None) -> str:
+    """The commit of the checkout holding `path` (default: this package's source), `-dirty` if modified."""
+    where = Path(path) if path else Path(__file__).resolve().parent
     try:
         return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, timeout=5
+            ["git", "-C", str(where), "describe", "--always", "--dirty", "--abbrev=10"],
+            capture_output=True, text=True, check=True, timeout=10,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
 
-def summary_record(table: pd.DataFrame, experiment: dict) -> dict:
-    """Mean and spread of pass@k over seeds, per dataset, model, method, split and k."""
-    grouped = table.groupby(["dataset", "model", "method", "split", "k"])["pass_at_k"]
-    rows = []
-    for (dataset, model, method, split, k), values in grouped:
-        rows.append(
-            {
-                "dataset": dataset,
-                "model": model,
-                "method": method,
-                "split": split,
-                "k": int(k),
-                "mean": float(values.mean()),
-                "sd": float(values.std(ddof=1)) if len(values) > 1 else 0.0,
-                "n_seeds": int(len(values)),
-            }
+def provenance() -> dict:
+    import datetime as dt
+
+    return {
+        "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "git_commit": git_commit(),
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "packages": package_versions(),
+    }
+
+
+def data_uri(path: str | Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
+def figure_html(name: str, path: str | Path, caption_values: dict | None = None) -> str:
+    section, heading, caption = FIGURES[name]
+    caption = caption.format(**(caption_values or {}))
+    return (
+        f'<h3 id="{section}">{html.escape(heading)}</h3>'
+        f'<figure><img class="figure" id="fig-{name}" alt="{html.escape(heading)}" src="{data_uri(path)}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )
+
+
+def badge(status: str | None) -> str:
+    status = status or "unknown"
+    return f'<span class="badge {html.escape(status)}">{html.escape(OUTCOME_LABELS.get(status, status))}</span>'
+
+
+def example_html(record: dict, others: dict[str, dict]) -> str:
+    """One refinement example: the problem, the failed c1, the refinement prompt, c2 per compared model."""
+    c1 = record["c1"]
+    error = " ".join(x for x in (c1.get("error_type"), c1.get("error_message")) if x)
+    c2_blocks = []
+    for method, other in others.items():
+        c2 = other["c2"][0] if other and other["c2"] else None
+        if c2 is None:
+            continue
+        passed = sum(c["status"] == "pass" for c in other["c2"])
+        c2_blocks.append(
+            f"<div><b>c2 from {html.escape(method)}</b> {badge(c2['status'])} "
+            f'<span class="meta">({passed} of {len(other["c2"])} samples pass)</span>'
+            f"<pre>{html.escape(c2['code'] or '(empty)')}</pre></div>"
         )
-    return {"experiment": experiment.get("name"), "pass_at_k": rows}
-
-
-def embed_png(path: str | Path) -> str:
-    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-    return f'<img alt="{html.escape(Path(path).stem)}" src="data:image/png;base64,{data}">'
-
-
-def summary_html(summary: dict) -> str:
-    frame = pd.DataFrame(summary["pass_at_k"])
-    frame["value"] = frame.apply(
-        lambda r: f"{r['mean']:.3f}" + (f" ± {r['sd']:.3f}" if r["n_seeds"] > 1 else ""), axis=1
+    return (
+        f'<div class="example"><b>{html.escape(record["problem_id"])}</b>'
+        f'<p class="caption">{html.escape(record["problem"])}</p>'
+        f"<div><b>c1 (base model)</b> {badge(c1['status'])} "
+        f'<span class="meta">{html.escape(error)} · {c1.get("tests_passed")}/{c1.get("tests_total")} tests</span>'
+        f"<pre>{html.escape(c1['code'] or '(empty)')}</pre></div>"
+        f"<details><summary>refinement prompt (the message the model is given)</summary>"
+        f"<pre>{html.escape(record['refinement_message'])}</pre></details>"
+        f'<div class="columns">{"".join(c2_blocks)}</div></div>'
     )
-    wide = frame.pivot_table(
-        index=["dataset", "model", "split", "method"], columns="k", values="value", aggfunc="first"
+
+
+def examples_section(runs: list[tuple[dict, list[dict]]], summary: pd.DataFrame, n_examples: int) -> str:
+    """Refinement rates per model and the first few examples of the first dataset, model and seed."""
+    if not runs:
+        return "<p>SRRL is not in this experiment's methods, so there are no refinement examples.</p>"
+    caption = (
+        "How these were made: SRRL's training rollouts are not stored, so after training the merged SRRL model was "
+        "sampled on refinement prompts built with <code>execrl.srrl.refinement_prompt</code> (the prompt SRRL trains "
+        "on) from the base model's failed train-split candidates: the first failure of each chosen problem, failure "
+        "kinds taken in turn. The base model answers the same prompts for comparison. Every c2 is executed by the "
+        "sandbox. Examples are the first prompts in problem order, not chosen by outcome."
     )
-    wide.columns = [f"pass@{k}" for k in wide.columns]
-    wide = wide.reset_index()
-    return wide.to_html(index=False, classes="summary", border=0, escape=True)
+    table = tables.frame_html(
+        summary.rename(columns={"c2_samples": "c2 samples", "c2_pass_rate": "c2 pass rate", "prompts_fixed": "prompts with a passing c2",
+                                "c2_tests_passed_fraction": "c2 tests passed"}),
+        table_id="refinement-rates", text_columns=4,
+    )
+    first = runs[0][0]
+    same = {
+        run["method"]: {r["problem_id"]: r for r in records}
+        for run, records in runs
+        if (run["dataset"], run["model"], run["seed"]) == (first["dataset"], first["model"], first["seed"])
+    }
+    order = [m for m in ("srrl", "base") if m in same] + sorted(set(same) - {"srrl", "base"})
+    lead = same[order[0]]
+    examples = [
+        example_html(record, {method: same[method].get(pid) for method in order})
+        for pid, record in list(lead.items())[:n_examples]
+    ]
+    where = f"{first['dataset']} · {first['model']} · seed {first['seed']}"
+    return (
+        f'<p class="caption">{caption}</p>{table}'
+        f"<h3>Examples ({html.escape(where)})</h3>{''.join(examples) or '<p>No failed first attempts to refine.</p>'}"
+    )
 
 
-def render_report(title: str, table: pd.DataFrame, figures: dict[str, str], config: dict, summary: dict) -> str:
-    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+def nav(sections: list[tuple[str, str]]) -> str:
+    return "<nav>" + "".join(f'<a href="#{html.escape(i)}">{html.escape(t)}</a>' for i, t in sections) + "</nav>"
+
+
+def render(
+    *,
+    title: str,
+    summary: dict,
+    ks: list[int],
+    figures: dict[str, str],
+    caption_values: dict,
+    config: dict,
+    refinement_runs: list[tuple[dict, list[dict]]],
+    refinement_summary: pd.DataFrame,
+    cost_per_rule: pd.DataFrame,
+    cost_per_method: pd.DataFrame,
+    rl_data: pd.DataFrame,
+    training: pd.DataFrame,
+    n_examples: int = 4,
+) -> str:
+    split = summary["main_split"]
+    meta = summary["provenance"]
+    columns, rows = tables.main_table_rows(summary["summary"], split, ks)
+    detail = tables.all_splits_frame(summary["summary"], ks)
+    fig = lambda name: figure_html(name, figures[name], caption_values) if name in figures else ""  # noqa: E731
+    findings = "".join(f"<li>{html.escape(s)}</li>" for s in summary["findings"])
+    total = summary["cost"]["total"]
+    sections = [("glance", "At a glance"), ("summary", "Summary"), ("pass-at-k", "pass@k"), ("per-problem", "Problems"),
+                ("outcomes", "Outcomes"), ("training", "Training"), ("refinements", "Refinements"), ("diversity", "Diversity"),
+                ("cost", "Cost"), ("rl-data", "RL data"), ("configuration", "Configuration")]
+    hours = {"wall_h": tables.fmt_hours, "cpu_h": tables.fmt_hours, "gpu_h": tables.fmt_hours, "max_rss_mb": lambda v: tables.fmt(v, 0)}
+    method_hours = {c: tables.fmt_hours for c in cost_per_method.columns if c != "method"}
+    training_table = (
+        tables.frame_html(training, table_id="training-summary", text_columns=4,
+                          formats={"elapsed_s": lambda v: tables.fmt(v, 0), "samples": lambda v: tables.fmt(v, 0)})
+        if not training.empty else ""
+    )
     versions = "".join(
-        f"<tr><td class='text'>{html.escape(k)}</td><td class='text'>{html.escape(v)}</td></tr>"
-        for k, v in package_versions().items()
+        f"<tr><td class='text'>{html.escape(k)}</td><td class='text'>{html.escape(v)}</td></tr>" for k, v in meta["packages"].items()
     )
-    figure_html = "".join(f"<h3>{html.escape(name)}</h3>{embed_png(path)}" for name, path in figures.items())
-    n_samples = ", ".join(str(n) for n in sorted(table["n_samples"].unique()))
-    n_problems = ", ".join(str(n) for n in sorted(table["n_problems"].unique()))
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{STYLE}</style></head>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title><style>{STYLE}</style></head>
 <body>
 <h1>{html.escape(title)}</h1>
-<p class="meta">Generated {now} · git {html.escape(git_commit())} · host {html.escape(platform.node())} ·
-Python {platform.python_version()}</p>
-<h2>Summary</h2>
-<p>pass@k (unbiased estimator) over {n_problems} problems with {n_samples} samples per problem;
-mean ± sd over seeds where there are several.</p>
-{summary_html(summary)}
-<h2>Figures</h2>
-{figure_html}
-<h2>Configuration</h2>
+<p class="meta">Experiment <b>{html.escape(str(summary["experiment"]))}</b> · generated {html.escape(meta["generated"])} ·
+git {html.escape(meta["git_commit"])} · host {html.escape(meta["host"])} · Python {html.escape(meta["python"])}</p>
+{nav(sections)}
+<h2 id="glance">At a glance</h2>
+<ul class="findings">{findings}</ul>
+<h2 id="summary">Summary ({html.escape(split)} split)</h2>
+<p class="caption">One row per dataset × model × method. pass@k: mean ± sd over seeds (sd only with several seeds; n = seeds);
+95% CI: bootstrap over problems and seeds. Δ: difference to the base model with a paired bootstrap interval over the same problems.
+Fixed / broke: problems the base model never passed that the method passed at least once, and the reverse.
+distinct / n: distinct programs per problem as a share of the samples. Training hours: train, merge and RL-data jobs of the method.</p>
+{tables.html_table(columns, rows, table_id="summary-table", numeric_from=3)}
+<details><summary>Every split, with outcome shares</summary>{tables.frame_html(detail, table_id="all-splits", text_columns=4)}</details>
+<h2>Evaluation</h2>
+{fig("pass_at_k")}
+{fig("per_problem")}
+{fig("outcomes")}
+<h2>Training</h2>
+{training_table}
+{fig("training_steps")}
+{fig("training_samples")}
+{fig("srrl")}
+{fig("warm_start")}
+<h2 id="refinements">Refinements: a failed first attempt, its feedback, a second attempt</h2>
+{examples_section(refinement_runs, refinement_summary, n_examples)}
+<h2>Diversity</h2>
+{fig("diversity")}
+<h2>Cost</h2>
+<p>All jobs with a benchmark file: {total.get("jobs", 0)} jobs, {tables.fmt_hours(total.get("wall_h"))} wall hours,
+{tables.fmt_hours(total.get("cpu_h"))} CPU hours, {tables.fmt_hours(total.get("gpu_h"))} GPU hours (summed over jobs).</p>
+{tables.frame_html(cost_per_method, table_id="cost-per-method", text_columns=1, formats=method_hours) if not cost_per_method.empty else ""}
+{fig("cost")}
+<details><summary>Per rule</summary>{tables.frame_html(cost_per_rule, table_id="cost-per-rule", text_columns=3, formats=hours)}</details>
+<h2 id="rl-data">RL datasets</h2>
+{tables.frame_html(rl_data, table_id="rl-data-table", text_columns=3) if not rl_data.empty else "<p>No preference datasets (DPO is not in this experiment's methods).</p>"}
+<p class="caption">Built from the base model's train-split candidates: n-best lists and preference pairs (a passing program over a failing one;
+with <code>include_partial</code>, also more tests passed over fewer). Problems where every or no candidate passes give no pairs.</p>
+<h2 id="configuration">Configuration</h2>
 <pre>{html.escape(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))}</pre>
 <h2>Software</h2>
+<p class="meta">{html.escape(meta["platform"])}</p>
 <table><tr><th>package</th><th>version</th></tr>{versions}</table>
 </body></html>
 """

@@ -37,6 +37,12 @@ import signal
 import struct
 import sys
 import time
+from json.encoder import c_make_encoder, encode_basestring_ascii
+
+# Every function below resolves builtins through this private snapshot (CPython binds a
+# function's builtins when it is created), so a candidate that patches the ``builtins``
+# module (``isinstance``, ``getattr``, ``print``, ...) cannot change how the harness runs.
+__builtins__ = dict(builtins.__dict__)
 
 _LEN = struct.Struct(">I")
 RESULT_FD = 997  # the child's result channel is moved here (close-on-exec)
@@ -96,10 +102,13 @@ def _python_dirs() -> list[str]:
     paths = {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix}
     paths.update(p for p in sys.path if p and os.path.isdir(p))
     real = sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)})
+    own = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
     keep: list[str] = []
     for p in real:
-        if any(p == s or p.startswith(s + "/") for s in SYSTEM_DIRS):
+        if any(_within(p, s) for s in SYSTEM_DIRS):
             continue
+        if p == "/" or any(_within(p, s) for s in ("/tmp", "/dev", "/proc")) or _within(own, p):
+            continue  # the harness's own source tree and scratch locations stay hidden
         if any(p == k or p.startswith(k + "/") for k in keep):
             continue
         keep.append(p)
@@ -288,14 +297,26 @@ def encode(v, depth=0):
 # --------------------------------------------------------------------------------------
 
 _CLEAN_BUILTINS = dict(builtins.__dict__)
-_os_write, _os_exit, _dumps = os.write, os._exit, json.dumps
+_os_write, _os_exit = os.write, os._exit
+
+
+def _no_default(o):
+    raise TypeError("not a JSON value")
+
+
+_c_encode = c_make_encoder(None, _no_default, encode_basestring_ascii, None, ": ", ", ", False, False, True)
+
+
+def _dumps(obj) -> str:
+    """JSON through the C encoder only (no Python-level code a candidate could patch)."""
+    return "".join(_c_encode(obj, 0))
 _MSG_LIMIT = 600
 MAX_RECORD = 8 << 20
 
 
 def _emit(record) -> None:
     try:
-        data = (_dumps(record, allow_nan=True) + "\n").encode("utf-8", "surrogatepass")
+        data = (_dumps(record) + "\n").encode("utf-8", "surrogatepass")
     except Exception:  # noqa: BLE001
         data = b'["u",-1,"unencodable record",""]\n'
     if _len(data) > MAX_RECORD and record[0] == "v":
@@ -339,6 +360,8 @@ def _format_exc(e, sources: dict) -> str:
     for fn, ln, name in frames:
         lines.append(f'  File "{fn}", line {ln}, in {name}')
         src = sources[fn]
+        if _type(src) is _str:
+            src = src.splitlines()
         if src and 0 < ln <= _len(src):
             lines.append("    " + src[ln - 1].strip()[:200])
     lines.append(f"{_exc_name(e)}: {_text(e)}")
@@ -371,6 +394,7 @@ def _load_program(compiled, sources: dict):
     try:
         exec(compiled, g)
     except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, ... all count
+        _flush()
         _emit(["l", _exc_name(e), _text(e), _format_exc(e, sources)])
         _os_exit(0)
     return g
@@ -380,7 +404,7 @@ def _strict_eq(a, b) -> bool:
     """``==`` for in-child asserts: both sides must be plain values (see ``encode``)."""
     try:
         return _CHILD_DECODE(encode(a)) == _CHILD_DECODE(encode(b))
-    except Unencodable:
+    except (Unencodable, RecursionError):
         return False
 
 
@@ -412,11 +436,11 @@ _TEST_BUILTINS = dict(_CLEAN_BUILTINS, __execrl_eq__=_strict_eq)
 
 
 def _run_assert(spec: dict, code: str, compiled, token: str) -> None:
-    sources = {"<solution>": code.splitlines(), "<test>": None, "<setup>": None}
+    sources = {"<solution>": code, "<test>": None, "<setup>": None}
     g = _load_program(compiled, sources)
     setup = spec.get("setup_code")
     if setup is not None:
-        sources["<setup>"] = spec["setup"].splitlines()
+        sources["<setup>"] = spec["setup"]
         try:
             exec(setup, g)
         except BaseException as e:  # noqa: BLE001
@@ -447,6 +471,7 @@ def _run_assert(spec: dict, code: str, compiled, token: str) -> None:
                 _emit(["o", i, token])
         except BaseException as e:  # noqa: BLE001
             _emit(["e", i, _exc_name(e), _text(e), _format_exc(e, sources)])
+    _flush()
     _emit(["d", _len(tests), token])
 
 
@@ -466,7 +491,7 @@ def _safe_repr(v) -> str:
 
 
 def _run_call(spec: dict, code: str, compiled, token: str) -> None:
-    sources = {"<solution>": code.splitlines()}
+    sources = {"<solution>": code}
     g = _load_program(compiled, sources)
     name = spec["entry_point"]
     sol = g.get("Solution")
@@ -474,11 +499,12 @@ def _run_call(spec: dict, code: str, compiled, token: str) -> None:
     if not use_class and not callable(g.get(name)):
         _emit(["l", "NameError", f"entry point {name!r} is not defined", f"NameError: name {name!r} is not defined"])
         _os_exit(0)
-    loads = json.loads
-    for i, args_json in enumerate(spec["args"]):
+    # The worker decoded every test's arguments before forking: each test has its own
+    # objects, so a function that mutates its arguments cannot affect later tests.
+    for i, args in enumerate(spec["decoded_args"]):
         try:
             fn = getattr(sol(), name) if use_class else g[name]
-            v = fn(*loads(args_json))
+            v = fn(*args)
             if _isinstance(v, _GENERATOR_TYPES):
                 v = _list(v)
             try:
@@ -489,11 +515,12 @@ def _run_call(spec: dict, code: str, compiled, token: str) -> None:
             _emit(["v", i, [enc]])
         except BaseException as e:  # noqa: BLE001
             _emit(["e", i, _exc_name(e), _text(e), _format_exc(e, sources)])
-    _emit(["d", _len(spec["args"]), token])
+    _flush()
+    _emit(["d", _len(spec["decoded_args"]), token])
 
 
 def _run_stdio(code: str, compiled, token: str) -> None:
-    sources = {"<solution>": code.splitlines()}
+    sources = {"<solution>": code}
     module = type(sys)("__main__")
     module.__builtins__ = builtins
     sys.modules["__main__"] = module
@@ -509,7 +536,7 @@ def _run_stdio(code: str, compiled, token: str) -> None:
         _emit(["l", _exc_name(e), _text(e), _format_exc(e, sources)])
         _os_exit(0)
     _flush()
-    _emit(["d", 1, token])
+    _emit(["d", 0, token])
 
 
 def _flush() -> None:
@@ -542,11 +569,15 @@ class Worker:
         self.cache_size = int(cfg.get("cache_size", 256))
         self.tid = os.getpid()
         self.nproc_base = 0 if self.uid is not None else _count_own_processes()
+        self.hardened_root = self.uid is not None and self.private_root
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        self.children_fd = os.open(f"/proc/self/task/{self.tid}/children", os.O_RDONLY | os.O_CLOEXEC)
         if self.private_root:
             self.workdir = "/tmp/run"
             env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.workdir, "TMPDIR": self.workdir,
-                   "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "USER": "sandbox", "PYTHONHASHSEED": "0",
+                   "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "USER": "sandbox",
+                   "PYTHONHASHSEED": str(cfg.get("hash_seed", 0)),
                    "PYTHONIOENCODING": "utf-8"}
             os.environ.clear()
             os.environ.update(env)
@@ -558,7 +589,12 @@ class Worker:
         spec = dict(spec)
         if spec["mode"] == "assert":
             if spec.get("setup"):
-                spec["setup_code"] = compile(spec["setup"], "<setup>", "exec", dont_inherit=True)
+                try:
+                    spec["setup_code"] = compile(spec["setup"], "<setup>", "exec", dont_inherit=True)
+                except (SyntaxError, ValueError) as e:  # a broken dataset row: every candidate errors
+                    bad = f"raise SyntaxError({('invalid setup code: ' + str(e))!r})"
+                    spec["setup"] = bad
+                    spec["setup_code"] = compile(bad, "<setup>", "exec")
             compiled = []
             for t in spec["tests"]:
                 try:
@@ -572,7 +608,9 @@ class Worker:
                 except SyntaxError as e:
                     bad = f"raise SyntaxError({('invalid test: ' + str(e))!r})"
                     compiled.append(("x", compile(bad, "<test>", "exec"), [bad]))
-            spec["compiled"] = compiled
+            spec["compiled"] = tuple(compiled)
+        elif spec["mode"] == "call":
+            spec["decoded_args"] = [json.loads(a) for a in spec["args"]]
         return spec
 
     def lookup(self, key: str, spec: dict | None):
@@ -701,22 +739,26 @@ class Worker:
         os.chdir(workdir)
         mb = 1 << 20
         setr = resource.setrlimit
-        setr(resource.RLIMIT_CORE, (0, 0))
+        # Hard limits are set here, in the child: the worker never lowers its own (it may
+        # lack CAP_SYS_RESOURCE to raise them again for a later job).
         setr(resource.RLIMIT_AS, (int(lim["memory_mb"]) * mb,) * 2)
-        setr(resource.RLIMIT_FSIZE, (int(lim["file_size_mb"]) * mb,) * 2)
-        setr(resource.RLIMIT_NOFILE, (int(lim["max_open_files"]),) * 2)
         nproc = int(lim["max_processes"]) + self.nproc_base
         setr(resource.RLIMIT_NPROC, (nproc, nproc))
+        setr(resource.RLIMIT_FSIZE, (int(lim["file_size_mb"]) * mb,) * 2)
+        setr(resource.RLIMIT_NOFILE, (int(lim["max_open_files"]),) * 2)
         soft = int(timeout) + 1
         setr(resource.RLIMIT_CPU, (soft, soft + 1))
         if self.uid is not None:
             os.setgroups([])
             os.setresgid(self.uid, self.uid, self.uid)
             os.setresuid(self.uid, self.uid, self.uid)
-        _prctl(PR_SET_NO_NEW_PRIVS, 1)
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != self.tid:
-            _os_exit(0)
+        if not self.hardened_root:
+            # Without a nosuid private root and a per-worker uid (swept by the executor if
+            # this worker dies), fall back to the kernel's own guards.
+            _prctl(PR_SET_NO_NEW_PRIVS, 1)
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != self.tid:
+                _os_exit(0)
         if self.workdir is None:
             os.environ["HOME"] = workdir
             os.environ["TMPDIR"] = workdir
@@ -737,11 +779,9 @@ class Worker:
     def sweep(self) -> int:
         """Kill every process left over from the run (orphans are reparented to us)."""
         killed = 0
-        path = f"/proc/self/task/{self.tid}/children"
         for _ in range(10000):
             try:
-                with open(path) as fh:
-                    pids = [int(p) for p in fh.read().split()]
+                pids = [int(p) for p in os.pread(self.children_fd, 1 << 16, 0).split()]
             except OSError:
                 pids = []
             if not pids:

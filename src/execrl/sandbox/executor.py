@@ -13,13 +13,13 @@ import sys
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from execrl.problems import Problem
-from execrl.sandbox.judge import Prepared, defined_names, judge, prepare, problem_key
+from execrl.sandbox.judge import Prepared, defined_names, judge, prepare
 from execrl.sandbox.limits import ExecutionLimits
 from execrl.sandbox.result import ExecutionResult
 
@@ -39,6 +39,7 @@ worker, so candidates in different workers (or executors) cannot signal each oth
 RLIMIT_NPROC counts only one worker's processes."""
 
 FALLBACK_UID = 65534
+PIPELINE_DEPTH = 2
 
 
 class WorkerStartError(RuntimeError):
@@ -65,6 +66,7 @@ def _pick_uid() -> int:
 class _WorkerHandle:
     def __init__(self, cfg: dict[str, Any], cache_size: int) -> None:
         cfg = dict(cfg, uid=_pick_uid())
+        self.sandbox_uid: int | None = None
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
                "PYTHONHASHSEED": str(cfg["hash_seed"]), "PYTHONDONTWRITEBYTECODE": "1"}
         args = [sys.executable, "-s"] + (["-P"] if sys.version_info >= (3, 11) else []) + [WORKER_SCRIPT,
@@ -85,6 +87,8 @@ class _WorkerHandle:
         if not header.get("ready"):
             raise WorkerStartError(header.get("error", "sandbox worker failed to start"))
         self.report = header["isolation"]
+        if self.report.get("mode") == "root" and self.report.get("uid") not in (None, 0):
+            self.sandbox_uid = int(self.report["uid"])
 
     def send(self, msg: dict[str, Any]) -> None:
         data = json.dumps(msg, ensure_ascii=False).encode("utf-8", "surrogatepass")
@@ -95,35 +99,37 @@ class _WorkerHandle:
         head = self._read(4)
         (n,) = _LEN.unpack(head)
         header = json.loads(self._read(n))
-        blobs = []
-        for run in header.get("runs", ()):
-            run_blobs = []
-            for key in ("records", "stdout", "stderr"):
-                run_blobs.append(self._read(run[f"{key}_len"]))
-            blobs += run_blobs
+        lengths = [run[f"{key}_len"] for run in header.get("runs", ()) for key in ("records", "stdout", "stderr")]
+        data = self._read(sum(lengths)) if lengths else b""
+        blobs, off = [], 0
+        for length in lengths:
+            blobs.append(data[off:off + length])
+            off += length
         return header, blobs
 
     def _read(self, n: int) -> bytes:
+        if n == 0:
+            return b""
         data = self.proc.stdout.read(n)
         if len(data) != n:
             raise EOFError("sandbox worker closed its channel")
         return data
 
-    def request(self, prepared: Prepared, code: str, limits: dict[str, Any]) -> tuple[dict, list[bytes]]:
+    def submit(self, prepared: Prepared, code: str, limits: dict[str, Any], force_spec: bool = False) -> None:
+        """Queue one job on the worker (replies come back in submission order)."""
         msg: dict[str, Any] = {"key": prepared.key, "code": code, "limits": limits}
-        if prepared.key in self.known:
+        if prepared.key in self.known and not force_spec:
             self.known.move_to_end(prepared.key)
         else:
             msg["spec"] = prepared.child_spec
             self.known[prepared.key] = None
+            self.known.move_to_end(prepared.key)
             while len(self.known) > self.cache_size:
                 self.known.popitem(last=False)
         self.send(msg)
+
+    def collect(self) -> tuple[dict, list[bytes]]:
         header, blobs = self.recv()
-        if header.get("need_spec"):
-            msg["spec"] = prepared.child_spec
-            self.send(msg)
-            header, blobs = self.recv()
         self.jobs += 1
         return header, blobs
 
@@ -149,11 +155,44 @@ class _WorkerHandle:
                 pass
 
 
+def _crashed(n: int) -> ExecutionResult:
+    msg = "the sandbox worker died twice while running this program"
+    return ExecutionResult("error", 0, n, [{"index": i, "status": "not_run", "error_type": None, "message": None}
+                                           for i in range(n)], "WorkerCrashed", msg, f"WorkerCrashed: {msg}")
+
+
+def kill_uid_processes(uid: int | None) -> int:
+    """Kill every process running as ``uid`` (a dead worker's sandbox uid)."""
+    if uid is None or os.geteuid() != 0 or uid in (0, FALLBACK_UID, os.getuid()):
+        return 0
+    killed = 0
+    for _round in range(20):
+        found = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    os.kill(int(entry), 9)
+                    found += 1
+            except OSError:
+                pass
+        killed += found
+        if not found:
+            break
+        time.sleep(0.01)
+    return killed
+
+
 def _shutdown(handles: list[_WorkerHandle]) -> None:
     for h in list(handles):
         try:
             h.close(timeout=0.5)
         except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+        try:
+            kill_uid_processes(h.sandbox_uid)
+        except Exception:  # noqa: BLE001
             pass
 
 
@@ -194,7 +233,7 @@ class Executor:
         self._idle: queue.Queue[_WorkerHandle] = queue.Queue()
         self._handles: list[_WorkerHandle] = []
         self._lock = threading.Lock()
-        self._prepared: dict[int, tuple[Problem, Prepared, str]] = {}
+        self._prepared: dict[int, tuple[Problem, Prepared, tuple]] = {}
         self._variants: dict[tuple[str, frozenset[str]], Prepared] = {}
         self._closed = False
         self.respawns = 0
@@ -221,9 +260,12 @@ class Executor:
 
     def _replace(self, dead: _WorkerHandle) -> _WorkerHandle:
         dead.close(timeout=0.2)
+        kill_uid_processes(dead.sandbox_uid)
         with self._lock:
             if dead in self._handles:
                 self._handles.remove(dead)
+            if self._closed:
+                raise RuntimeError("executor is closed")
             self.respawns += 1
         h = self._spawn()
         h.wait_ready()
@@ -243,15 +285,18 @@ class Executor:
 
     # -- running ----------------------------------------------------------------------------
     def _prepare(self, problem: Problem, code: str) -> Prepared:
+        # cached per Problem object; recomputed if its tests were replaced or grew/shrank
         hit = self._prepared.get(id(problem))
-        if hit is not None and hit[0] is problem and hit[2] == problem_key(problem):
+        fingerprint = (problem.test_type, id(problem.tests), len(problem.tests), problem.setup_code,
+                       problem.entry_point)
+        if hit is not None and hit[0] is problem and hit[2] == fingerprint:
             prepared = hit[1]
         else:
             prepared = prepare(problem)
             with self._lock:
                 if len(self._prepared) > 200_000:
                     self._prepared.clear()
-                self._prepared[id(problem)] = (problem, prepared, prepared.key)
+                self._prepared[id(problem)] = (problem, prepared, fingerprint)
         if prepared.judge_names:
             shadowed = defined_names(code, prepared.judge_names)
             if shadowed:
@@ -267,71 +312,108 @@ class Executor:
 
     def run(self, problem: Problem, code: str, limits: ExecutionLimits | None = None) -> ExecutionResult:
         """Run ``code`` against ``problem``'s tests and return the verdict."""
-        if self._closed:
-            raise RuntimeError("executor is closed")
-        if not isinstance(code, str):
-            raise TypeError(f"code must be a str, not {type(code).__name__}")
-        lim = (limits or self.limits).to_dict()
-        prepared = self._prepare(problem, code)
-        handle = self._idle.get()
-        reply = blobs = None
-        try:
-            for attempt in range(2):
-                try:
-                    reply, blobs = handle.request(prepared, code, lim)
-                    if "worker_error" in reply:
-                        raise RuntimeError(reply["worker_error"])
-                    break
-                except (EOFError, OSError, ValueError, RuntimeError) as e:
-                    log.warning("sandbox worker failed (%s); replacing it", e)
-                    handle = self._replace(handle)
-                    reply = None
-        except BaseException:
-            # interrupted mid-request: the worker's state is unknown, replace it
-            handle = self._replace(handle)
-            raise
-        finally:
-            self._idle.put(handle)
-        if reply is None:
-            n = len(problem.tests)
-            return ExecutionResult("error", 0, n, [{"index": i, "status": "not_run", "error_type": None,
-                                                    "message": None} for i in range(n)],
-                                   "WorkerCrashed", "the sandbox worker died twice running this program",
-                                   "WorkerCrashed: the sandbox worker died twice running this program")
-        return judge(prepared, reply, blobs, lim)
+        return self.run_batch([(problem, code)], limits=limits)[0]
 
     def run_batch(self, items: Iterable[tuple[Problem, str]], progress: bool = False,
                   limits: ExecutionLimits | None = None, desc: str = "executing") -> list[ExecutionResult]:
-        """Run many (problem, code) pairs in parallel; results keep the input order."""
+        """Run many (problem, code) pairs in parallel; results keep the input order.
+
+        Each worker gets up to ``PIPELINE_DEPTH`` jobs in flight, so it never waits for this
+        process to judge the previous result before starting the next program.
+        """
+        if self._closed:
+            raise RuntimeError("executor is closed")
         items = list(items)
+        for _problem, code in items:
+            if not isinstance(code, str):
+                raise TypeError(f"code must be a str, not {type(code).__name__}")
+        lim = (limits or self.limits).to_dict()
         results: list[ExecutionResult | None] = [None] * len(items)
+        if not items:
+            return []
         bar = None
         if progress:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(items), desc=desc, unit="prog")
-        next_index = iter(range(len(items)))
-        index_lock = threading.Lock()
+        pending = iter(range(len(items)))
+        pending_lock = threading.Lock()
 
-        def drain() -> None:
-            while True:
-                with index_lock:
-                    i = next(next_index, None)
-                if i is None:
-                    return
-                problem, code = items[i]
-                results[i] = self.run(problem, code, limits)
-                if bar is not None:
-                    bar.update(1)
+        def take() -> int | None:
+            with pending_lock:
+                return next(pending, None)
 
+        def done(i: int, result: ExecutionResult) -> None:
+            results[i] = result
+            if bar is not None:
+                bar.update(1)
+
+        n_drivers = min(self.workers, len(items))
         try:
-            with ThreadPoolExecutor(max_workers=min(self.workers, max(1, len(items)))) as pool:
-                for f in [pool.submit(drain) for _ in range(min(self.workers, max(1, len(items))))]:
-                    f.result()
+            if n_drivers == 1:
+                self._drive(items, lim, take, done)
+            else:
+                with ThreadPoolExecutor(max_workers=n_drivers) as pool:
+                    futures = [pool.submit(self._drive, items, lim, take, done) for _ in range(n_drivers)]
+                    for f in futures:
+                        f.result()
         finally:
             if bar is not None:
                 bar.close()
         return results  # type: ignore[return-value]
+
+    def _drive(self, items, lim, take, done) -> None:
+        """Feed one worker from the shared queue of items, pipelined."""
+        handle = self._idle.get()
+        inflight: deque[tuple[int, Prepared, int]] = deque()  # (item index, prepared, attempt)
+        retry: deque[tuple[int, int]] = deque()
+        try:
+            while True:
+                while len(inflight) < PIPELINE_DEPTH:
+                    if retry:
+                        i, attempt = retry.popleft()
+                    else:
+                        nxt = take()
+                        if nxt is None:
+                            break
+                        i, attempt = nxt, 0
+                    problem, code = items[i]
+                    prepared = self._prepare(problem, code)
+                    try:
+                        handle.submit(prepared, code, lim, force_spec=attempt > 0)
+                    except (OSError, ValueError):
+                        inflight.append((i, prepared, attempt))
+                        break
+                    inflight.append((i, prepared, attempt))
+                if not inflight:
+                    return
+                i, prepared, attempt = inflight[0]
+                try:
+                    header, blobs = handle.collect()
+                    if "worker_error" in header:
+                        raise RuntimeError(header["worker_error"])
+                except (EOFError, OSError, ValueError, RuntimeError) as e:
+                    # the worker died (or was killed): replace it, resubmit everything in flight
+                    log.warning("sandbox worker failed (%s); replacing it", e)
+                    handle = self._replace(handle)
+                    for j, prep_j, att_j in list(inflight):
+                        if att_j + 1 >= 2:
+                            done(j, _crashed(len(items[j][0].tests)))
+                        else:
+                            retry.append((j, att_j + 1))
+                    inflight.clear()
+                    continue
+                inflight.popleft()
+                if header.get("need_spec"):
+                    retry.appendleft((i, attempt + 1))
+                    continue
+                done(i, judge(prepared, header, blobs, lim))
+        except BaseException:
+            # interrupted mid-flight: the worker's state is unknown, replace it
+            handle = self._replace(handle)
+            raise
+        finally:
+            self._idle.put(handle)
 
     def stats(self) -> dict[str, Any]:
         return {"workers": self.workers, "respawns": self.respawns,

@@ -49,6 +49,7 @@ FLOAT_ABS_TOL = 1e-8
 """Absolute tolerance for floats in ``stdio`` and ``call`` comparisons."""
 
 TRACE_LIMIT = 2000
+_loads = json.loads
 REPR_LIMIT = 300
 
 _STRUCTURAL = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.IfExp, ast.Tuple, ast.List,
@@ -349,11 +350,19 @@ def _parse_records(run: _Run, n_tests: int) -> dict:
     if lines and lines[-1] == b"":
         lines.pop()
     token = run.info.get("token")
-    for line in lines:
-        try:
-            rec = loads_record(line)
-        except DecodeError as e:
-            raise _Violation(str(e)) from e
+    try:  # one parse for the whole stream; line by line only to report a malformed one
+        records = _loads(b"[" + b",".join(lines) + b"]") if lines else []
+        if len(records) != len(lines) or any(type(r) is not list or not r or type(r[0]) is not str
+                                             for r in records):
+            raise ValueError
+    except (ValueError, RecursionError):
+        records = []
+        for line in lines:
+            try:
+                records.append(loads_record(line))
+            except DecodeError as e:
+                raise _Violation(str(e)) from e
+    for rec in records:
         tag = rec[0]
         if out["done"] or out["compile"] or out["load"]:
             raise _Violation(f"record {tag!r} after the end of the run")
@@ -466,6 +475,12 @@ def _judge_single(prepared: Prepared, run: _Run, limits: dict) -> ExecutionResul
         outcomes.append(o)
         if o["status"] != "pass" and first is None:
             first = dict(o, trace=o_trace)
+    tampered = next((o for o in outcomes if o["error_type"] == "ProtocolViolation"), None)
+    if tampered is not None:
+        msg = f"the sandboxed program interfered with the harness: {tampered['message']}"
+        return ExecutionResult("error", 0, n, [dict(o, status="error") if o["status"] == "pass" else o
+                                               for o in outcomes], "ProtocolViolation", msg,
+                               f"ProtocolViolation: {msg}")
     if first is None and not parsed["done"]:
         status, etype, msg = _death(run, limits)
         if status != "timeout":
@@ -477,8 +492,12 @@ def _judge_single(prepared: Prepared, run: _Run, limits: dict) -> ExecutionResul
 
 def _judge_assert(test: JudgeTest, i: int, rec: list) -> tuple[dict, str]:
     tag = rec[0]
-    if tag == "o":
-        return _outcome(i, "pass"), ""
+    if tag == "o" or test.kind == "x":
+        if tag == "o" and test.kind == "x":
+            return _outcome(i, "pass"), ""
+        if tag != "e":  # a completion record for a test judged here, or a value for an in-child test
+            msg = f"unexpected {tag!r} record for this test"
+            return _outcome(i, "error", "ProtocolViolation", msg), _trace(test.source, f"ProtocolViolation: {msg}")
     if tag == "e":
         etype, msg, trace = (str(x) for x in rec[2:5]) if len(rec) >= 5 else ("Error", "", "")
         status = "fail" if (test.kind == "x" and etype == "AssertionError") else "error"
@@ -559,7 +578,7 @@ def _judge_stdio(prepared: Prepared, runs: list[_Run], limits: dict) -> Executio
         inp, expected = prepared.tests[i]
         shown_in = _short(inp, 400)
         try:
-            parsed = _parse_records(run, 1)
+            parsed = _parse_records(run, 0)
         except _Violation as v:
             o, trace = _outcome(i, "error", "ProtocolViolation", str(v)), f"ProtocolViolation: {v}"
         else:

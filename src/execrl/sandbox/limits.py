@@ -16,10 +16,11 @@ class ExecutionLimits:
     timeout_s: float = 10.0
     """CPU-time budget in seconds, user+system, of the process running the candidate: the
     whole program and all its tests for ``assert``/``call`` problems, each test's run for
-    ``stdio`` problems. The default lets every passing MBPP reference finish (the slowest,
-    task 123, needs ~7 s); RL reward functions usually pass a smaller budget. Enforced by a CPU-time timer (ITIMER_PROF, sub-second) backed by
+    ``stdio`` problems. Enforced by a CPU-time timer (ITIMER_PROF, sub-second) backed by
     RLIMIT_CPU (whole seconds, SIGKILL at ``int(timeout_s) + 2``). CPU time, not wall time,
-    decides timeouts, so load on the machine does not fail correct programs."""
+    decides timeouts, so load on the machine does not fail correct programs. The default
+    lets every passing MBPP reference finish (the slowest, task 123, needs ~7 s); RL reward
+    functions usually pass a smaller budget."""
 
     wall_timeout_s: float | None = None
     """Wall-clock backstop (sleeping or blocked programs). ``None`` means

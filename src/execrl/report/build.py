@@ -1,0 +1,119 @@
+"""Everything render_report does between reading its inputs and writing its outputs."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from execrl.jsonl import read_jsonl
+from execrl.report import cost, html, refinements, summary, tables
+from execrl.report.evaluations import read_tsv
+
+_RL_RUN = re.compile(r"rl_data/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<seed>\d+)/manifest\.json$")
+_REFINEMENT_RUN = re.compile(r"refinements/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<method>[^/]+)/(?P<seed>\d+)\.jsonl$")
+
+
+@dataclass
+class ReportInputs:
+    pass_at_k: str
+    curves: str
+    comparison: str
+    outcomes: str
+    figures: dict[str, str]
+    diversity: str | None = None
+    training: str | None = None
+    cost_jobs: str | None = None
+    refinements: list[str] = field(default_factory=list)
+    manifests: list[str] = field(default_factory=list)
+
+
+def _optional_tsv(path: str | None) -> pd.DataFrame:
+    if not path:
+        return pd.DataFrame()
+    frame = read_tsv(path)
+    return frame
+
+
+def rl_data_table(paths: list[str]) -> pd.DataFrame:
+    manifests = []
+    for path in paths:
+        match = _RL_RUN.search(Path(path).as_posix())
+        run = {"dataset": match["dataset"], "model": match["model"], "seed": int(match["seed"])} if match else {"dataset": path}
+        manifests.append((run, json.loads(Path(path).read_text(encoding="utf-8"))))
+    return tables.rl_data_frame(manifests)
+
+
+def refinement_runs(paths: list[str]) -> list[tuple[dict, list[dict]]]:
+    """(run, records) per refinement file, SRRL first, then by dataset, model and seed."""
+    runs = []
+    for path in paths:
+        match = _REFINEMENT_RUN.search(Path(path).as_posix())
+        if not match:
+            raise ValueError(f"{path}: not a results/analysis/refinements/... file")
+        run = {"dataset": match["dataset"], "model": match["model"], "method": match["method"], "seed": int(match["seed"])}
+        runs.append((run, read_jsonl(path)))
+    return sorted(runs, key=lambda r: (r[0]["dataset"], r[0]["model"], r[0]["seed"], r[0]["method"] != "srrl", r[0]["method"]))
+
+
+def build(
+    inputs: ReportInputs,
+    *,
+    title: str,
+    experiment: dict,
+    config: dict,
+    ks: list[int],
+    n_boot: int,
+    n_examples: int = 4,
+) -> tuple[str, dict, str]:
+    """The report's HTML, summary.json's record and summary.md's text."""
+    pass_at_k = read_tsv(inputs.pass_at_k)
+    curves = read_tsv(inputs.curves)
+    comparison = read_tsv(inputs.comparison)
+    outcomes = read_tsv(inputs.outcomes)
+    diversity = _optional_tsv(inputs.diversity)
+    training = _optional_tsv(inputs.training)
+    jobs = _optional_tsv(inputs.cost_jobs)
+    if not jobs.empty:
+        jobs = jobs.astype({"method": object})
+    per_rule = cost.per_rule(jobs) if not jobs.empty else cost.per_rule(pd.DataFrame(columns=cost.JOB_COLUMNS))
+    per_method = cost.per_method(jobs) if not jobs.empty else pd.DataFrame()
+    runs = refinement_runs(inputs.refinements)
+    refinement_summary = refinements.summary_table(runs)
+    rl_data = rl_data_table(inputs.manifests)
+
+    split = summary.main_split(experiment.get("eval_splits", ["test"]))
+    records = tables.summary_records(curves, comparison, outcomes, ks, diversity=diversity, cost_per_method=per_method)
+    record = summary.build_summary(
+        title=title,
+        experiment=experiment,
+        records=records,
+        pass_at_k_table=pass_at_k,
+        split=split,
+        refinements=refinement_summary,
+        training=training,
+        cost_totals=cost.totals(jobs) if not jobs.empty else {},
+        cost_per_rule=per_rule,
+        cost_per_method=per_method,
+        rl_data=rl_data,
+        provenance=html.provenance(),
+    )
+    page = html.render(
+        title=title,
+        summary=record,
+        ks=ks,
+        figures=inputs.figures,
+        caption_values={"n_boot": n_boot},
+        config=config,
+        refinement_runs=runs,
+        refinement_summary=refinement_summary,
+        cost_per_rule=per_rule,
+        cost_per_method=per_method,
+        rl_data=rl_data,
+        training=training,
+        n_examples=n_examples,
+    )
+    return page, record, summary.markdown(record, ks)

@@ -1,0 +1,116 @@
+"""What the run cost, from Snakemake's benchmark files (`benchmark:` of every rule).
+
+Wall time and CPU time are measured by Snakemake. GPU hours are not measured: they are wall
+time × the GPUs the workflow requests for the job (`execrl.resources`), which is what a cluster
+bills. Jobs still running, or never run, have no benchmark file and are not counted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from execrl.resources import GPU_STAGES, gpus_for
+
+METHODS = ("base", "dpo", "grpo", "srrl")
+TRAINING_RULES = {"train_dpo": "dpo", "build_rl_dataset": "dpo", "train_grpo": "grpo", "train_srrl": "srrl"}
+PHASES = {
+    "prepare_dataset": "data",
+    "train_tokenizer": "warm start",
+    "init_tiny_model": "warm start",
+    "sft_tiny_model": "warm start",
+    "build_rl_dataset": "training",
+    "train_dpo": "training",
+    "train_grpo": "training",
+    "train_srrl": "training",
+    "merge_adapter": "training",
+    "generate_candidates": "evaluation",
+    "annotate_candidates": "evaluation",
+    "evaluate_pass_at_k": "evaluation",
+}
+"""Rules by phase; every other rule is `report` (analysis, figures, tables)."""
+JOB_COLUMNS = [
+    "rule", "phase", "job", "dataset", "model", "method", "wall_s", "cpu_s", "max_rss_mb", "gpus", "gpu_h",
+]
+
+
+def read_benchmark(path: str | Path) -> dict:
+    """Mean wall time, CPU time and peak memory over a benchmark file's repeats."""
+    frame = pd.read_csv(path, sep="\t", na_values=["-", "NA", "nan"])
+    numeric = lambda column: float(pd.to_numeric(frame[column], errors="coerce").mean()) if column in frame else float("nan")  # noqa: E731
+    return {"wall_s": numeric("s"), "cpu_s": numeric("cpu_time"), "max_rss_mb": numeric("max_rss")}
+
+
+def job_table(root: str | Path, rule_stages: dict[str, str], model_sizes: dict[str, float]) -> pd.DataFrame:
+    """One row per finished job under `root` (benchmarks/{rule}/{wildcards…}.tsv)."""
+    root = Path(root)
+    rows = []
+    for path in sorted(root.rglob("*.tsv")) if root.is_dir() else []:
+        parts = path.relative_to(root).with_suffix("").parts
+        rule, keys = parts[0], list(parts[1:])
+        dataset = keys[0] if keys else None
+        model = keys[1] if len(keys) > 1 and keys[1] in model_sizes else None
+        method = TRAINING_RULES.get(rule) or (keys[2] if len(keys) > 2 and keys[2] in METHODS else None)
+        stage = rule_stages.get(rule)
+        gpus = gpus_for(stage, model_sizes[model]) if stage in GPU_STAGES and model is not None else 0
+        measured = read_benchmark(path)
+        rows.append(
+            {
+                "rule": rule,
+                "phase": PHASES.get(rule, "report"),
+                "job": "/".join(keys),
+                "dataset": dataset if model is not None or rule == "prepare_dataset" else None,
+                "model": model,
+                "method": method,
+                **measured,
+                "gpus": gpus,
+                "gpu_h": gpus * measured["wall_s"] / 3600 if measured["wall_s"] == measured["wall_s"] else 0.0,
+            }
+        )
+    return pd.DataFrame(rows, columns=JOB_COLUMNS)
+
+
+def per_rule(jobs: pd.DataFrame) -> pd.DataFrame:
+    """Jobs, wall hours, CPU hours, GPU hours and peak memory per rule, most expensive first."""
+    if jobs.empty:
+        return pd.DataFrame(columns=["rule", "phase", "jobs", "wall_h", "cpu_h", "gpu_h", "max_rss_mb"])
+    grouped = jobs.groupby(["rule", "phase"], sort=False).agg(
+        jobs=("job", "size"), wall_s=("wall_s", "sum"), cpu_s=("cpu_s", "sum"), gpu_h=("gpu_h", "sum"),
+        max_rss_mb=("max_rss_mb", "max"),
+    )
+    grouped["wall_h"] = grouped.pop("wall_s") / 3600
+    grouped["cpu_h"] = grouped.pop("cpu_s") / 3600
+    table = grouped.reset_index()[["rule", "phase", "jobs", "wall_h", "cpu_h", "gpu_h", "max_rss_mb"]]
+    return table.sort_values("wall_h", ascending=False).reset_index(drop=True)
+
+
+def per_method(jobs: pd.DataFrame) -> pd.DataFrame:
+    """Training and evaluation cost attributable to each method (shared stages left out)."""
+    columns = ["method", "training_wall_h", "training_cpu_h", "training_gpu_h", "evaluation_wall_h", "evaluation_cpu_h"]
+    attributed = jobs[jobs["method"].notna()]
+    rows = []
+    for method in [m for m in METHODS if m in set(attributed["method"])]:
+        mine = attributed[attributed["method"] == method]
+        training = mine[mine["phase"] == "training"]
+        evaluation = mine[mine["phase"] == "evaluation"]
+        rows.append(
+            {
+                "method": method,
+                "training_wall_h": training["wall_s"].sum() / 3600,
+                "training_cpu_h": training["cpu_s"].sum() / 3600,
+                "training_gpu_h": training["gpu_h"].sum(),
+                "evaluation_wall_h": evaluation["wall_s"].sum() / 3600,
+                "evaluation_cpu_h": evaluation["cpu_s"].sum() / 3600,
+            }
+        )
+    return pd.DataFrame(rows, columns=columns)
+
+
+def totals(jobs: pd.DataFrame) -> dict:
+    return {
+        "jobs": int(len(jobs)),
+        "wall_h": float(jobs["wall_s"].sum() / 3600) if len(jobs) else 0.0,
+        "cpu_h": float(jobs["cpu_s"].sum() / 3600) if len(jobs) else 0.0,
+        "gpu_h": float(jobs["gpu_h"].sum()) if len(jobs) else 0.0,
+    }

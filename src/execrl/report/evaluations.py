@@ -1,0 +1,74 @@
+"""Tables the report reads from the evaluation files: per-problem counts and outcome counts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from execrl.evaluation import STATUSES
+
+RUN_KEYS = ["dataset", "model", "method", "seed", "split"]
+GROUP_KEYS = ["dataset", "model", "split", "method"]
+"""A method's runs over seeds."""
+
+OUTCOME_LABELS = {
+    "syntax_error": "syntax error",
+    "error": "runtime error",
+    "fail": "wrong answer",
+    "timeout": "timeout",
+    "pass": "pass",
+}
+"""Executor statuses in the report's words, from worst to best."""
+
+
+def _read(path: str | Path) -> dict:
+    evaluation = json.loads(Path(path).read_text(encoding="utf-8"))
+    if "run" not in evaluation:
+        raise ValueError(f"{path}: evaluation has no `run` record (dataset, model, method, seed, split)")
+    return evaluation
+
+
+def per_problem_table(evaluation_paths: Iterable[str | Path]) -> pd.DataFrame:
+    """One row per run and problem: n samples, c passing, mean share of tests passed."""
+    rows = []
+    for path in evaluation_paths:
+        evaluation = _read(path)
+        run = {key: evaluation["run"][key] for key in RUN_KEYS}
+        for row in evaluation["per_problem"]:
+            rows.append(
+                {
+                    **run,
+                    "problem_id": row["problem_id"],
+                    "n": int(row["n"]),
+                    "c": int(row["c"]),
+                    "mean_tests_passed_fraction": row.get("mean_tests_passed_fraction"),
+                }
+            )
+    frame = pd.DataFrame(rows, columns=[*RUN_KEYS, "problem_id", "n", "c", "mean_tests_passed_fraction"])
+    frame["seed"] = frame["seed"].astype(int)
+    return frame.sort_values([*RUN_KEYS, "problem_id"]).reset_index(drop=True)
+
+
+def outcome_table(evaluation_paths: Iterable[str | Path]) -> pd.DataFrame:
+    """One row per run and status: how many candidates ended that way."""
+    rows = []
+    for path in evaluation_paths:
+        evaluation = _read(path)
+        run = {key: evaluation["run"][key] for key in RUN_KEYS}
+        counts = evaluation["status_counts"]
+        for status in STATUSES:
+            rows.append({**run, "status": status, "count": int(counts.get(status, 0))})
+    frame = pd.DataFrame(rows, columns=[*RUN_KEYS, "status", "count"])
+    frame["seed"] = frame["seed"].astype(int)
+    return frame.sort_values(RUN_KEYS, kind="stable").reset_index(drop=True)
+
+
+def read_tsv(path: str | Path) -> pd.DataFrame:
+    """A report table, with ids kept as text (a dataset or model named `1` stays a string)."""
+    frame = pd.read_csv(path, sep="\t", dtype={"dataset": str, "model": str, "method": str, "split": str})
+    if "seed" in frame:
+        frame["seed"] = frame["seed"].astype(int)
+    return frame

@@ -1,0 +1,155 @@
+"""results/summary.json and results/summary.md: the report's numbers without the figures."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from execrl.report import tables
+from execrl.report.tables import fmt, fmt_hours, fmt_interval, fmt_signed
+
+
+def legacy_pass_at_k_rows(table: pd.DataFrame) -> list[dict]:
+    """Mean and sd over seeds of pass@k per dataset, model, method, split and configured k."""
+    rows = []
+    for (dataset, model, method, split, k), values in table.groupby(["dataset", "model", "method", "split", "k"])["pass_at_k"]:
+        rows.append(
+            {
+                "dataset": dataset, "model": model, "method": method, "split": split, "k": int(k),
+                "mean": float(values.mean()),
+                "sd": float(values.std(ddof=1)) if len(values) > 1 else 0.0,
+                "n_seeds": int(len(values)),
+            }
+        )
+    return rows
+
+
+def main_split(eval_splits: Sequence[str]) -> str:
+    """The split the headline numbers come from: held-out test when evaluated, else the first."""
+    return "test" if "test" in eval_splits else eval_splits[0]
+
+
+def verdict(low: float, high: float) -> str:
+    if low > 0:
+        return "helped"
+    if high < 0:
+        return "hurt"
+    return "no clear difference"
+
+
+def findings(records: list[dict], split: str) -> list[str]:
+    """Plain sentences: which method helped on which dataset and model, by how much, how surely, at what cost."""
+    sentences = []
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for record in records:
+        if record["split"] == split:
+            groups.setdefault((record["dataset"], record["model"]), []).append(record)
+    for (dataset, model), group in groups.items():
+        with_pass1 = [r for r in group if "1" in r["pass_at_k"]]
+        if not with_pass1:
+            continue
+        best = max(with_pass1, key=lambda r: r["pass_at_k"]["1"]["mean"])
+        first = with_pass1[0]
+        seeds = f" and {first['n_seeds']} seeds" if first["n_seeds"] > 1 else ""
+        sentences.append(
+            f"{dataset} · {model} ({split} split, {first['n_problems']} problems, {first['n_samples']} samples each): "
+            f"highest pass@1 is {best['method']} at {fmt(best['pass_at_k']['1']['mean'])}; "
+            f"intervals are 95% bootstrap intervals over problems{seeds}."
+        )
+        base = next((r for r in group if r["method"] == "base"), None)
+        for record in group:
+            versus = record.get("vs_baseline")
+            if not versus or base is None or "1" not in base["pass_at_k"]:
+                continue
+            cost = record.get("cost") or {}
+            cost_text = ""
+            if cost:
+                cost_text = f"; training took {fmt_hours(cost.get('training_wall_h'))} h wall, {fmt_hours(cost.get('training_cpu_h'))} CPU h"
+                if cost.get("training_gpu_h"):
+                    cost_text += f", {fmt_hours(cost['training_gpu_h'])} GPU h"
+            sentences.append(
+                f"{record['method']} {verdict(versus['ci_low'], versus['ci_high'])}: pass@1 {fmt(record['pass_at_k']['1']['mean'])} "
+                f"vs {fmt(base['pass_at_k']['1']['mean'])} for base (Δ {fmt_signed(versus['delta_pass_at_1'])}, "
+                f"95% CI {fmt_interval(versus['ci_low'], versus['ci_high'], signed=True)}); "
+                f"fixed {versus['fixed']} problems, broke {versus['broken']}{cost_text}."
+            )
+    return sentences
+
+
+def _records(frame: pd.DataFrame | None) -> list[dict]:
+    if frame is None or frame.empty:
+        return []
+    return [{k: tables._clean(v) for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def build_summary(
+    *,
+    title: str,
+    experiment: dict,
+    records: list[dict],
+    pass_at_k_table: pd.DataFrame,
+    split: str,
+    refinements: pd.DataFrame | None = None,
+    training: pd.DataFrame | None = None,
+    cost_totals: dict | None = None,
+    cost_per_rule: pd.DataFrame | None = None,
+    cost_per_method: pd.DataFrame | None = None,
+    rl_data: pd.DataFrame | None = None,
+    provenance: dict | None = None,
+) -> dict:
+    return {
+        "title": title,
+        "experiment": experiment.get("name"),
+        "grid": experiment,
+        "main_split": split,
+        "findings": findings(records, split),
+        "summary": records,
+        "pass_at_k": legacy_pass_at_k_rows(pass_at_k_table),
+        "refinements": _records(refinements),
+        "training": _records(training),
+        "cost": {
+            "total": cost_totals or {},
+            "per_rule": _records(cost_per_rule),
+            "per_method": _records(cost_per_method),
+        },
+        "rl_data": _records(rl_data),
+        "provenance": provenance or {},
+    }
+
+
+def _num(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return tables.MISSING
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def markdown(summary: dict, ks: Sequence[int]) -> str:
+    """The same numbers as the report, as Markdown (for a paper draft or a pull request)."""
+    split = summary["main_split"]
+    parts = [f"# {summary['title']}", ""]
+    if summary.get("provenance"):
+        p = summary["provenance"]
+        parts += [f"Experiment `{summary['experiment']}` · generated {p.get('generated', '')} · git {p.get('git_commit', '')}", ""]
+    parts += ["## At a glance", ""] + [f"- {s}" for s in summary["findings"]] + [""]
+    columns, rows = tables.main_table_rows(summary["summary"], split, ks)
+    parts += [f"## Summary ({split} split)", "", tables.markdown_table(columns, [[r["cells"][c] for c in columns] for r in rows]), ""]
+    detail = tables.all_splits_frame(summary["summary"], ks)
+    if not detail.empty:
+        parts += ["## Every split", "", tables.frame_markdown(detail), ""]
+    if summary["refinements"]:
+        frame = pd.DataFrame(summary["refinements"])
+        parts += ["## Refinement (c2) after a failed first attempt", "", tables.frame_markdown(frame), ""]
+    if summary["cost"]["per_method"]:
+        parts += ["## Cost per method (hours, summed over jobs)", "", tables.frame_markdown(pd.DataFrame(summary["cost"]["per_method"])), ""]
+    if summary["cost"]["total"]:
+        total = summary["cost"]["total"]
+        parts += [
+            f"All jobs: {total.get('jobs', 0)} jobs, {_num(total.get('wall_h'))} wall h, {_num(total.get('cpu_h'))} CPU h, "
+            f"{_num(total.get('gpu_h'))} GPU h.",
+            "",
+        ]
+    if summary["rl_data"]:
+        parts += ["## RL datasets", "", tables.frame_markdown(pd.DataFrame(summary["rl_data"])), ""]
+    return "\n".join(parts).rstrip() + "\n"

@@ -1,0 +1,162 @@
+"""Training metrics (the per-step JSONL files TRL's logs go to) in the report's long format."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+_RUN = re.compile(r"training/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?:(?P<method>dpo|grpo|srrl)/(?P<seed>\d+)|(?P<sft>sft))/metrics\.jsonl$")
+
+PANELS = [
+    # (metric key, panel title)
+    ("reward", "reward (weighted sum)"),
+    ("execution/pass_rate", "training pass rate"),
+    ("interval_eval/pass_at_1", "held-out pass@1 (interval evaluation)"),
+    ("kl", "KL to the reference"),
+    ("loss", "loss"),
+    ("completions/mean_length", "completion length (tokens)"),
+    ("rewards/margins", "DPO reward margin (chosen − rejected)"),
+    ("rewards/accuracies", "DPO preference accuracy"),
+]
+"""Metrics the training-curve figure shows when a run logged them; reward components are added."""
+
+COMPONENT = re.compile(r"^rewards/(?P<name>[^/]+)/mean$")
+SRRL_KEYS = {"srrl/c1_pass_rate": "c1 (first attempt)", "srrl/c2_pass_rate": "c2 (refinement)"}
+WARM_START_PANELS = [("loss", "loss"), ("mean_token_accuracy", "token accuracy")]
+COLUMNS = ["dataset", "model", "method", "seed", "step", "samples", "elapsed_s", "metric", "value"]
+
+
+def parse_run(path: str | Path) -> dict:
+    """dataset, model, method and seed from a metrics path (method `sft` for a tiny model's warm start)."""
+    match = _RUN.search(Path(path).as_posix())
+    if not match:
+        raise ValueError(f"{path}: not a results/training/... metrics file")
+    if match["sft"]:
+        return {"dataset": match["dataset"], "model": match["model"], "method": "sft", "seed": 0}
+    return {"dataset": match["dataset"], "model": match["model"], "method": match["method"], "seed": int(match["seed"])}
+
+
+def completions_per_step(grpo: dict) -> float:
+    """Completions an optimiser step of GRPO/SRRL draws: prompts × generations × accumulation / reuse."""
+    return (
+        grpo["prompts_per_step"]
+        * grpo["num_generations"]
+        * grpo.get("gradient_accumulation_steps", 1)
+        / grpo.get("num_iterations", 1)
+    )
+
+
+def samples_drawn(method: str, steps: pd.Series, grpo: dict, offline_samples: float | None) -> pd.Series:
+    """Samples drawn from a model up to each step: online for GRPO/SRRL, all up front for DPO."""
+    if method in ("grpo", "srrl"):
+        return steps * completions_per_step(grpo)
+    if method == "dpo":
+        return pd.Series(np.full(len(steps), np.nan if offline_samples is None else offline_samples), index=steps.index)
+    return pd.Series(np.full(len(steps), np.nan), index=steps.index)
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    records = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            records.append(json.loads(line))
+    return records
+
+
+def metrics_table(
+    paths: Iterable[str | Path], grpo: dict, offline_samples: dict[tuple[str, str, int], float] | None = None
+) -> pd.DataFrame:
+    """Long format: one row per run, logged step and numeric metric.
+
+    `offline_samples` maps (dataset, model, seed) to the candidates DPO's pairs were built from.
+    TRL's end-of-training summary record (train_loss, train_runtime, …) is kept as metrics too.
+    """
+    rows = []
+    for path in paths:
+        run = parse_run(path)
+        records = read_metrics(path)
+        if not records:
+            continue
+        frame = pd.DataFrame(records)
+        steps = frame["step"].astype(float)
+        offline = (offline_samples or {}).get((run["dataset"], run["model"], run["seed"]))
+        samples = samples_drawn(run["method"], steps, grpo, offline)
+        elapsed = frame["elapsed_s"] if "elapsed_s" in frame else pd.Series(np.nan, index=frame.index)
+        for column in frame.columns:
+            if column in ("step", "epoch", "elapsed_s"):
+                continue
+            values = pd.to_numeric(frame[column], errors="coerce")
+            for index in values.index[values.notna()]:
+                rows.append(
+                    {
+                        **run,
+                        "step": int(steps[index]),
+                        "samples": samples[index],
+                        "elapsed_s": elapsed[index],
+                        "metric": column,
+                        "value": float(values[index]),
+                    }
+                )
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def panels_for(metrics: pd.DataFrame) -> list[tuple[str, str]]:
+    """The (metric, title) panels with data, reward components right after the total reward."""
+    present = set(metrics["metric"])
+    components = sorted(m for m in present if COMPONENT.match(m))
+    panels = []
+    for key, title in PANELS:
+        if key not in present:
+            continue
+        panels.append((key, title))
+        if key == "reward":
+            panels.extend((m, f"reward component: {COMPONENT.match(m)['name']}") for m in components)
+    if "reward" not in present:
+        panels[:0] = [(m, f"reward component: {COMPONENT.match(m)['name']}") for m in components]
+    return panels
+
+
+def smooth(values: pd.Series, window: int) -> pd.Series:
+    """A centred rolling mean that keeps the ends (noisy per-step logs of a few prompts)."""
+    return values.rolling(window, center=True, min_periods=1).mean()
+
+
+def smoothing_window(n_points: int) -> int:
+    return max(1, n_points // 20)
+
+
+def training_summary(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per trained run: steps, wall time, and the last (smoothed) values of the main metrics."""
+    rows = []
+    trained = metrics[metrics["method"] != "sft"]
+    for (dataset, model, method, seed), run in trained.groupby(["dataset", "model", "method", "seed"], sort=True):
+        row = {
+            "dataset": dataset, "model": model, "method": method, "seed": int(seed),
+            "steps": int(run["step"].max()),
+            "elapsed_s": float(run["elapsed_s"].max()) if run["elapsed_s"].notna().any() else float("nan"),
+            "samples": float(run["samples"].max()) if run["samples"].notna().any() else float("nan"),
+        }
+        for key in ("execution/pass_rate", "interval_eval/pass_at_1", "srrl/c1_pass_rate", "srrl/c2_pass_rate", "loss"):
+            series = run[run["metric"] == key].sort_values("step")["value"]
+            if len(series):
+                tail = series.iloc[-max(1, len(series) // 10):]
+                row[f"final {key}"] = float(tail.mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def offline_samples(manifest_paths: Iterable[str | Path]) -> dict[tuple[str, str, int], float]:
+    """(dataset, model, seed) → candidates the RL dataset (DPO's pairs) was built from, from its manifest."""
+    pattern = re.compile(r"rl_data/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<seed>\d+)/manifest\.json$")
+    samples = {}
+    for path in manifest_paths:
+        match = pattern.search(Path(path).as_posix())
+        if match:
+            manifest = json.loads(Path(path).read_text(encoding="utf-8"))
+            samples[(match["dataset"], match["model"], int(match["seed"]))] = float(manifest["n_candidates"])
+    return samples

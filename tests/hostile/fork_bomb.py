@@ -1,0 +1,8 @@
+# expect: error timeout
+import os
+
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass

@@ -1,0 +1,4 @@
+# expect: error
+with open("big.bin", "wb") as fh:
+    while True:
+        fh.write(b"\0" * (1 << 20))

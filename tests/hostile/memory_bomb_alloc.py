@@ -1,0 +1,6 @@
+# expect: error
+block = bytearray(10**11)
+
+
+def add(a, b):
+    return a + b

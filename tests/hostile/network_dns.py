@@ -1,0 +1,7 @@
+# expect: error
+import socket
+
+
+def add(a, b):
+    socket.getaddrinfo("pypi.org", 443)
+    return a + b

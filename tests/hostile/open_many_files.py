@@ -1,0 +1,2 @@
+# expect: error
+handles = [open("/dev/null") for _ in range(100_000)]

@@ -1,0 +1,4 @@
+# expect: error
+import os
+
+os._exit(0)

@@ -1,0 +1,6 @@
+# expect: error
+import ctypes
+
+
+def add(a, b):
+    return ctypes.string_at(0)

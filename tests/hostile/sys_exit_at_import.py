@@ -1,0 +1,4 @@
+# expect: error
+import sys
+
+sys.exit(0)

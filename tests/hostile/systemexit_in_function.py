@@ -1,0 +1,3 @@
+# expect: error
+def add(a, b):
+    raise SystemExit(0)

@@ -1,0 +1,146 @@
+"""Job sizes from the model's size, and the sbatch options snakemake-executor-plugin-slurm makes of them."""
+
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from execrl.resources import (
+    CPU_STAGES,
+    GPU_STAGES,
+    MAX_GPUS,
+    MAX_RUNTIME_MINUTES,
+    gpus_for,
+    stage_resources,
+)
+from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+from snakemake_executor_plugin_slurm.utils import set_gres_string
+from snakemake_executor_plugin_slurm_jobstep import get_gpu_setting
+
+KEYS = {"gpu", "cpus_per_task", "mem_mb", "runtime"}
+sizes = st.floats(min_value=0, max_value=1000, allow_nan=False)
+attempts = st.integers(min_value=1, max_value=5)
+
+
+@pytest.mark.parametrize(
+    "stage, params_b, gpus",
+    [
+        ("generate", 0.003, 0),  # the embedded tiny model: CPU
+        ("train", 0.099, 0),
+        ("generate", 1.0, 1),
+        ("generate", 3.1, 1),  # config/mbpp.yaml
+        ("train", 7.6, 1),  # config/taco.yaml: 45.6 GB of LoRA training fits one 80 GB GPU
+        ("train", 14, 2),  # 84 GB
+        ("generate", 70, 4),  # 175 GB of weights and cache → 3 → a power of two
+        ("train", 70, 8),  # 420 GB
+        ("train", 400, MAX_GPUS),  # more than one node holds: capped, override by hand
+    ],
+)
+def test_gpus_follow_model_size(stage, params_b, gpus):
+    assert stage_resources(stage, params_b)["gpu"] == gpus_for(stage, params_b) == gpus
+
+
+@given(stage=st.sampled_from(CPU_STAGES), params_b=sizes, attempt=attempts)
+def test_cpu_stages_never_ask_for_a_gpu(stage, params_b, attempt):
+    resources = stage_resources(stage, params_b, attempt)
+    assert set(resources) == KEYS and resources["gpu"] == 0
+    assert resources == stage_resources(stage, 0.0, attempt)  # the model's size does not matter
+
+
+def test_execution_gets_more_cpus_and_memory_than_bookkeeping():
+    execute, data = stage_resources("execute", 7.6), stage_resources("data", 7.6)
+    assert execute["cpus_per_task"] >= 4 * data["cpus_per_task"]
+    assert execute["mem_mb"] > data["mem_mb"]
+
+
+@given(stage=st.sampled_from(GPU_STAGES), params_b=sizes, attempt=attempts)
+def test_gpu_stage_resources_are_consistent(stage, params_b, attempt):
+    resources = stage_resources(stage, params_b, attempt)
+    assert set(resources) == KEYS and all(isinstance(v, int) and v >= 0 for v in resources.values())
+    gpus = resources["gpu"]
+    assert gpus == 0 or (gpus & (gpus - 1) == 0 and gpus <= MAX_GPUS)  # 0 or a power of two
+    if gpus:
+        assert resources["cpus_per_task"] == 8 * gpus
+        assert resources["mem_mb"] >= 32_000
+    assert 0 < resources["runtime"] <= MAX_RUNTIME_MINUTES
+
+
+@given(stage=st.sampled_from(GPU_STAGES), small=sizes, extra=sizes)
+def test_bigger_models_never_get_less(stage, small, extra):
+    a, b = stage_resources(stage, small), stage_resources(stage, small + extra)
+    assert all(b[key] >= a[key] for key in ("gpu", "mem_mb", "runtime"))
+
+
+@pytest.mark.parametrize("stage", GPU_STAGES + CPU_STAGES)
+@pytest.mark.parametrize("params_b", [0.003, 3.1, 70])
+def test_runtime_grows_with_attempt_up_to_the_cap(stage, params_b):
+    runtimes = [stage_resources(stage, params_b, attempt)["runtime"] for attempt in (1, 2, 3)]
+    for earlier, later in zip(runtimes, runtimes[1:]):
+        assert later > earlier or later == MAX_RUNTIME_MINUTES
+    assert runtimes[1] == min(2 * runtimes[0], MAX_RUNTIME_MINUTES)
+
+
+def test_training_takes_longer_than_generation_and_merging():
+    train, generate, merge = (stage_resources(s, 7.6)["runtime"] for s in ("train", "generate", "merge"))
+    assert train > generate > merge
+
+
+@pytest.mark.parametrize("args", [("evaluate", 1.0), ("train", -1.0), ("train", 1.0, 0)])
+def test_rejects_what_it_cannot_size(args):
+    with pytest.raises(ValueError):
+        stage_resources(*args)
+
+
+# ---------------------------------------------------------------- what the Slurm plugin makes of them
+
+
+class FakeResources(dict):
+    __getattr__ = dict.__getitem__
+
+
+def sbatch_options(resources: dict, threads: int = 2, **extra) -> str:
+    """The sbatch command snakemake-executor-plugin-slurm 2.8 builds for a job with these resources."""
+    job = SimpleNamespace(resources=FakeResources({**resources, **extra}), threads=threads, name="rule")
+    params = {
+        "run_uuid": "run",
+        "slurm_logfile": "log",
+        "comment_str": "rule_x",
+        "account": "",
+        "partition": "",
+        "workdir": "/w",
+    }
+    return get_submit_command(job, params) + set_gres_string(job)
+
+
+def test_gpu_job_becomes_sbatch_gpu_request():
+    resources = stage_resources("train", 14, attempt=2)
+    call = sbatch_options(resources)
+    assert f"--gpus={resources['gpu']}" in call
+    assert f"--cpus-per-task={resources['cpus_per_task']}" in call
+    assert f"--mem {resources['mem_mb']}" in call
+    assert f"-t {resources['runtime']}" in call
+    assert "--ntasks" not in call  # the plugin leaves task geometry of GPU jobs to Slurm
+    # ...and the step inside the allocation asks for the same GPUs
+    job = SimpleNamespace(resources=FakeResources(resources))
+    assert get_gpu_setting(job) == f"--gpus={resources['gpu']}"
+
+
+def test_gpu_model_is_added_to_the_gpu_request():
+    call = sbatch_options(stage_resources("generate", 3.1), gpu_model="h100")
+    assert "--gpus=h100:1" in call
+
+
+@pytest.mark.parametrize("stage", CPU_STAGES)
+def test_cpu_job_becomes_sbatch_without_gpus(stage):
+    resources = stage_resources(stage, 70)
+    call = sbatch_options(resources)
+    assert "--gpus" not in call and "--gres" not in call
+    assert "--ntasks=1" in call and f"--cpus-per-task={resources['cpus_per_task']}" in call
+    job = SimpleNamespace(resources=FakeResources(resources))
+    assert get_gpu_setting(job) == ""
+
+
+def test_small_model_gpu_stage_runs_on_cpu():
+    call = sbatch_options(stage_resources("generate", 0.003), gpu_model="")
+    assert "--gpus" not in call

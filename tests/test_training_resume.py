@@ -1,0 +1,73 @@
+"""A training job killed after its first checkpoint resumes from it when the rule runs again."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from conftest import SNAKEMAKE, copy_workflow, run_snakemake
+from test_workflow import REDUCED, deep_update
+
+pytestmark = pytest.mark.slow
+
+ADAPTER = "results/models/builtin/tiny/dpo/0/adapter"
+PAIRS = "results/rl_data/builtin/tiny/0/pairs.jsonl"
+
+
+def handmade_pairs(n):
+    return [
+        {
+            "problem_id": f"builtin/train/{i:04d}",
+            "prompt": f"Write a function f(x) that returns x plus {i}.\nTest: assert f(1) == {i + 1}\n",
+            "chosen": f"def f(x):\n    return x + {i}\n",
+            "rejected": f"def f(x):\n    return x - {i}\n",
+            "kind": "pass_vs_fail",
+        }
+        for i in range(n)
+    ]
+
+
+def checkpoints(workdir):
+    root = workdir / "results" / "checkpoints" / "builtin" / "tiny" / "dpo" / "0"
+    return sorted(root.glob("*/checkpoint-*/trainer_state.json"))
+
+
+def test_killed_dpo_job_resumes_from_its_checkpoint(tmp_path):
+    workdir = copy_workflow(tmp_path)
+    config = deep_update(
+        json.loads(json.dumps(REDUCED)),
+        {
+            "experiment": {"methods": ["base", "dpo"]},
+            "dpo": {"per_device_train_batch_size": 2, "num_train_epochs": 1, "save_steps": 3, "max_length": 128},
+        },
+    )
+    (workdir / "config" / "test.yaml").write_text(yaml.safe_dump(config))
+    run_snakemake(workdir, PAIRS, "--configfile", "config/test.yaml")
+    # The reduced model may pass nothing; train on pairs made by hand so there is something to learn.
+    (workdir / PAIRS).write_text("".join(json.dumps(p) + "\n" for p in handmade_pairs(60)))
+
+    command = [SNAKEMAKE, "--cores", "2", ADAPTER, "--configfile", "config/test.yaml"]
+    first = subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not checkpoints(workdir) and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.5)
+    assert checkpoints(workdir), "no checkpoint appeared before the job ended"
+    os.killpg(first.pid, signal.SIGKILL)  # as a preempted Slurm job would be
+    first.wait()
+    assert not (workdir / ADAPTER).exists()
+    saved_step = max(json.loads(p.read_text())["global_step"] for p in checkpoints(workdir))
+    assert saved_step >= 3
+
+    run_snakemake(workdir, ADAPTER, "--configfile", "config/test.yaml", "--rerun-incomplete")
+    log = (workdir / "logs/train_dpo/builtin/tiny/0.log").read_text()
+    assert "resuming from" in log and "checkpoint-" in log
+    resumed_from = int(log.split("resuming from")[1].split("checkpoint-")[1].split()[0])
+    assert resumed_from >= saved_step
+    steps = [json.loads(line)["step"] for line in (workdir / "results/training/builtin/tiny/dpo/0/metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps)
+    assert steps[-1] == 30  # 60 pairs / batch 2, one epoch: the run finished where it would have without the kill
+    assert (workdir / ADAPTER / "adapter_config.json").exists()

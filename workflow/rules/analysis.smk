@@ -1,0 +1,114 @@
+# Analyses the report draws on: candidate diversity, refinement examples, confidence intervals, cost.
+
+
+rule analyze_diversity:
+    input:
+        "results/annotations/{dataset}/{model}/{method}/{seed}/{split}.jsonl",
+    output:
+        "results/analysis/diversity/{dataset}/{model}/{method}/{seed}/{split}.tsv",
+    log:
+        "logs/analyze_diversity/{dataset}/{model}/{method}/{seed}/{split}.log",
+    benchmark:
+        "benchmarks/analyze_diversity/{dataset}/{model}/{method}/{seed}/{split}.tsv"
+    params:
+        max_pairs=200,
+    resources:
+        mem_mb=resource("report", "mem_mb"),
+        runtime=resource("report", "runtime"),
+    conda: "../envs/report.yaml"
+    script:
+        "../scripts/analyze_diversity.py"
+
+
+rule sample_refinements:
+    input:
+        problems=get_train_problems,
+        attempts="results/annotations/{dataset}/{model}/base/{seed}/train.jsonl",
+        model=get_policy_model,
+    output:
+        "results/analysis/refinements/{dataset}/{model}/{method}/{seed}.jsonl",
+    log:
+        "logs/sample_refinements/{dataset}/{model}/{method}/{seed}.log",
+    benchmark:
+        "benchmarks/sample_refinements/{dataset}/{model}/{method}/{seed}.tsv"
+    params:
+        model_path=get_policy_model_path,
+        backend=config["generation"]["backend"],
+        generation=get_refinement_generation_settings,
+        prompt=get_prompt_settings,
+        srrl=config["srrl"],
+        execution=config["execution"],
+        prompts=config["report"]["refinement_prompts"],
+    threads: 2
+    resources:
+        gpu=resource("generate", "gpu"),
+        gpu_model=gpu_model,
+        cpus_per_task=resource("generate", "cpus_per_task"),
+        mem_mb=resource("generate", "mem_mb"),
+        runtime=resource("generate", "runtime"),
+    conda: "../envs/generate.yaml"
+    script:
+        "../scripts/sample_refinements.py"
+
+
+rule bootstrap_pass_at_k:
+    input:
+        "results/tables/per_problem.tsv",
+    output:
+        curves=report(
+            "results/tables/pass_at_k_ci.tsv",
+            caption="../report/pass_at_k_ci_table.rst",
+            category="Evaluation",
+        ),
+        comparison=report(
+            "results/tables/vs_base.tsv",
+            caption="../report/vs_base_table.rst",
+            category="Evaluation",
+        ),
+    log:
+        "logs/bootstrap_pass_at_k.log",
+    benchmark:
+        "benchmarks/bootstrap_pass_at_k.tsv"
+    params:
+        n_boot=config["report"]["bootstrap_samples"],
+        seed=0,
+    resources:
+        mem_mb=resource("report", "mem_mb"),
+        runtime=resource("report", "runtime"),
+    conda: "../envs/report.yaml"
+    script:
+        "../scripts/bootstrap_pass_at_k.py"
+
+
+# Benchmark files are written as jobs finish and are not declared outputs: this rule reads the
+# ones present once every evaluation, diversity and refinement job is done.
+rule summarize_cost:
+    input:
+        get_all_evaluations(),
+        get_all_diversity(),
+        get_refinement_samples(),
+    output:
+        table=report(
+            "results/tables/cost.tsv",
+            caption="../report/cost_table.rst",
+            category="Cost",
+        ),
+        plot=report(
+            "results/plots/cost.png",
+            caption="../report/cost_plot.rst",
+            category="Cost",
+        ),
+    log:
+        "logs/summarize_cost.log",
+    benchmark:
+        "benchmarks/summarize_cost.tsv"
+    params:
+        root="benchmarks",
+        stages=RULE_STAGES,
+        model_sizes=get_model_sizes(),
+    resources:
+        mem_mb=resource("report", "mem_mb"),
+        runtime=resource("report", "runtime"),
+    conda: "../envs/report.yaml"
+    script:
+        "../scripts/summarize_cost.py"

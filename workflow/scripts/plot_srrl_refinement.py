@@ -1,0 +1,8 @@
+import sys
+
+sys.stderr = open(snakemake.log[0], "w")
+
+from execrl.report.figures import save, srrl_figure
+from execrl.report.training import metrics_table
+
+save(srrl_figure(metrics_table(snakemake.input, grpo={})), snakemake.output[0])

@@ -1,0 +1,31 @@
+import sys
+
+sys.stderr = open(snakemake.log[0], "w")
+
+import torch
+
+from execrl.generation import GenerationSettings, get_backend
+from execrl.jsonl import read_jsonl, write_jsonl
+from execrl.problems import read_problems
+from execrl.prompting import PromptConfig
+from execrl.report.refinements import sample_refinements, select_failed_attempts
+from execrl.sandbox import ExecutionLimits, Executor
+from execrl.srrl import SRRLSettings
+
+torch.set_num_threads(snakemake.threads)
+params = snakemake.params
+selected = select_failed_attempts(
+    read_problems(snakemake.input.problems), read_jsonl(snakemake.input.attempts), params.prompts
+)
+backend = get_backend(params.backend, params.model_path)
+limits = ExecutionLimits(timeout_s=params.execution["timeout_s"], memory_mb=params.execution["memory_mb"])
+with Executor(workers=params.execution["workers"], limits=limits) as executor:
+    records = sample_refinements(
+        selected,
+        backend,
+        GenerationSettings(**params.generation),
+        PromptConfig(**params.prompt),
+        SRRLSettings(**params.srrl),
+        executor,
+    )
+write_jsonl(records, snakemake.output[0])
