@@ -3,10 +3,11 @@
 The dry-run tests need no Slurm. The integration tests start one with tests/cluster/slurm.sh
 (root and Debian's slurm packages, which .ci/run installs) and run the reduced embedded default
 through snakemake-executor-plugin-slurm, with the model declared at 1B parameters so the GPU
-rules ask for a GPU (the node has two fake ones; the tiny model still runs on CPU). While it
-runs, one training job is cancelled (Snakemake retries it with a longer runtime) and one
-generation job is requeued (as on preemption); afterwards Slurm's own job records say what each
-job asked for, and the results are compared with a local run of the same config.
+rules ask for a GPU (the node has two fake ones; the tiny model still runs on CPU), while the
+same config runs locally. One generation job is requeued while it runs, as preemption does.
+Then DPO trains through Slurm in the same folder and is cancelled after its first checkpoint:
+Snakemake retries it with a longer runtime and it resumes from that checkpoint. Slurm's own job
+records say what each job asked for; the results are compared with the local run.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, SNAKEMAKE, copy_workflow, run_snakemake
+from conftest import REPO, SNAKEMAKE, copy_workflow
 from execrl.resources import stage_resources
 from test_workflow import REDUCED, deep_update
 
@@ -32,9 +33,13 @@ SLURM_SH = REPO / "tests" / "cluster" / "slurm.sh"
 TEST_PROFILE = REPO / "tests" / "cluster" / "profile"
 PARAMS_B = 1.0  # large enough for a GPU in every GPU stage; the tiny model itself is unchanged
 GPU_RULES = {"generate_candidates": "generate", "sft_tiny_model": "train", "train_dpo": "train", "merge_adapter": "merge"}
-CANCELLED_RULE = "sft_tiny_model"
+CANCELLED_RULE = "train_dpo"
 REQUEUED_RULE = "generate_candidates"
 RUN_TIMEOUT_S = 1200
+PAIRS = "results/rl_data/builtin/tiny/0/pairs.jsonl"
+ADAPTER = "results/models/builtin/tiny/dpo/0/adapter"
+N_PAIRS = 60
+DPO = {"per_device_train_batch_size": 2, "num_train_epochs": 1, "save_steps": 3, "max_length": 128}
 
 
 def slurm_config(methods=("base",)) -> dict:
@@ -182,87 +187,141 @@ def elapsed_s(squeue_time: str) -> int:
     return int(days or 0) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
 
 
-class Interventions(threading.Thread):
-    """While the workflow runs: cancel the first CANCELLED_RULE job and requeue the first
-    REQUEUED_RULE job, each once it has run a few seconds."""
+class Intervention(threading.Thread):
+    """While a workflow runs, do something to the first running job of a rule (from `workdir`)
+    once `ready()` says so: cancel it (`scancel`, as a user would, or a failed node) or requeue
+    it (`scontrol requeue`, as preemption does)."""
 
-    def __init__(self, workdir: Path, after_s: int = 5):
+    def __init__(self, workdir: Path, rule: str, action: str, ready=lambda job_s: job_s >= 5):
         super().__init__(daemon=True)
-        self.workdir, self.after_s = str(workdir), after_s
-        self.cancelled: str | None = None
-        self.requeued: str | None = None
+        self.workdir, self.rule, self.action, self.ready = str(workdir), rule, action, ready
+        self.job_id: str | None = None
         self.stop = threading.Event()
 
     def run(self):
-        while not self.stop.is_set() and not (self.cancelled and self.requeued):
+        while not self.stop.is_set() and not self.job_id:
             out = subprocess.run(
                 ["squeue", "-h", "-t", "RUNNING", "-o", "%i|%M|%k|%Z"], capture_output=True, text=True
             ).stdout
             for line in out.splitlines():
                 job_id, used, comment, workdir = line.split("|")
-                if workdir != self.workdir or elapsed_s(used) < self.after_s:
+                if workdir != self.workdir or not comment.startswith(f"rule_{self.rule}_"):
                     continue
-                if not self.cancelled and comment.startswith(f"rule_{CANCELLED_RULE}"):
+                if not self.ready(elapsed_s(used)):
+                    continue
+                if self.action == "cancel":
                     subprocess.run(["scancel", job_id], check=True)
-                    self.cancelled = job_id
-                elif not self.requeued and comment.startswith(f"rule_{REQUEUED_RULE}"):
+                else:
                     subprocess.run(["scontrol", "requeue", job_id], check=True)
-                    # Slurm holds a requeued job for two minutes; a test need not wait.
+                    # Slurm holds a requeued job back for two minutes; a test need not wait.
                     time.sleep(1)
                     subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)
-                    self.requeued = job_id
-            time.sleep(1)
+                self.job_id = job_id
+                break
+            time.sleep(0.5)
 
 
-@pytest.fixture(scope="module")
-def slurm_run(slurm_cluster, tmp_path_factory):
-    workdir = slurm_workdir(tmp_path_factory.mktemp("slurm-run"), slurm_config())
-    args = ["--profile", "slurm", "--profile", "slurm-test", "results/report.html", "--configfile", "config/test.yaml"]
+def run_through_slurm(workdir: Path, *args: str, intervention: Intervention | None = None, local=None):
+    """`snakemake --profile slurm --profile slurm-test ARGS` in `workdir`: the planned job counts,
+    the output and the wall time. `local`, a started local run, is waited for too."""
+    command = [SNAKEMAKE, "--profile", "slurm", "--profile", "slurm-test", *args]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    plan = subprocess.run([SNAKEMAKE, *args, "-n"], cwd=workdir, capture_output=True, text=True, env=env, timeout=300)
+    plan = subprocess.run([*command, "-n"], cwd=workdir, capture_output=True, text=True, env=env, timeout=300)
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
-    interventions = Interventions(workdir)
-    interventions.start()
+    if intervention:
+        intervention.start()
     started = time.monotonic()
-    run = subprocess.Popen(
-        [SNAKEMAKE, *args], cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    run = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         output, _ = run.communicate(timeout=RUN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        run.kill()
-        output, _ = run.communicate()
-        for record in job_records(workdir):
-            subprocess.run(["scancel", record["JobId"]], capture_output=True)
+        if local:
+            local.wait(timeout=RUN_TIMEOUT_S)
     finally:
-        interventions.stop.set()
+        if intervention:
+            intervention.stop.set()
+        for process in (run, local):
+            if process and process.poll() is None:
+                process.kill()
+                process.wait()
+        if run.returncode is None or run.returncode < 0:
+            for record in job_records(workdir):
+                subprocess.run(["scancel", record["JobId"]], capture_output=True)
     wall_s = time.monotonic() - started
     if run.returncode != 0:
         log = Path("/var/lib/execrl-slurm/log/slurmctld.log")
         tail = "\n".join(log.read_text().splitlines()[-30:]) if log.exists() else ""
-        pytest.fail(f"snakemake --profile slurm failed ({run.returncode}) after {wall_s:.0f} s:\n{output[-6000:]}\n{tail}")
-    print(f"Slurm run: {wall_s:.0f} s")
-    return {
-        "workdir": workdir,
-        "records": job_records(workdir),
-        "planned": job_stats(plan.stdout),
-        "output": output,
-        "interventions": interventions,
-    }
+        pytest.fail(f"snakemake {' '.join(args)} through Slurm failed after {wall_s:.0f} s:\n{output[-6000:]}\n{tail}")
+    return job_stats(plan.stdout), output, wall_s
+
+
+def preference_pairs(n: int) -> str:
+    """Pairs to train on: the reduced model's own candidates may give none."""
+    return "".join(
+        json.dumps({
+            "problem_id": f"builtin/train/{i:04d}",
+            "prompt": f"Write a function f(x) that returns x plus {i}.\nTest: assert f(1) == {i + 1}\n",
+            "chosen": f"def f(x):\n    return x + {i}\n",
+            "rejected": f"def f(x):\n    return x - {i}\n",
+            "kind": "pass_vs_fail",
+        }) + "\n"
+        for i in range(n)
+    )
+
+
+def dpo_checkpoint_steps(workdir: Path) -> list[int]:
+    """Steps of the complete DPO checkpoints (trainer_state.json is written last)."""
+    root = workdir / "results" / "checkpoints" / "builtin" / "tiny" / "dpo" / "0"
+    return sorted(json.loads(p.read_text())["global_step"] for p in root.glob("*/checkpoint-*/trainer_state.json"))
 
 
 @pytest.fixture(scope="module")
-def local_run(tmp_path_factory):
-    workdir = copy_workflow(tmp_path_factory.mktemp("local-run"))
-    (workdir / "config" / "test.yaml").write_text(yaml.safe_dump(slurm_config()))
-    run_snakemake(workdir, "--profile", "profiles/local", "results/report.html", "--configfile", "config/test.yaml")
-    return workdir
+def runs(slurm_cluster, tmp_path_factory):
+    """The reduced default run through Slurm and, meanwhile, locally; then DPO training through
+    Slurm in the same folder, cancelled after its first checkpoint."""
+    config = slurm_config()
+    workdir = slurm_workdir(tmp_path_factory.mktemp("slurm-run"), config)
+    local = copy_workflow(tmp_path_factory.mktemp("local-run"))
+    (local / "config" / "test.yaml").write_text(yaml.safe_dump(config))
+    target = ["results/report.html", "--configfile", "config/test.yaml"]
+    local_log = local / "snakemake.log"
+    local_run = subprocess.Popen(
+        [SNAKEMAKE, "--profile", "profiles/local", *target],
+        cwd=local, env={**os.environ, "PYTHONHASHSEED": "0"}, stdout=local_log.open("w"), stderr=subprocess.STDOUT,
+    )
+    requeue = Intervention(workdir, REQUEUED_RULE, "requeue")
+    planned, output, wall_s = run_through_slurm(workdir, *target, intervention=requeue, local=local_run)
+    assert local_run.returncode == 0, f"local run failed:\n{local_log.read_text()[-6000:]}"
+
+    # DPO: the RL dataset through Slurm, pairs made by hand, then training, cancelled mid-run.
+    dpo_config = deep_update(json.loads(json.dumps(config)), {"experiment": {"methods": ["base", "dpo"]}, "dpo": DPO})
+    (workdir / "config" / "test-dpo.yaml").write_text(yaml.safe_dump(dpo_config))
+    planned_pairs, _, pairs_s = run_through_slurm(workdir, PAIRS, "--configfile", "config/test-dpo.yaml")
+    (workdir / PAIRS).write_text(preference_pairs(N_PAIRS))
+    steps_at_cancel: list[int] = []
+
+    def first_checkpoint_saved(job_s):
+        steps_at_cancel[:] = dpo_checkpoint_steps(workdir)
+        return bool(steps_at_cancel)
+
+    cancel = Intervention(workdir, CANCELLED_RULE, "cancel", ready=first_checkpoint_saved)
+    planned_dpo, dpo_output, dpo_s = run_through_slurm(workdir, ADAPTER, "--configfile", "config/test-dpo.yaml", intervention=cancel)
+    print(f"Slurm runs: report {wall_s:.0f} s, RL dataset {pairs_s:.0f} s, DPO {dpo_s:.0f} s")
+    return {
+        "workdir": workdir,
+        "local": local,
+        "records": job_records(workdir),
+        "planned": planned + planned_pairs + planned_dpo,
+        "output": output + dpo_output,
+        "requeued": requeue.job_id,
+        "cancelled": cancel.job_id,
+        "steps_at_cancel": steps_at_cancel,
+    }
 
 
 @pytest.mark.slow
 def test_gpu_jobs_get_their_devices(slurm_cluster, tmp_path):
     def visible_devices(*options):
-        out = tmp_path / f"job{len(options)}.out"
+        out = tmp_path / f"job-{'-'.join(options).replace('=', '')}.out"
         subprocess.run(
             ["sbatch", "--wait", "--quiet", "-o", str(out), *options, "--wrap", "echo \"[$CUDA_VISIBLE_DEVICES]\""],
             check=True, timeout=120,
@@ -275,18 +334,19 @@ def test_gpu_jobs_get_their_devices(slurm_cluster, tmp_path):
 
 
 @pytest.mark.slow
-def test_every_job_runs_as_a_slurm_job(slurm_run):
-    records = slurm_run["records"]
+def test_every_job_runs_as_a_slurm_job(runs):
+    records = runs["records"]
     completed = Counter(r["rule"] for r in records if r["JobState"] == "COMPLETED")
-    assert completed == slurm_run["planned"], (completed, slurm_run["planned"])
-    assert len({r["JobName"] for r in records}) == 1  # one Snakemake run, one run id
-    logs = slurm_run["workdir"] / ".snakemake" / "slurm_logs"
+    assert completed == runs["planned"], (completed, runs["planned"])
+    assert {r["JobState"] for r in records} == {"COMPLETED", "CANCELLED"}
+    logs = runs["workdir"] / ".snakemake" / "slurm_logs"
     assert {f"{r['JobId']}.log" for r in records} <= {p.name for p in logs.rglob("*.log")}
 
 
 @pytest.mark.slow
-def test_gpu_rules_ask_for_gpus_and_cpu_rules_do_not(slurm_run):
-    for record in slurm_run["records"]:
+def test_gpu_rules_ask_for_gpus_and_cpu_rules_do_not(runs):
+    assert {"generate_candidates", "sft_tiny_model", "train_dpo"} <= {r["rule"] for r in runs["records"]}
+    for record in runs["records"]:
         rule = record["rule"]
         if rule in GPU_RULES:
             gpus = stage_resources(GPU_RULES[rule], PARAMS_B)["gpu"]
@@ -296,20 +356,27 @@ def test_gpu_rules_ask_for_gpus_and_cpu_rules_do_not(slurm_run):
             assert "gpu" not in record.get("TresPerJob", ""), record
             assert record["Partition"] == "cpu-local", record
     expected = stage_resources("generate", PARAMS_B)
-    for record in (r for r in slurm_run["records"] if r["rule"] == "generate_candidates"):
+    for record in (r for r in runs["records"] if r["rule"] == "generate_candidates"):
         assert int(record["NumCPUs"]) == expected["cpus_per_task"]
         assert record["MinMemoryNode"] == f"{expected['mem_mb']}M"
         assert minutes(record["TimeLimit"]) == expected["runtime"]
-    for record in (r for r in slurm_run["records"] if r["rule"] == "annotate_candidates"):
+    for record in (r for r in runs["records"] if r["rule"] == "annotate_candidates"):
         assert int(record["NumCPUs"]) == 4  # set-resources in tests/cluster/profile
 
 
 @pytest.mark.slow
-def test_cancelled_job_is_retried_with_a_longer_runtime(slurm_run):
-    assert slurm_run["interventions"].cancelled, f"no running {CANCELLED_RULE} job was seen to cancel"
-    attempts = [r for r in slurm_run["records"] if r["rule"] == CANCELLED_RULE]
+def test_requeued_job_runs_again_and_completes(runs):
+    assert runs["requeued"], f"no running {REQUEUED_RULE} job was seen to requeue"
+    record = next(r for r in runs["records"] if r["JobId"] == runs["requeued"])
+    assert record["Requeue"] == "1" and record["Restarts"] == "1" and record["JobState"] == "COMPLETED"
+
+
+@pytest.mark.slow
+def test_cancelled_training_is_retried_with_a_longer_runtime(runs):
+    assert runs["cancelled"], f"no running {CANCELLED_RULE} job was seen to cancel"
+    attempts = [r for r in runs["records"] if r["rule"] == CANCELLED_RULE]
     assert [r["JobState"] for r in attempts] == ["CANCELLED", "COMPLETED"]
-    assert attempts[0]["JobId"] == slurm_run["interventions"].cancelled
+    assert attempts[0]["JobId"] == runs["cancelled"]
     stage = GPU_RULES[CANCELLED_RULE]
     assert [minutes(r["TimeLimit"]) for r in attempts] == [
         stage_resources(stage, PARAMS_B, attempt)["runtime"] for attempt in (1, 2)
@@ -317,21 +384,28 @@ def test_cancelled_job_is_retried_with_a_longer_runtime(slurm_run):
 
 
 @pytest.mark.slow
-def test_requeued_job_runs_again_and_completes(slurm_run):
-    job_id = slurm_run["interventions"].requeued
-    assert job_id, f"no running {REQUEUED_RULE} job was seen to requeue"
-    record = next(r for r in slurm_run["records"] if r["JobId"] == job_id)
-    assert record["Requeue"] == "1" and record["Restarts"] == "1" and record["JobState"] == "COMPLETED"
+def test_cancelled_training_resumes_from_its_last_checkpoint(runs):
+    workdir = runs["workdir"]
+    saved = runs["steps_at_cancel"]
+    assert saved, "the training job was cancelled before any checkpoint"
+    log = (workdir / "logs" / "train_dpo" / "builtin" / "tiny" / "0.log").read_text()
+    resumed = re.search(r"resuming from \S*checkpoint-(\d+)", log)
+    assert resumed, log[-2000:]
+    total_steps = N_PAIRS // DPO["per_device_train_batch_size"]
+    assert max(saved) <= int(resumed.group(1)) < total_steps
+    metrics = workdir / "results" / "training" / "builtin" / "tiny" / "dpo" / "0" / "metrics.jsonl"
+    steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines()]
+    assert steps == sorted(steps) and steps[-1] == total_steps
+    assert (workdir / ADAPTER / "adapter_config.json").is_file()
 
 
 @pytest.mark.slow
-def test_results_match_a_local_run(slurm_run, local_run):
-    remote = slurm_run["workdir"] / "results"
-    local = local_run / "results"
-    for pattern in ("candidates/**/*.jsonl", "eval/**/*.json", "models/**/model.safetensors", "tables/*.tsv"):
+def test_results_match_a_local_run(runs):
+    remote = runs["workdir"] / "results"
+    local = runs["local"] / "results"
+    for pattern in ("candidates/**/*.jsonl", "eval/**/*.json", "models/*/*/*/model.safetensors", "tables/pass_at_k.tsv"):
         local_files = sorted(p.relative_to(local) for p in local.glob(pattern))
         assert local_files, pattern
-        assert local_files == sorted(p.relative_to(remote) for p in remote.glob(pattern))
         for path in local_files:
             assert (local / path).read_bytes() == (remote / path).read_bytes(), path
     summary = [json.loads((root / "summary.json").read_text())["pass_at_k"] for root in (local, remote)]

@@ -268,6 +268,7 @@ def get_report_inputs(wildcards):
         "curves": "results/tables/pass_at_k_ci.tsv",
         "comparison": "results/tables/vs_base.tsv",
         "outcomes": "results/tables/outcomes.tsv",
+        "per_problem": "results/tables/per_problem.tsv",
         "diversity": "results/tables/diversity.tsv",
         "cost": "results/tables/cost.tsv",
         "refinements": get_refinement_samples(),

@@ -14,6 +14,7 @@ page, summary, markdown = build(
         curves=inputs.curves,
         comparison=inputs.comparison,
         outcomes=inputs.outcomes,
+        per_problem=inputs.per_problem,
         diversity=inputs.diversity,
         training=inputs.get("training"),
         cost_jobs=inputs.cost,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from execrl.jsonl import read_jsonl
-from execrl.report import cost, html, refinements, summary, tables
+from execrl.report import cost, html, refinements, stats, summary, tables
 from execrl.report.evaluations import read_tsv
 
 _RL_RUN = re.compile(r"rl_data/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<seed>\d+)/manifest\.json$")
@@ -24,6 +24,7 @@ class ReportInputs:
     comparison: str
     outcomes: str
     figures: dict[str, str]
+    per_problem: str | None = None
     diversity: str | None = None
     training: str | None = None
     cost_jobs: str | None = None
@@ -86,7 +87,10 @@ def build(
     rl_data = rl_data_table(inputs.manifests)
 
     split = summary.main_split(experiment.get("eval_splits", ["test"]))
-    records = tables.summary_records(curves, comparison, outcomes, ks, diversity=diversity, cost_per_method=per_method)
+    changes = stats.changed_problems(read_tsv(inputs.per_problem)) if inputs.per_problem else None
+    records = tables.summary_records(
+        curves, comparison, outcomes, ks, diversity=diversity, cost_per_method=per_method, changes=changes
+    )
     record = summary.build_summary(
         title=title,
         experiment=experiment,

@@ -7,6 +7,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -74,6 +75,7 @@ def pass_at_k_figure(curves: pd.DataFrame) -> Figure:
     ticks = sorted({1, n_max, *[2**i for i in range(int(np.log2(max(n_max, 1))) + 1)]})
     for ax in grid.axes.flat:
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_xticks(ticks)
         ax.set_xticklabels([str(t) for t in ticks])
         ax.set_ylim(0, 1)
@@ -170,9 +172,23 @@ def _smoothed(metrics: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts) if parts else metrics.assign(smoothed=[])
 
 
+def _panel_axes(n_panels: int, runs: list[str], width: float = 4.6, height: float = 2.5):
+    """Axes per (panel, run): panels wrap into three columns for one run, else one column per run."""
+    if len(runs) == 1:
+        ncols = min(3, n_panels)
+        nrows = -(-n_panels // ncols)
+        figure, grid = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows + 0.6), squeeze=False, sharex=True)
+        axes = {(r, runs[0]): grid[r // ncols][r % ncols] for r in range(n_panels)}
+        for extra in range(n_panels, nrows * ncols):
+            grid[extra // ncols][extra % ncols].axis("off")
+        return figure, axes
+    figure, grid = plt.subplots(n_panels, len(runs), figsize=(width * len(runs), height * n_panels + 0.6), squeeze=False, sharex="col")
+    return figure, {(r, run): grid[r][c] for r in range(n_panels) for c, run in enumerate(runs)}
+
+
 def training_figure(metrics: pd.DataFrame, x: str = "step") -> Figure:
-    """Training metrics against optimiser step or samples drawn; one row per metric, one column per
-    dataset and model, one line per method (mean over seeds, band: sd over seeds)."""
+    """Training metrics against optimiser step or samples drawn: a panel per metric (and per dataset
+    and model), one line per method (mean over seeds, band: sd over seeds)."""
     _theme()
     trained = metrics[metrics["method"] != "sft"]
     if trained.empty:
@@ -182,10 +198,10 @@ def training_figure(metrics: pd.DataFrame, x: str = "step") -> Figure:
     data = data.assign(run=run_label(data, with_split=False))
     runs = sorted(data["run"].unique())
     methods = methods_in(data)
-    figure, axes = plt.subplots(len(panels), len(runs), figsize=(5.2 * len(runs), 2.3 * len(panels)), squeeze=False, sharex="col")
-    for c, run in enumerate(runs):
+    figure, axes = _panel_axes(len(panels), runs)
+    for run in runs:
         for r, (key, title) in enumerate(panels):
-            ax = axes[r][c]
+            ax = axes[(r, run)]
             rows = data[(data["run"] == run) & (data["metric"] == key)]
             online = rows[rows["samples"].notna() & rows["method"].isin(["grpo", "srrl"])] if x == "samples" else rows
             if not online.empty:
@@ -199,12 +215,17 @@ def training_figure(metrics: pd.DataFrame, x: str = "step") -> Figure:
                 for _, run_rows in offline.groupby("seed"):
                     last = run_rows.sort_values("step").iloc[-1]
                     ax.scatter([last["samples"]], [last["smoothed"]], marker="X", s=50, color=METHOD_COLORS["dpo"], zorder=3)
-            ax.set_title(f"{title}" + (f"\n{run}" if r == 0 else ""), fontsize=9)
+            ax.set_title(title if len(runs) == 1 else f"{title}\n{run}", fontsize=9)
             ax.set_ylabel("")
-            ax.set_xlabel("optimiser step" if x == "step" else "completions sampled from the model")
+            ax.set_xlabel("optimiser step" if x == "step" else "completions sampled from the model", fontsize=8)
     handles = [plt.Line2D([], [], color=METHOD_COLORS.get(m), label=m) for m in methods]
-    figure.legend(handles=handles, loc="upper center", ncol=len(methods), bbox_to_anchor=(0.5, 1.0), frameon=False)
-    figure.tight_layout(rect=(0, 0, 1, 0.985))
+    heading = runs[0] if len(runs) == 1 else None
+    top = 1 - (0.55 if heading else 0.35) / figure.get_figheight()  # inches kept free for the legend
+    figure.legend(handles=handles, loc="upper center", ncol=len(methods), bbox_to_anchor=(0.5, 1.0), frameon=False,
+                  title=heading)
+    for ax in figure.axes:
+        ax.tick_params(labelbottom=True)
+    figure.tight_layout(rect=(0, 0, 1, top))
     return figure
 
 
@@ -244,6 +265,7 @@ def warm_start_figure(metrics: pd.DataFrame) -> Figure:
     grid = sns.relplot(
         data=data, x="step", y="value", hue="run", col="panel", col_order=[t for k, t in WARM_START_PANELS if k in set(sft["metric"])],
         kind="line", height=2.8, aspect=1.5, facet_kws={"sharey": False}, marker="o", markersize=3,
+        legend=data["run"].nunique() > 1,
     )
     grid.set_axis_labels("optimiser step", "")
     grid.set_titles("{col_name}")

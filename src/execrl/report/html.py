@@ -14,6 +14,7 @@ import yaml
 
 from execrl.report import tables
 from execrl.report.evaluations import OUTCOME_LABELS
+from execrl.report.training import SUMMARY_LABELS
 
 PACKAGES = (
     "execrl", "torch", "transformers", "trl", "peft", "datasets", "accelerate", "tokenizers", "snakemake",
@@ -186,7 +187,7 @@ def example_html(record: dict, others: dict[str, dict]) -> str:
         f"<div><b>c1 (base model)</b> {badge(c1['status'])} "
         f'<span class="meta">{html.escape(error)} · {c1.get("tests_passed")}/{c1.get("tests_total")} tests</span>'
         f"<pre>{html.escape(c1['code'] or '(empty)')}</pre></div>"
-        f"<details><summary>refinement prompt (the message the model is given)</summary>"
+        f"<details open><summary>refinement prompt (the message the model is given)</summary>"
         f"<pre>{html.escape(record['refinement_message'])}</pre></details>"
         f'<div class="columns">{"".join(c2_blocks)}</div></div>'
     )
@@ -201,7 +202,7 @@ def examples_section(runs: list[tuple[dict, list[dict]]], summary: pd.DataFrame,
         "sampled on refinement prompts built with <code>execrl.srrl.refinement_prompt</code> (the prompt SRRL trains "
         "on) from the base model's failed train-split candidates: the first failure of each chosen problem, failure "
         "kinds taken in turn. The base model answers the same prompts for comparison. Every c2 is executed by the "
-        "sandbox. Examples are the first prompts in problem order, not chosen by outcome."
+        "sandbox. The examples are the first prompts of that selection, not chosen by outcome."
     )
     table = tables.frame_html(
         summary.rename(columns={"c2_samples": "c2 samples", "c2_pass_rate": "c2 pass rate", "prompts_fixed": "prompts with a passing c2",
@@ -224,6 +225,16 @@ def examples_section(runs: list[tuple[dict, list[dict]]], summary: pd.DataFrame,
     return (
         f'<p class="caption">{caption}</p>{table}'
         f"<h3>Examples ({html.escape(where)})</h3>{''.join(examples) or '<p>No failed first attempts to refine.</p>'}"
+    )
+
+
+def changes_section(records: list[dict], split: str) -> str:
+    frame = tables.changes_frame(records, split)
+    if frame.empty:
+        return ""
+    return (
+        f"<details><summary>Problems each method fixed or broke ({html.escape(split)} split)</summary>"
+        f"{tables.frame_html(frame, table_id='changed-problems', text_columns=5)}</details>"
     )
 
 
@@ -257,11 +268,15 @@ def render(
     sections = [("glance", "At a glance"), ("summary", "Summary"), ("pass-at-k", "pass@k"), ("per-problem", "Problems"),
                 ("outcomes", "Outcomes"), ("training", "Training"), ("refinements", "Refinements"), ("diversity", "Diversity"),
                 ("cost", "Cost"), ("rl-data", "RL data"), ("configuration", "Configuration")]
-    hours = {"wall_h": tables.fmt_hours, "cpu_h": tables.fmt_hours, "gpu_h": tables.fmt_hours, "max_rss_mb": lambda v: tables.fmt(v, 0)}
-    method_hours = {c: tables.fmt_hours for c in cost_per_method.columns if c != "method"}
+    labels = tables.COST_LABELS
+    hours = {labels["wall_h"]: tables.fmt_hours, labels["cpu_h"]: tables.fmt_hours, labels["gpu_h"]: tables.fmt_hours,
+             labels["max_rss_mb"]: lambda v: tables.fmt(v, 0)}
+    method_hours = {labels[c]: tables.fmt_hours for c in cost_per_method.columns if c != "method"}
+    diversity = tables.diversity_frame(summary["summary"])
     training_table = (
-        tables.frame_html(training, table_id="training-summary", text_columns=4,
-                          formats={"elapsed_s": lambda v: tables.fmt(v, 0), "samples": lambda v: tables.fmt(v, 0)})
+        tables.frame_html(training.rename(columns=SUMMARY_LABELS), table_id="training-summary", text_columns=4,
+                          formats={"training time (s)": lambda v: tables.fmt(v, 0), "samples drawn": lambda v: tables.fmt(v, 0)})
+        + '<p class="caption">Per trained run; metric columns are means of the last tenth of the logged steps.</p>'
         if not training.empty else ""
     )
     versions = "".join(
@@ -287,6 +302,7 @@ distinct / n: distinct programs per problem as a share of the samples. Training 
 <h2>Evaluation</h2>
 {fig("pass_at_k")}
 {fig("per_problem")}
+{changes_section(summary["summary"], split)}
 {fig("outcomes")}
 <h2>Training</h2>
 {training_table}
@@ -297,13 +313,14 @@ distinct / n: distinct programs per problem as a share of the samples. Training 
 <h2 id="refinements">Refinements: a failed first attempt, its feedback, a second attempt</h2>
 {examples_section(refinement_runs, refinement_summary, n_examples)}
 <h2>Diversity</h2>
+{tables.frame_html(diversity, table_id="diversity-table", text_columns=4) if not diversity.empty else ""}
 {fig("diversity")}
 <h2>Cost</h2>
 <p>All jobs with a benchmark file: {total.get("jobs", 0)} jobs, {tables.fmt_hours(total.get("wall_h"))} wall hours,
 {tables.fmt_hours(total.get("cpu_h"))} CPU hours, {tables.fmt_hours(total.get("gpu_h"))} GPU hours (summed over jobs).</p>
-{tables.frame_html(cost_per_method, table_id="cost-per-method", text_columns=1, formats=method_hours) if not cost_per_method.empty else ""}
+{tables.frame_html(cost_per_method.rename(columns=labels), table_id="cost-per-method", text_columns=1, formats=method_hours) if not cost_per_method.empty else ""}
 {fig("cost")}
-<details><summary>Per rule</summary>{tables.frame_html(cost_per_rule, table_id="cost-per-rule", text_columns=3, formats=hours)}</details>
+<details><summary>Per rule</summary>{tables.frame_html(cost_per_rule.rename(columns=labels), table_id="cost-per-rule", text_columns=3, formats=hours)}</details>
 <h2 id="rl-data">RL datasets</h2>
 {tables.frame_html(rl_data, table_id="rl-data-table", text_columns=3) if not rl_data.empty else "<p>No preference datasets (DPO is not in this experiment's methods).</p>"}
 <p class="caption">Built from the base model's train-split candidates: n-best lists and preference pairs (a passing program over a failing one;

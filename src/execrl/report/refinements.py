@@ -20,15 +20,16 @@ from execrl.problems import Problem
 from execrl.prompting import PromptConfig, extract_code
 from execrl.srrl import SRRLSettings, refinement_message, refinement_prompt
 
-FAILED_STATUSES = ("syntax_error", "error", "fail", "timeout")
+FAILED_STATUSES = ("fail", "error", "syntax_error", "timeout")
+"""Failure kinds in the order examples take them: wrong answer, runtime error, syntax error, timeout."""
 C1_FIELDS = ("sample_index", "code", "status", "tests_passed", "tests_total", "error_type", "error_message")
 C2_FIELDS = ("status", "tests_passed", "tests_total", "error_type", "error_message")
 
 
 def select_failed_attempts(problems: list[Problem], annotations: list[dict], max_prompts: int) -> list[tuple[Problem, dict]]:
-    """Up to max_prompts (problem, first failed candidate) pairs, one per problem, in problem order
-    but taking failure kinds in turn (syntax error, runtime error, wrong answer, timeout), so the
-    examples show every kind of feedback the data has."""
+    """Up to max_prompts (problem, first failed candidate) pairs, one per problem, taking failure
+    kinds in turn (wrong answer, runtime error, syntax error, timeout; each kind in problem order),
+    so the first few examples show every kind of feedback the data has."""
     failures: dict[str, dict] = {}
     for record in sorted(annotations, key=lambda r: (r["problem_id"], r.get("sample_index", 0))):
         if record["status"] != "pass" and record["problem_id"] not in failures:
@@ -42,8 +43,6 @@ def select_failed_attempts(problems: list[Problem], annotations: list[dict], max
         for status in FAILED_STATUSES:
             if queues[status] and len(chosen) < max_prompts:
                 chosen.append(queues[status].pop(0))
-    order = {p.id: i for i, p in enumerate(problems)}
-    chosen.sort(key=lambda p: order[p.id])
     return [(problem, failures[problem.id]) for problem in chosen]
 
 

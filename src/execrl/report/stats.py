@@ -151,3 +151,16 @@ def compare_to_baseline(
                     }
                 )
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+def changed_problems(per_problem: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
+    """The problems each method fixed (the baseline never passed, the method did) or broke (the
+    reverse), pooled over seeds: dataset, model, split, method, change, problem_id."""
+    rates = problem_rates(per_problem)
+    base = rates[rates["method"] == baseline][["dataset", "model", "split", "problem_id", "rate"]]
+    pairs = rates[rates["method"] != baseline].merge(base, on=["dataset", "model", "split", "problem_id"], suffixes=("", "_base"))
+    pairs["change"] = np.where(
+        (pairs["rate_base"] == 0) & (pairs["rate"] > 0), "fixed", np.where((pairs["rate_base"] > 0) & (pairs["rate"] == 0), "broken", "")
+    )
+    changed = pairs[pairs["change"] != ""][["dataset", "model", "split", "method", "change", "problem_id"]]
+    return changed.sort_values(["dataset", "model", "split", "method", "change", "problem_id"]).reset_index(drop=True)

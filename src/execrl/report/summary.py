@@ -39,6 +39,28 @@ def verdict(low: float, high: float) -> str:
     return "no clear difference"
 
 
+def refinement_findings(refinements: pd.DataFrame | None) -> list[str]:
+    """One sentence per dataset and model: how often each model's c2 fixes a failed first attempt."""
+    if refinements is None or refinements.empty:
+        return []
+    sentences = []
+    for (dataset, model), rows in refinements.groupby(["dataset", "model"], sort=True):
+        parts = []
+        for method in ["srrl", "base"] + sorted(set(rows["method"]) - {"srrl", "base"}):
+            mine = rows[rows["method"] == method]
+            if mine.empty:
+                continue
+            samples = int(mine["c2_samples"].sum())
+            passed = float((mine["c2_pass_rate"] * mine["c2_samples"]).sum())
+            parts.append(f"{method} {fmt(passed / samples if samples else float('nan'))} ({samples} samples)")
+        prompts = int(rows["prompts"].max())
+        sentences.append(
+            f"{dataset} · {model}: c2 pass rate on refinements of failed base attempts ({prompts} prompts per seed): "
+            + ", ".join(parts) + "."
+        )
+    return sentences
+
+
 def findings(records: list[dict], split: str) -> list[str]:
     """Plain sentences: which method helped on which dataset and model, by how much, how surely, at what cost."""
     sentences = []
@@ -50,13 +72,17 @@ def findings(records: list[dict], split: str) -> list[str]:
         with_pass1 = [r for r in group if "1" in r["pass_at_k"]]
         if not with_pass1:
             continue
-        best = max(with_pass1, key=lambda r: r["pass_at_k"]["1"]["mean"])
+        top = max(r["pass_at_k"]["1"]["mean"] for r in with_pass1)
+        best = [r["method"] for r in with_pass1 if fmt(r["pass_at_k"]["1"]["mean"]) == fmt(top)]
+        if len(best) == len(with_pass1) and len(best) > 1:
+            ranking = f"every method has pass@1 {fmt(top)}"
+        else:
+            ranking = f"highest pass@1 is {' and '.join(best)} at {fmt(top)}"
         first = with_pass1[0]
         seeds = f" and {first['n_seeds']} seeds" if first["n_seeds"] > 1 else ""
         sentences.append(
             f"{dataset} · {model} ({split} split, {first['n_problems']} problems, {first['n_samples']} samples each): "
-            f"highest pass@1 is {best['method']} at {fmt(best['pass_at_k']['1']['mean'])}; "
-            f"intervals are 95% bootstrap intervals over problems{seeds}."
+            f"{ranking}; intervals are 95% bootstrap intervals over problems{seeds}."
         )
         base = next((r for r in group if r["method"] == "base"), None)
         for record in group:
@@ -84,6 +110,19 @@ def _records(frame: pd.DataFrame | None) -> list[dict]:
     return [{k: tables._clean(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
+def json_safe(value):
+    """The same structure with NaN and infinities as None and numpy scalars as Python numbers (strict JSON)."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def build_summary(
     *,
     title: str,
@@ -99,12 +138,12 @@ def build_summary(
     rl_data: pd.DataFrame | None = None,
     provenance: dict | None = None,
 ) -> dict:
-    return {
+    return json_safe({
         "title": title,
         "experiment": experiment.get("name"),
         "grid": experiment,
         "main_split": split,
-        "findings": findings(records, split),
+        "findings": findings(records, split) + refinement_findings(refinements),
         "summary": records,
         "pass_at_k": legacy_pass_at_k_rows(pass_at_k_table),
         "refinements": _records(refinements),
@@ -116,7 +155,7 @@ def build_summary(
         },
         "rl_data": _records(rl_data),
         "provenance": provenance or {},
-    }
+    })
 
 
 def _num(value, digits: int = 3) -> str:
@@ -138,6 +177,9 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
     detail = tables.all_splits_frame(summary["summary"], ks)
     if not detail.empty:
         parts += ["## Every split", "", tables.frame_markdown(detail), ""]
+    diversity = tables.diversity_frame(summary["summary"])
+    if not diversity.empty:
+        parts += ["## Candidate diversity", "", tables.frame_markdown(diversity), ""]
     if summary["refinements"]:
         frame = pd.DataFrame(summary["refinements"])
         parts += ["## Refinement (c2) after a failed first attempt", "", tables.frame_markdown(frame), ""]

@@ -60,6 +60,7 @@ def summary_records(
     ks: Sequence[int],
     diversity: pd.DataFrame | None = None,
     cost_per_method: pd.DataFrame | None = None,
+    changes: pd.DataFrame | None = None,
 ) -> list[dict]:
     """One record per dataset, model, split and method with everything the summary shows."""
     records = []
@@ -91,6 +92,12 @@ def summary_records(
                 "delta_pass_at_1": float(row["delta"]), "ci_low": float(row["ci_low"]), "ci_high": float(row["ci_high"]),
                 **{key: int(row[key]) for key in ("fixed", "broken", "improved", "worse", "solved", "baseline_solved")},
             }
+            if changes is not None:
+                mine = changes[
+                    (changes["dataset"] == dataset) & (changes["model"] == model) & (changes["split"] == split) & (changes["method"] == method)
+                ]
+                for change in ("fixed", "broken"):
+                    record["vs_baseline"][f"{change}_problems"] = sorted(mine[mine["change"] == change]["problem_id"])
         counts = outcomes[
             (outcomes["dataset"] == dataset) & (outcomes["model"] == model) & (outcomes["split"] == split) & (outcomes["method"] == method)
         ].groupby("status")["count"].sum()
@@ -103,6 +110,7 @@ def summary_records(
             if not mine.empty:
                 record["diversity"] = {
                     "distinct_programs": float(mine["distinct_programs"].mean()),
+                    "distinct_passing": float(mine["distinct_passing"].mean()),
                     "distinct_share": float((mine["distinct_programs"] / mine["n"]).mean()),
                     "mean_similarity": _clean(float(mine["mean_similarity"].mean())),
                     "mean_jaccard": _clean(float(mine["mean_jaccard"].mean())),
@@ -158,6 +166,55 @@ def all_splits_frame(records: list[dict], ks: Sequence[int]) -> pd.DataFrame:
             row[label] = MISSING if share is None else f"{share:.1%}"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def changes_frame(records: list[dict], split: str, limit: int = 40) -> pd.DataFrame:
+    """Per trained method: the problems it fixed and broke on one split (ids, the first `limit`)."""
+    rows = []
+    for record in records:
+        versus = record.get("vs_baseline")
+        if record["split"] != split or not versus or "fixed_problems" not in versus:
+            continue
+        row = {"dataset": record["dataset"], "model": record["model"], "method": record["method"]}
+        for change in ("fixed", "broken"):
+            ids = versus[f"{change}_problems"]
+            row[change] = ", ".join(ids[:limit]) + (f" … ({len(ids)} in all)" if len(ids) > limit else "") or MISSING
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def diversity_frame(records: list[dict]) -> pd.DataFrame:
+    """Diversity per dataset, model, split and method (means over problems and seeds)."""
+    rows = []
+    for record in records:
+        diversity = record.get("diversity")
+        if not diversity:
+            continue
+        rows.append(
+            {
+                "dataset": record["dataset"], "model": record["model"], "split": record["split"], "method": record["method"],
+                "samples": record["n_samples"],
+                "distinct programs": fmt(diversity["distinct_programs"], 2),
+                "distinct passing programs": fmt(diversity.get("distinct_passing"), 2),
+                "distinct / n": fmt(diversity["distinct_share"], 2),
+                "similarity (difflib)": fmt(diversity["mean_similarity"]),
+                "token Jaccard": fmt(diversity["mean_jaccard"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+COST_LABELS = {
+    "training_wall_h": "training wall h",
+    "training_cpu_h": "training CPU h",
+    "training_gpu_h": "training GPU h",
+    "evaluation_wall_h": "evaluation wall h",
+    "evaluation_cpu_h": "evaluation CPU h",
+    "wall_h": "wall h",
+    "cpu_h": "CPU h",
+    "gpu_h": "GPU h",
+    "max_rss_mb": "peak memory (MB)",
+}
 
 
 def rl_data_frame(manifests: list[tuple[dict, dict]]) -> pd.DataFrame:

@@ -51,9 +51,10 @@ def completions_per_step(grpo: dict) -> float:
     )
 
 
-def samples_drawn(method: str, steps: pd.Series, grpo: dict, offline_samples: float | None) -> pd.Series:
-    """Samples drawn from a model up to each step: online for GRPO/SRRL, all up front for DPO."""
-    if method in ("grpo", "srrl"):
+def samples_drawn(method: str, steps: pd.Series, grpo: dict | None, offline_samples: float | None) -> pd.Series:
+    """Samples drawn from a model up to each step: online for GRPO/SRRL (unknown without the GRPO
+    settings), all up front for DPO."""
+    if method in ("grpo", "srrl") and grpo:
         return steps * completions_per_step(grpo)
     if method == "dpo":
         return pd.Series(np.full(len(steps), np.nan if offline_samples is None else offline_samples), index=steps.index)
@@ -69,7 +70,7 @@ def read_metrics(path: str | Path) -> list[dict]:
 
 
 def metrics_table(
-    paths: Iterable[str | Path], grpo: dict, offline_samples: dict[tuple[str, str, int], float] | None = None
+    paths: Iterable[str | Path], grpo: dict | None = None, offline_samples: dict[tuple[str, str, int], float] | None = None
 ) -> pd.DataFrame:
     """Long format: one row per run, logged step and numeric metric.
 
@@ -130,24 +131,46 @@ def smoothing_window(n_points: int) -> int:
     return max(1, n_points // 20)
 
 
+FINAL_METRICS = {
+    "execution/pass_rate": "final_pass_rate",
+    "interval_eval/pass_at_1": "final_interval_pass_at_1",
+    "srrl/c1_pass_rate": "final_c1_pass_rate",
+    "srrl/c2_pass_rate": "final_c2_pass_rate",
+    "rewards/accuracies": "final_preference_accuracy",
+    "loss": "final_loss",
+}
+SUMMARY_LABELS = {
+    "steps": "steps",
+    "train_time_s": "training time (s)",
+    "samples_drawn": "samples drawn",
+    "final_pass_rate": "training pass rate",
+    "final_interval_pass_at_1": "held-out pass@1",
+    "final_c1_pass_rate": "c1 pass rate",
+    "final_c2_pass_rate": "c2 pass rate",
+    "final_preference_accuracy": "preference accuracy",
+    "final_loss": "loss",
+}
+"""Column headings of the training summary in the report."""
+
+
 def training_summary(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Per trained run: steps, wall time, and the last (smoothed) values of the main metrics."""
+    """Per trained run: steps, training time, samples drawn, and the mean of the last tenth of the
+    logged values of the main metrics."""
     rows = []
     trained = metrics[metrics["method"] != "sft"]
     for (dataset, model, method, seed), run in trained.groupby(["dataset", "model", "method", "seed"], sort=True):
         row = {
             "dataset": dataset, "model": model, "method": method, "seed": int(seed),
             "steps": int(run["step"].max()),
-            "elapsed_s": float(run["elapsed_s"].max()) if run["elapsed_s"].notna().any() else float("nan"),
-            "samples": float(run["samples"].max()) if run["samples"].notna().any() else float("nan"),
+            "train_time_s": float(run["elapsed_s"].max()) if run["elapsed_s"].notna().any() else float("nan"),
+            "samples_drawn": float(run["samples"].max()) if run["samples"].notna().any() else float("nan"),
         }
-        for key in ("execution/pass_rate", "interval_eval/pass_at_1", "srrl/c1_pass_rate", "srrl/c2_pass_rate", "loss"):
+        for key, name in FINAL_METRICS.items():
             series = run[run["metric"] == key].sort_values("step")["value"]
-            if len(series):
-                tail = series.iloc[-max(1, len(series) // 10):]
-                row[f"final {key}"] = float(tail.mean())
+            row[name] = float(series.iloc[-max(1, len(series) // 10):].mean()) if len(series) else float("nan")
         rows.append(row)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows, columns=["dataset", "model", "method", "seed", *list(SUMMARY_LABELS)])
+    return frame.dropna(axis=1, how="all")
 
 
 def offline_samples(manifest_paths: Iterable[str | Path]) -> dict[tuple[str, str, int], float]:

@@ -1,0 +1,168 @@
+"""Throughput of the sandbox executor against a subprocess-per-candidate baseline.
+
+Runs both on the same inputs, in one process, one after the other, and reports wall time
+(candidates/s, ms per candidate) and the CPU time all involved processes used per candidate
+(less sensitive to other load on the machine):
+
+  (a) 400 trivial passing programs (the per-candidate overhead);
+  (b) the 974 MBPP reference solutions (and the same set without task 123, whose ~7 s of
+      CPU puts a floor under any 2-worker wall time).
+
+The baseline is the common harness design: concatenate program + setup + tests, run
+``python -c`` in a fresh interpreter per candidate (``--workers`` at a time), and call exit
+code 0 a pass. Verdicts are compared as pass / not pass.
+
+    PYTHONPATH=src .venv/bin/python bench/sandbox_throughput.py [--workers 2] [--mbpp PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psutil
+
+from execrl.problems import Problem
+from execrl.sandbox import ExecutionLimits, Executor
+
+DEFAULT_MBPP = Path(os.environ.get("EXECRL_MBPP_DIR", "/work/shared/data/mbpp")) / "mbpp.jsonl"
+
+
+def trivial_set(n: int = 400) -> list[tuple[Problem, str]]:
+    items = []
+    for i in range(n):
+        p = Problem(id=f"trivial/{i}", prompt=f"Return x plus {i}.", test_type="assert",
+                    tests=[f"assert f(1) == {1 + i}", f"assert f(0) == {i}", f"assert f(-{i}) == 0"])
+        items.append((p, f"def f(x):\n    return x + {i}\n"))
+    return items
+
+
+def mbpp_set(path: Path) -> list[tuple[Problem, str]]:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [(Problem(id=f"mbpp/{r['task_id']}", prompt=r["text"], test_type="assert", tests=r["test_list"],
+                     setup_code=r["test_setup_code"], reference=r["code"]), r["code"]) for r in rows]
+
+
+def _own_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _workers_cpu(ex: Executor) -> float:
+    total = 0.0
+    for h in ex._handles:
+        t = psutil.Process(h.proc.pid).cpu_times()
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def baseline(items: list[tuple[Problem, str]], workers: int, timeout: float) -> tuple[list[bool], float, float]:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"}
+
+    def one(item: tuple[Problem, str]) -> bool:
+        problem, code = item
+        program = "\n".join([code, problem.setup_code, *problem.tests]) + "\n"
+        try:
+            proc = subprocess.run([sys.executable, "-c", program], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                  timeout=timeout, cwd="/tmp")
+        except subprocess.TimeoutExpired:
+            return False
+        return proc.returncode == 0
+
+    cpu0 = _own_cpu() + _children_cpu()
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        verdicts = list(pool.map(one, items))
+    return verdicts, time.perf_counter() - start, _own_cpu() + _children_cpu() - cpu0
+
+
+def sandbox(ex: Executor, items: list[tuple[Problem, str]]) -> tuple[list[bool], float, float]:
+    cpu0 = _own_cpu() + _workers_cpu(ex)
+    start = time.perf_counter()
+    results = ex.run_batch(items)
+    secs = time.perf_counter() - start
+    return [r.status == "pass" for r in results], secs, _own_cpu() + _workers_cpu(ex) - cpu0
+
+
+def report(name: str, items, ex_run, base_run) -> dict:
+    (ex_verdicts, ex_secs, ex_cpu), (base_verdicts, base_secs, base_cpu) = ex_run, base_run
+    n = len(items)
+    row = {
+        "set": name, "n": n,
+        "executor_cands_per_s": round(n / ex_secs, 1), "executor_ms_per_cand": round(1000 * ex_secs / n, 3),
+        "baseline_cands_per_s": round(n / base_secs, 1), "baseline_ms_per_cand": round(1000 * base_secs / n, 3),
+        "speedup": round(base_secs / ex_secs, 2),
+        "executor_cpu_ms_per_cand": round(1000 * ex_cpu / n, 3),
+        "baseline_cpu_ms_per_cand": round(1000 * base_cpu / n, 3),
+        "cpu_ratio": round(base_cpu / ex_cpu, 2),
+        "executor_passes": sum(ex_verdicts), "baseline_passes": sum(base_verdicts),
+        "verdicts_agree": ex_verdicts == base_verdicts,
+        "disagreements": [items[i][0].id for i in range(n) if ex_verdicts[i] != base_verdicts[i]][:10],
+    }
+    print(f"{name:<22} n={n:<4} executor {row['executor_cands_per_s']:>8.1f} cand/s "
+          f"{row['executor_ms_per_cand']:>7.3f} ms/cand | baseline {row['baseline_cands_per_s']:>7.1f} cand/s "
+          f"{row['baseline_ms_per_cand']:>7.3f} ms/cand | speedup {row['speedup']:>5.2f}x | "
+          f"passes {row['executor_passes']}/{row['baseline_passes']} | verdicts agree: {row['verdicts_agree']}")
+    if row["disagreements"]:
+        print(f"{'':<22} disagreements (first 10): {row['disagreements']}")
+    print(f"{'':<22} CPU per candidate (all processes): executor {row['executor_cpu_ms_per_cand']:.3f} ms, "
+          f"baseline {row['baseline_cpu_ms_per_cand']:.3f} ms, ratio {row['cpu_ratio']:.2f}x")
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--mbpp", type=Path, default=DEFAULT_MBPP)
+    ap.add_argument("--repeat", type=int, default=3, help="executor passes over each set (best is reported)")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON")
+    ap.add_argument("--baseline-timeout", type=float, default=120.0, help="wall-clock seconds per baseline run")
+    ap.add_argument("--sets", default="trivial,mbpp_references,mbpp_without_task_123",
+                    help="comma-separated subset of the sets to run")
+    args = ap.parse_args()
+
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, workers={args.workers}, "
+          f"load average at start {os.getloadavg()[0]:.2f}")
+    sets = [("trivial", trivial_set())]
+    if args.mbpp.exists():
+        mbpp = mbpp_set(args.mbpp)
+        sets += [("mbpp_references", mbpp), ("mbpp_without_task_123", [x for x in mbpp if x[0].id != "mbpp/123"])]
+    else:
+        print(f"(MBPP not found at {args.mbpp}: skipping set b)")
+
+    wanted = set(args.sets.split(","))
+    sets = [x for x in sets if x[0] in wanted]
+    rows = []
+    with Executor(workers=args.workers, limits=ExecutionLimits(timeout_s=10.0)) as ex:
+        print(f"isolation: {ex.isolation}")
+        ex.run_batch(trivial_set(50))  # warm up the workers
+        for name, items in sets:
+            best = None
+            for _ in range(args.repeat):
+                run = sandbox(ex, items)
+                if best is None or run[1] < best[1]:
+                    best = run
+            # the baseline's timeout is wall-clock (as in common harnesses): keep it generous
+            # so that load on the machine does not turn slow references into failures
+            rows.append(report(name, items, best, baseline(items, args.workers, timeout=args.baseline_timeout)))
+    print(f"load average at end {os.getloadavg()[0]:.2f}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

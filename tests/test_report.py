@@ -1,0 +1,479 @@
+"""The report's computations on small synthetic runs: statistics, tables, summary, cost, training
+curves, refinement examples, figures, and the HTML (every number it shows comes from summary.json)."""
+
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from execrl.evaluation import evaluate_annotations
+from execrl.generation import GenerationSettings
+from execrl.passk import pass_at_k
+from execrl.problems import Problem
+from execrl.prompting import PromptConfig
+from execrl.report import cost, figures, refinements, stats, summary, tables, training
+from execrl.report.build import ReportInputs, build
+from execrl.report.evaluations import outcome_table, per_problem_table, read_tsv
+from execrl.srrl import SRRLSettings
+
+N = 4
+PROBLEMS = [
+    Problem(id=f"toy/{i}", prompt=f"Write f{i}(x).", test_type="assert", tests=[f"assert f{i}(1) == 1"], entry_point=f"f{i}")
+    for i in range(6)
+]
+# Passing samples per problem (out of N), per method and seed.
+PASSING = {
+    ("base", 0): [0, 0, 1, 2, 4, 0],
+    ("base", 1): [0, 1, 1, 2, 3, 0],
+    ("grpo", 0): [2, 0, 3, 4, 4, 0],
+    ("grpo", 1): [1, 0, 2, 4, 4, 0],
+    ("srrl", 0): [3, 1, 4, 4, 0, 0],
+    ("srrl", 1): [4, 2, 4, 3, 0, 0],
+}
+
+
+def annotations_for(passing):
+    records = []
+    for problem, c in zip(PROBLEMS, passing, strict=True):
+        for index in range(N):
+            status = "pass" if index < c else ("syntax_error" if index % 2 else "fail")
+            records.append(
+                {
+                    "problem_id": problem.id, "sample_index": index, "code": f"def {problem.entry_point}(x):\n    return {index}",
+                    "status": status, "tests_passed": int(status == "pass"), "tests_total": 1,
+                    "error_type": None if status == "pass" else "AssertionError", "error_message": None,
+                    "test_outcomes": [{"index": 0, "status": "pass" if status == "pass" else "fail"}], "trace": "",
+                }
+            )
+    return records
+
+
+@pytest.fixture(scope="module")
+def evaluations(tmp_path_factory):
+    root = tmp_path_factory.mktemp("eval")
+    paths = []
+    for (method, seed), passing in PASSING.items():
+        for split in ("train", "test"):
+            evaluation = evaluate_annotations(PROBLEMS, annotations_for(passing), ks=[1, 2, 4])
+            evaluation["run"] = {"dataset": "toy", "model": "m", "method": method, "seed": str(seed), "split": split}
+            path = root / f"{method}-{seed}-{split}.json"
+            path.write_text(json.dumps(evaluation))
+            paths.append(path)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def per_problem(evaluations):
+    return per_problem_table(evaluations)
+
+
+def test_pass_at_k_table_is_the_estimator():
+    table = stats.pass_at_k_table(5)
+    for c in range(6):
+        for k in range(1, 6):
+            assert table[c, k - 1] == pytest.approx(pass_at_k(5, c, k))
+
+
+def test_curves_match_the_evaluation_files(evaluations, per_problem):
+    curves = stats.pass_at_k_curves(per_problem, n_boot=300)
+    assert set(curves["k"]) == {1, 2, 3, 4}  # every k up to n, not only the configured ones
+    for path in evaluations:
+        evaluation = json.loads(Path(path).read_text())
+        run = evaluation["run"]
+        row = curves[(curves["method"] == run["method"]) & (curves["split"] == run["split"]) & (curves["k"] == 1)].iloc[0]
+        seeds = [json.loads(Path(p).read_text()) for p in evaluations]
+        same = [e["pass_at_k"]["1"] for e in seeds if e["run"]["method"] == run["method"] and e["run"]["split"] == run["split"]]
+        assert row["mean"] == pytest.approx(np.mean(same))
+        assert row["n_seeds"] == 2 and row["n_problems"] == len(PROBLEMS) and row["n_samples"] == N
+        assert row["sd_seeds"] == pytest.approx(np.std(same, ddof=1))
+    assert (curves["ci_low"] <= curves["mean"] + 1e-12).all() and (curves["mean"] <= curves["ci_high"] + 1e-12).all()
+
+
+def test_intervals_are_degenerate_when_every_problem_agrees():
+    frame = pd.DataFrame(
+        [{"dataset": "d", "model": "m", "method": "base", "seed": 0, "split": "test", "problem_id": f"p{i}", "n": 4, "c": 2}
+         for i in range(10)]
+    )
+    row = stats.pass_at_k_curves(frame, n_boot=200).query("k == 1").iloc[0]
+    assert row["mean"] == pytest.approx(0.5) and row["ci_low"] == pytest.approx(0.5) and row["ci_high"] == pytest.approx(0.5)
+    assert np.isnan(row["sd_seeds"])
+
+
+def test_intervals_are_reproducible_and_narrow_with_more_problems():
+    rng = np.random.default_rng(1)
+
+    def frame(problems):
+        return pd.DataFrame(
+            [{"dataset": "d", "model": "m", "method": "base", "seed": 0, "split": "test", "problem_id": f"p{i}", "n": 4,
+              "c": int(c)} for i, c in enumerate(rng.integers(0, 5, problems))]
+        )
+
+    small, large = frame(20), frame(400)
+    width = lambda f: (lambda r: r["ci_high"] - r["ci_low"])(stats.pass_at_k_curves(f, n_boot=500).query("k == 1").iloc[0])  # noqa: E731
+    assert width(large) < width(small)
+    assert stats.pass_at_k_curves(small, n_boot=200).equals(stats.pass_at_k_curves(small, n_boot=200))
+
+
+def test_comparison_counts_fixed_and_broken_problems(per_problem):
+    comparison = stats.compare_to_baseline(per_problem, n_boot=300)
+    test = comparison[(comparison["split"] == "test") & (comparison["k"] == 1)].set_index("method")
+    # base pooled over seeds: [0, 1, 2, 4, 7, 0] passes of 8; grpo [3, 0, 5, 8, 8, 0]; srrl [7, 3, 8, 7, 0, 0].
+    assert test.loc["grpo", "fixed"] == 1 and test.loc["grpo", "broken"] == 1
+    assert test.loc["srrl", "fixed"] == 1 and test.loc["srrl", "broken"] == 1
+    assert test.loc["grpo", "improved"] == 4 and test.loc["grpo", "worse"] == 1
+    assert test.loc["grpo", "baseline_solved"] == 4 and test.loc["grpo", "solved"] == 4
+    base = per_problem.query("method == 'base' and split == 'test'")["c"].mean() / N
+    grpo = per_problem.query("method == 'grpo' and split == 'test'")["c"].mean() / N
+    assert test.loc["grpo", "delta"] == pytest.approx(grpo - base)
+    assert test.loc["grpo", "ci_low"] <= test.loc["grpo", "delta"] <= test.loc["grpo", "ci_high"]
+
+
+def test_changed_problems_name_what_was_fixed_and_broken(per_problem):
+    changes = stats.changed_problems(per_problem).query("split == 'test'")
+    # base never passed toy/0 (grpo did) and toy/1 passed under base but never under grpo.
+    assert set(changes.query("method == 'grpo'").itertuples(index=False, name=None)) == {
+        ("toy", "m", "test", "grpo", "fixed", "toy/0"), ("toy", "m", "test", "grpo", "broken", "toy/1"),
+    }
+    assert set(changes.query("method == 'srrl'")["problem_id"]) == {"toy/0", "toy/4"}
+
+
+def test_a_method_better_on_every_problem_has_an_interval_above_zero():
+    rows = []
+    for method, c in (("base", 1), ("dpo", 3)):
+        for i in range(30):
+            rows.append({"dataset": "d", "model": "m", "method": method, "seed": 0, "split": "test",
+                         "problem_id": f"p{i}", "n": 4, "c": c + (i % 2)})
+    comparison = stats.compare_to_baseline(pd.DataFrame(rows), n_boot=300).query("k == 1").iloc[0]
+    assert comparison["delta"] == pytest.approx(0.5) and comparison["ci_low"] > 0
+    assert summary.verdict(comparison["ci_low"], comparison["ci_high"]) == "helped"
+    assert summary.verdict(-0.2, -0.1) == "hurt" and summary.verdict(-0.1, 0.1) == "no clear difference"
+
+
+def test_outcome_table_counts_every_status(evaluations):
+    outcomes = outcome_table(evaluations)
+    per_run = outcomes.groupby(["method", "seed", "split"])["count"].sum()
+    assert (per_run == len(PROBLEMS) * N).all()
+    assert set(outcomes["status"]) == {"pass", "fail", "error", "timeout", "syntax_error"}
+
+
+def test_summary_table_has_one_row_per_method_and_formats_once(evaluations, per_problem):
+    curves = stats.pass_at_k_curves(per_problem, n_boot=200)
+    comparison = stats.compare_to_baseline(per_problem, n_boot=200)
+    records = tables.summary_records(
+        curves, comparison, outcome_table(evaluations), ks=[1, 2, 4], changes=stats.changed_problems(per_problem)
+    )
+    columns, rows = tables.main_table_rows(records, "test", [1, 2, 4])
+    assert [r["attrs"]["method"] for r in rows] == ["base", "grpo", "srrl"]
+    base = next(r for r in records if r["method"] == "base" and r["split"] == "test")
+    first = base["pass_at_k"]["1"]
+    assert rows[0]["cells"]["pass@1"] == f"{first['mean']:.3f} ± {first['sd']:.3f}"
+    assert rows[0]["cells"]["Δ pass@1 vs base"] == tables.MISSING
+    assert rows[1]["cells"]["fixed / broke"] == "1 / 1"
+    grpo = next(r for r in records if r["method"] == "grpo" and r["split"] == "test")["vs_baseline"]
+    assert grpo["fixed_problems"] == ["toy/0"] and grpo["broken_problems"] == ["toy/1"]
+    assert list(tables.changes_frame(records, "test")["fixed"]) == ["toy/0", "toy/0"]
+    assert sum(base["outcomes"].values()) == pytest.approx(1.0)
+
+
+def test_formatting_helpers():
+    assert tables.fmt(float("nan")) == tables.MISSING and tables.fmt(None) == tables.MISSING
+    assert tables.fmt_mean_sd(0.5, float("nan")) == "0.500" and tables.fmt_mean_sd(0.5, 0.01) == "0.500 ± 0.010"
+    assert tables.fmt_interval(-0.1, 0.2, signed=True) == "[-0.100, +0.200]"
+    assert tables.markdown_table(["a|b"], [["x"]]).splitlines()[0] == "| a\\|b |"
+
+
+def write_benchmark(path, seconds, cpu):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+        f"{seconds}\t0:00:01\t100.0\t200\t50\t60\t0\t0\t50\t{cpu}\n"
+    )
+
+
+def test_cost_tables_attribute_jobs_to_rules_and_methods(tmp_path):
+    root = tmp_path / "benchmarks"
+    write_benchmark(root / "train_grpo/d/big/0.tsv", 3600, 7200)
+    write_benchmark(root / "train_dpo/d/big/0.tsv", 1800, 1800)
+    write_benchmark(root / "build_rl_dataset/d/big/0.tsv", 36, 36)
+    write_benchmark(root / "generate_candidates/d/big/grpo/0/test.tsv", 360, 360)
+    write_benchmark(root / "prepare_dataset/d/test.tsv", 10, 5)
+    write_benchmark(root / "summarize_evaluations.tsv", 1, 1)
+    (root / "annotate_candidates/d/big/base/0").mkdir(parents=True)
+    (root / "annotate_candidates/d/big/base/0/test.tsv").write_text("s\tcpu_time\tmax_rss\nNA\t-\tNA\n")
+    stages = {"train_grpo": "train", "train_dpo": "train", "generate_candidates": "generate", "prepare_dataset": "data",
+              "build_rl_dataset": "data", "annotate_candidates": "execute"}
+    jobs = cost.job_table(root, stages, {"big": 7.0})
+    by_rule = jobs.set_index("rule")
+    assert by_rule.loc["train_grpo", "method"] == "grpo" and by_rule.loc["build_rl_dataset", "method"] == "dpo"
+    assert by_rule.loc["generate_candidates", "method"] == "grpo" and by_rule.loc["generate_candidates", "model"] == "big"
+    assert by_rule.loc["train_grpo", "gpus"] == 1 and by_rule.loc["train_grpo", "gpu_h"] == pytest.approx(1.0)
+    assert by_rule.loc["prepare_dataset", "gpus"] == 0 and by_rule.loc["summarize_evaluations", "phase"] == "report"
+    assert np.isnan(by_rule.loc["annotate_candidates", "wall_s"])
+    rules = cost.per_rule(jobs).set_index("rule")
+    assert rules.loc["train_grpo", "cpu_h"] == pytest.approx(2.0) and rules.index[0] == "train_grpo"
+    methods = cost.per_method(jobs).set_index("method")
+    assert methods.loc["dpo", "training_wall_h"] == pytest.approx(0.51)
+    assert methods.loc["grpo", "evaluation_wall_h"] == pytest.approx(0.1)
+    assert cost.totals(jobs)["jobs"] == 7
+    assert cost.job_table(tmp_path / "missing", stages, {}).empty
+
+
+def test_a_tiny_model_bills_no_gpu_hours(tmp_path):
+    write_benchmark(tmp_path / "train_srrl/d/tiny/0.tsv", 100, 150)
+    jobs = cost.job_table(tmp_path, {"train_srrl": "train"}, {"tiny": 0.003})
+    assert jobs.iloc[0]["gpus"] == 0 and jobs.iloc[0]["gpu_h"] == 0
+
+
+def write_metrics(path, records):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+@pytest.fixture
+def metrics_files(tmp_path):
+    grpo = [{"step": s, "elapsed_s": s * 2.0, "loss": 0.1 / s, "reward": s / 10, "rewards/binary/mean": s / 10,
+             "execution/pass_rate": s / 10, "completions/mean_length": 20 + s} for s in range(1, 9)]
+    grpo.append({"step": 4, "elapsed_s": 8.5, "interval_eval/pass_at_1": 0.25})
+    grpo.append({"step": 8, "elapsed_s": 17.0, "train_runtime": 17.0, "train_loss": 0.05})
+    srrl = [{**r, "srrl/c1_pass_rate": 0.1 * s, "srrl/c2_pass_rate": 0.05 * s} for s, r in enumerate(grpo[:8], start=1)]
+    dpo = [{"step": s, "elapsed_s": float(s), "loss": 0.7 - 0.05 * s, "rewards/margins": 0.1 * s, "rewards/accuracies": 0.5 + 0.05 * s}
+           for s in range(1, 5)]
+    sft = [{"step": 10 * s, "elapsed_s": float(s), "loss": 3.0 / s, "mean_token_accuracy": 0.2 * s} for s in range(1, 4)]
+    root = tmp_path / "results" / "training" / "toy" / "m"
+    manifest = tmp_path / "results" / "rl_data" / "toy" / "m" / "0" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"n_candidates": 96, "n_problems": 12, "n_duplicate_candidates": 3, "n_pairs": 20,
+                                    "pairs_by_kind": {"pass_vs_fail": 20}, "n_problems_with_pairs": 7,
+                                    "problems_without_pairs": {"all_pass": {"count": 2, "examples": []},
+                                                               "none_pass": {"count": 3, "examples": []}}}))
+    return {
+        "metrics": [write_metrics(root / "grpo/0/metrics.jsonl", grpo), write_metrics(root / "srrl/0/metrics.jsonl", srrl),
+                    write_metrics(root / "dpo/0/metrics.jsonl", dpo)],
+        "sft": write_metrics(root / "sft/metrics.jsonl", sft),
+        "manifest": manifest,
+    }
+
+
+GRPO = {"prompts_per_step": 4, "num_generations": 8, "gradient_accumulation_steps": 2, "num_iterations": 2}
+
+
+def test_training_metrics_in_long_format(metrics_files):
+    assert training.parse_run("results/training/d/m/srrl/3/metrics.jsonl") == {"dataset": "d", "model": "m", "method": "srrl", "seed": 3}
+    assert training.parse_run("x/results/training/d/m/sft/metrics.jsonl")["method"] == "sft"
+    with pytest.raises(ValueError):
+        training.parse_run("results/eval/d/m/grpo/0/test.json")
+    offline = training.offline_samples([metrics_files["manifest"]])
+    assert offline == {("toy", "m", 0): 96.0}
+    metrics = training.metrics_table([*metrics_files["metrics"], metrics_files["sft"]], GRPO, offline)
+    grpo = metrics.query("method == 'grpo' and metric == 'reward'")
+    assert list(grpo["samples"]) == [32.0 * s for s in range(1, 9)]  # 4 × 8 × 2 / 2 per step
+    assert set(metrics.query("method == 'dpo'")["samples"]) == {96.0}
+    assert metrics.query("method == 'sft'")["samples"].isna().all()
+    assert metrics.query("metric == 'interval_eval/pass_at_1'")["step"].tolist() == [4]
+    panels = [key for key, _ in training.panels_for(metrics[metrics["method"] != "sft"])]
+    assert panels[:3] == ["reward", "rewards/binary/mean", "execution/pass_rate"]
+    assert "rewards/margins" in panels and "rewards/chosen" not in panels
+    assert training.metrics_table(metrics_files["metrics"][:1])["samples"].isna().all()  # without GRPO settings
+
+    summary_frame = training.training_summary(metrics).set_index("method")
+    assert summary_frame.loc["grpo", "steps"] == 8 and summary_frame.loc["grpo", "samples_drawn"] == 256
+    assert summary_frame.loc["srrl", "final_c2_pass_rate"] == pytest.approx(0.4)
+    assert summary_frame.loc["dpo", "final_preference_accuracy"] == pytest.approx(0.7)
+    assert training.smoothing_window(7) == 1 and training.smoothing_window(200) == 10
+
+
+def test_every_figure_renders(tmp_path, evaluations, per_problem, metrics_files):
+    curves = stats.pass_at_k_curves(per_problem, n_boot=100)
+    metrics = training.metrics_table([*metrics_files["metrics"], metrics_files["sft"]], GRPO, {("toy", "m", 0): 96.0})
+    diversity = pd.DataFrame(
+        [{"dataset": "toy", "model": "m", "method": m, "seed": 0, "split": "test", "problem_id": f"p{i}", "n": 4,
+          "distinct_programs": 1 + i % 4, "distinct_passing": 1, "mean_similarity": 0.5, "mean_jaccard": 0.4, "n_pairs": 6}
+         for m in ("base", "grpo") for i in range(5)]
+    )
+    write_benchmark(tmp_path / "bench/train_grpo/toy/m/0.tsv", 60, 100)
+    jobs = cost.job_table(tmp_path / "bench", {"train_grpo": "train"}, {"m": 7.0})
+    made = {
+        "pass_at_k": figures.pass_at_k_figure(curves),
+        "per_problem": figures.per_problem_figure(stats.problem_rates(per_problem)),
+        "per_problem_without_base": figures.per_problem_figure(stats.problem_rates(per_problem.query("method != 'base'"))),
+        "outcomes": figures.outcomes_figure(outcome_table(evaluations)),
+        "training_steps": figures.training_figure(metrics, x="step"),
+        "training_samples": figures.training_figure(metrics, x="samples"),
+        "training_none": figures.training_figure(metrics.query("method == 'sft'")),
+        "srrl": figures.srrl_figure(metrics),
+        "srrl_none": figures.srrl_figure(metrics.query("method != 'srrl'")),
+        "warm_start": figures.warm_start_figure(metrics),
+        "diversity": figures.diversity_figure(diversity),
+        "cost": figures.cost_figure(cost.per_rule(jobs)),
+        "cost_none": figures.cost_figure(cost.per_rule(jobs.iloc[:0])),
+    }
+    for name, figure in made.items():
+        path = tmp_path / f"{name}.png"
+        figures.save(figure, path)
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+class FakeBackend:
+    name = "fake"
+    tokenizer = None
+
+    def __init__(self):
+        self.prompts = None
+
+    def generate(self, prompts, settings):
+        self.prompts = prompts
+        return [[f"def f{i}(x):\n    return {s}" for s in range(settings.num_samples)] for i in range(len(prompts))]
+
+
+class FakeResult:
+    def __init__(self, passed):
+        self.passed = passed
+
+    def to_dict(self):
+        status = "pass" if self.passed else "fail"
+        return {"status": status, "tests_passed": int(self.passed), "tests_total": 1, "error_type": None, "error_message": None}
+
+
+class FakeExecutor:
+    def run_batch(self, items):
+        return [FakeResult(code.endswith("return 1")) for _, code in items]
+
+
+def test_refinement_examples_take_failure_kinds_in_turn_and_sample_c2():
+    problems = [Problem(id=f"p/{i}", prompt=f"Write f{i}(x).", test_type="assert", tests=[f"assert f{i}(1) == 1"], entry_point=f"f{i}")
+                for i in range(6)]
+    statuses = ["fail", "fail", "syntax_error", "pass", "error", "fail"]
+    annotations = [
+        {"problem_id": p.id, "sample_index": 0, "code": "x", "status": s, "tests_passed": 0, "tests_total": 1,
+         "error_type": "E", "error_message": "m", "trace": "", "test_outcomes": [{"index": 0, "status": "fail"}]}
+        for p, s in zip(problems, statuses, strict=True)
+    ]
+    chosen = refinements.select_failed_attempts(problems, annotations, 3)
+    assert [p.id for p, _ in chosen] == ["p/0", "p/4", "p/2"]  # wrong answer, runtime error, syntax error
+    assert refinements.select_failed_attempts(problems, annotations, 10)[-1][0].id == "p/5"
+    assert len(refinements.select_failed_attempts(problems, annotations, 10)) == 5
+
+    backend = FakeBackend()
+    records = refinements.sample_refinements(
+        chosen, backend, GenerationSettings(num_samples=2), PromptConfig(template="{prompt}\n{tests}\n", num_tests_shown=1),
+        SRRLSettings(), FakeExecutor(),
+    )
+    assert len(records) == 3 and all(len(r["c2"]) == 2 for r in records)
+    assert "A previous attempt" in records[0]["refinement_message"] and records[0]["refinement_prompt"] == backend.prompts[0]
+    assert records[0]["c1"]["status"] == "fail" and records[0]["c2"][1]["status"] == "pass"
+    row = refinements.refinement_summary(records, {"method": "srrl"})
+    assert row["c2_pass_rate"] == pytest.approx(0.5) and row["prompts_fixed"] == 3 and row["prompts"] == 3
+    assert refinements.sample_refinements([], backend, GenerationSettings(), PromptConfig(), SRRLSettings(), FakeExecutor()) == []
+
+
+class TableParser(HTMLParser):
+    """Rows of one table (by id) as lists of cell texts, with each row's data-* attributes."""
+
+    def __init__(self, table_id):
+        super().__init__()
+        self.table_id, self.inside, self.rows, self.cell = table_id, False, [], None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table" and attrs.get("id") == self.table_id:
+            self.inside = True
+        elif self.inside and tag == "tr":
+            self.rows.append(({k[5:]: v for k, v in attrs.items() if k.startswith("data-")}, []))
+        elif self.inside and tag in ("td", "th"):
+            self.cell = ""
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self.inside = False
+        elif self.inside and tag in ("td", "th") and self.cell is not None:
+            self.rows[-1][1].append(self.cell.strip())
+            self.cell = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell += data
+
+
+def parse_table(page, table_id):
+    parser = TableParser(table_id)
+    parser.feed(page)
+    header, *rows = parser.rows
+    return header[1], rows
+
+
+def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_problem, metrics_files):
+    from execrl.evaluation import summary_table
+
+    (tmp_path / "t").mkdir()
+    paths = {name: tmp_path / "t" / f"{name}.tsv" for name in ("pass_at_k", "curves", "comparison", "outcomes", "training", "cost", "per_problem")}
+    summary_table(evaluations).to_csv(paths["pass_at_k"], sep="\t", index=False)
+    stats.pass_at_k_curves(per_problem, n_boot=100).to_csv(paths["curves"], sep="\t", index=False)
+    stats.compare_to_baseline(per_problem, n_boot=100).to_csv(paths["comparison"], sep="\t", index=False)
+    outcome_table(evaluations).to_csv(paths["outcomes"], sep="\t", index=False)
+    per_problem.to_csv(paths["per_problem"], sep="\t", index=False)
+    metrics = training.metrics_table(metrics_files["metrics"], GRPO)
+    training.training_summary(metrics).to_csv(paths["training"], sep="\t", index=False)
+    write_benchmark(tmp_path / "bench/train_grpo/toy/m/0.tsv", 60, 100)
+    cost.job_table(tmp_path / "bench", {"train_grpo": "train"}, {"m": 0.5}).to_csv(paths["cost"], sep="\t", index=False)
+    figure = tmp_path / "fig.png"
+    figures.save(figures.message_figure("a figure"), figure)
+    refinement = tmp_path / "results/analysis/refinements/toy/m/srrl/0.jsonl"
+    refinement.parent.mkdir(parents=True)
+    refinement.write_text(json.dumps({
+        "problem_id": "toy/0", "problem": "Write f0(x).", "c1": {"code": "<script>x</script>", "status": "fail"},
+        "refinement_message": "fix it", "refinement_prompt": "fix it", "c2": [{"code": "ok", "status": "pass", "tests_passed": 1, "tests_total": 1}],
+    }) + "\n")
+    page, record, markdown = build(
+        ReportInputs(pass_at_k=str(paths["pass_at_k"]), curves=str(paths["curves"]), comparison=str(paths["comparison"]),
+                     outcomes=str(paths["outcomes"]), training=str(paths["training"]), cost_jobs=str(paths["cost"]),
+                     per_problem=str(paths["per_problem"]),
+                     figures={"pass_at_k": str(figure), "cost": str(figure)}, refinements=[str(refinement)],
+                     manifests=[str(metrics_files["manifest"])]),
+        title="A <title>", experiment={"name": "toy", "eval_splits": ["train", "test"]}, config={"k": 1}, ks=[1, 2, 4], n_boot=100,
+    )
+    json.dumps(record, allow_nan=False)  # strict JSON as written
+    assert summary.json_safe({"a": [float("nan"), np.float64(1.5), np.int64(2)]}) == {"a": [None, 1.5, 2]}
+    assert record["main_split"] == "test" and len(record["findings"]) == 4
+    assert record["findings"][-1] == (
+        "toy · m: c2 pass rate on refinements of failed base attempts (1 prompts per seed): srrl 1.000 (1 samples)."
+    )
+    assert page.count('src="data:image/png;base64,') == 2 and not re.search(r"https?://", page)
+    assert "A &lt;title&gt;" in page and "<script>x</script>" not in page
+    header, rows = parse_table(page, "summary-table")
+    assert [attrs["method"] for attrs, _ in rows] == ["base", "grpo", "srrl"]
+    for attrs, cells in rows:
+        shown = dict(zip(header, cells, strict=True))
+        mine = next(r for r in record["summary"] if r["method"] == attrs["method"] and r["split"] == "test")
+        for k in ("1", "2", "4"):
+            value = mine["pass_at_k"][k]
+            assert shown[f"pass@{k}"] == tables.fmt_mean_sd(value["mean"], value["sd"])
+            assert shown[f"pass@{k}"] in markdown
+        if attrs["method"] != "base":
+            assert shown["Δ pass@1 vs base"] == tables.fmt_signed(mine["vs_baseline"]["delta_pass_at_1"])
+    for sentence in record["findings"]:
+        assert sentence.replace("'", "&#x27;") in page and sentence in markdown
+    assert record["rl_data"][0]["pairs"] == 20
+    assert 'id="changed-problems"' in page and "toy/0" in page
+    assert record["refinements"][0]["c2_pass_rate"] == 1.0
+    assert record["cost"]["total"]["jobs"] == 1
+
+
+def test_legacy_pass_at_k_rows_and_main_split():
+    table = pd.DataFrame(
+        [{"dataset": "d", "model": "m", "method": "base", "seed": s, "split": "test", "k": 1, "pass_at_k": v} for s, v in ((0, 0.2), (1, 0.4))]
+    )
+    (row,) = summary.legacy_pass_at_k_rows(table)
+    assert row["mean"] == pytest.approx(0.3) and row["n_seeds"] == 2 and row["sd"] == pytest.approx(np.std([0.2, 0.4], ddof=1))
+    assert summary.main_split(["train"]) == "train" and summary.main_split(["train", "test"]) == "test"
+
+
+def test_read_tsv_keeps_names_as_text(tmp_path):
+    path = tmp_path / "t.tsv"
+    pd.DataFrame([{"dataset": "1", "model": "007", "method": "base", "seed": 0, "split": "test"}]).to_csv(path, sep="\t", index=False)
+    frame = read_tsv(path)
+    assert frame.loc[0, "model"] == "007" and frame.loc[0, "seed"] == 0

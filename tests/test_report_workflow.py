@@ -1,0 +1,233 @@
+"""The report of a finished (reduced) embedded-default run: it renders offline in headless
+Chromium with every figure loaded, shows summary.json's numbers, and rebuilding it reruns
+nothing upstream."""
+
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, copy_workflow, run_snakemake
+from test_workflow import REDUCED, deep_update
+
+pytestmark = pytest.mark.slow
+
+ARTIFACTS = REPO / "test-artifacts"
+METHODS = ["base", "grpo", "srrl"]
+# The reduced tiny model passes nothing, so DPO would have no preference pairs: it stays out here
+# (its report parts are covered by tests/test_report.py). GRPO and SRRL train for a few steps.
+REPORT_RUN = deep_update(
+    json.loads(json.dumps(REDUCED)),
+    {
+        "experiment": {"name": "reduced-report", "methods": METHODS, "seeds": [0], "eval_splits": ["train", "test"]},
+        "evaluation": {"max_problems": 32},
+        "grpo": {
+            "num_generations": 4, "prompts_per_step": 4, "max_steps": 4, "save_steps": 2,
+            "eval_every": 2, "eval_problems": 8, "max_completion_length": 24,
+        },
+        "report": {"title": "reduced report", "bootstrap_samples": 200, "refinement_prompts": 4},
+    },
+)
+REPORT_RULES = {"render_report"}
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-extensions", "--mute-audio",
+    # No network: every name resolves to nothing and any proxy use fails.
+    "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9",
+]
+# Runs after the page has loaded: records, into the DOM, whether every figure decoded.
+CHECK_SCRIPT = """
+<script>
+window.addEventListener("load", function () {
+  var images = Array.prototype.slice.call(document.querySelectorAll("img"));
+  var out = document.createElement("pre");
+  out.id = "figure-check";
+  out.textContent = JSON.stringify({
+    height: document.documentElement.scrollHeight,
+    images: images.map(function (img) {
+      return {id: img.id, complete: img.complete, width: img.naturalWidth, height: img.naturalHeight};
+    })
+  });
+  document.body.appendChild(out);
+});
+</script>
+"""
+
+
+def find_chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.fail("Chromium is not installed: install Debian's `chromium` package (apt-get install chromium); CI's .ci/run installs it")
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """Checked before the run so that a missing browser fails at once."""
+    return find_chromium()
+
+
+def run_chromium(browser: str, *args: str, profile: Path, timeout: int = 180) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+        capture_output=True, text=True, timeout=timeout,
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"chromium failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    return result
+
+
+def planned_jobs(workdir: Path, overlay: dict | None = None) -> dict[str, int]:
+    config = deep_update(json.loads(json.dumps(REPORT_RUN)), overlay or {})
+    (workdir / "config" / "report-test.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(workdir, "-n", "--configfile", "config/report-test.yaml")
+    if "Nothing to be done" in result.stdout + result.stderr:
+        return {}
+    table = result.stdout.split("Job stats:")[1].split("total")[0]
+    jobs = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
+    jobs.pop("all", None)  # the default target's own job
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    workdir = copy_workflow(tmp_path_factory.mktemp("report-run"))
+    (workdir / "config" / "report-test.yaml").write_text(yaml.safe_dump(REPORT_RUN))
+    run_snakemake(workdir, "--configfile", "config/report-test.yaml")  # rule all: report, summary.json, summary.md
+    return workdir
+
+
+class SummaryTable(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.inside, self.header, self.rows, self.cell = False, [], [], None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table" and attrs.get("id") == "summary-table":
+            self.inside = True
+        elif self.inside and tag == "tr" and "data-method" in attrs:
+            self.rows.append((attrs, []))
+        elif self.inside and tag in ("td", "th"):
+            self.cell = ""
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self.inside = False
+        elif self.inside and tag in ("td", "th") and self.cell is not None:
+            (self.rows[-1][1] if tag == "td" else self.header).append(self.cell.strip())
+            self.cell = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell += data
+
+
+def summary_rows(page: str) -> tuple[list[str], list[tuple[dict, list[str]]]]:
+    parser = SummaryTable()
+    parser.feed(page)
+    return parser.header, parser.rows
+
+
+def test_report_renders_offline_in_headless_chromium(chromium, finished_run, tmp_path):
+    report = finished_run / "results" / "report.html"
+    page = report.read_text(encoding="utf-8")
+    assert not re.search(r"https?://", page), "the report must not reference anything online"
+    assert not re.search(r"""(src|href)\s*=\s*["'](?!data:|#)""", page), "every asset must be embedded"
+    n_figures = page.count('class="figure"')
+    assert n_figures >= 9  # pass@k, problems, outcomes, two training, SRRL, warm start, diversity, cost
+
+    probe = tmp_path / "report-probe.html"
+    probe.write_text(page.replace("</body>", CHECK_SCRIPT + "</body>"), encoding="utf-8")
+    dom = run_chromium(chromium, "--virtual-time-budget=15000", "--dump-dom", probe.as_uri(), profile=tmp_path / "profile-dom").stdout
+    match = re.search(r'<pre id="figure-check">(.*?)</pre>', dom, re.DOTALL)
+    assert match, f"the page's load handler did not run:\n{dom[-2000:]}"
+    check = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    figures = [image for image in check["images"] if image["id"].startswith("fig-")]
+    assert len(figures) == n_figures
+    broken = [image for image in figures if not (image["complete"] and image["width"] > 0 and image["height"] > 0)]
+    assert not broken, f"figures that did not load: {broken}"
+
+    _, rows = summary_rows(dom)
+    assert sorted(attrs["data-method"] for attrs, _ in rows) == sorted(METHODS)
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copyfile(report, ARTIFACTS / "report.html")
+    height = min(max(int(check["height"]), 800), 16000)
+    screenshot = ARTIFACTS / "report.png"
+    screenshot.unlink(missing_ok=True)
+    run_chromium(
+        chromium,
+        f"--screenshot={screenshot}", f"--window-size=1280,{height}", "--hide-scrollbars", "--virtual-time-budget=15000",
+        report.as_uri(), profile=tmp_path / "profile-shot",
+    )
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_and_summary_json_agree(finished_run):
+    results = finished_run / "results"
+    page = (results / "report.html").read_text(encoding="utf-8")
+    summary = json.loads((results / "summary.json").read_text())
+    markdown = (results / "summary.md").read_text()
+    assert summary["main_split"] == "test" and summary["title"] == "reduced report"
+    header, rows = summary_rows(page)
+    assert [attrs["data-method"] for attrs, _ in rows] == METHODS
+    for attrs, cells in rows:
+        shown = dict(zip(header, cells, strict=True))
+        record = next(r for r in summary["summary"] if r["method"] == attrs["data-method"] and r["split"] == "test")
+        evaluation = json.loads((results / f"eval/builtin/tiny/{attrs['data-method']}/0/test.json").read_text())
+        assert record["n_problems"] == evaluation["n_problems"] and record["n_samples"] == evaluation["n_samples"]
+        for k, value in record["pass_at_k"].items():
+            assert value["mean"] == pytest.approx(evaluation["pass_at_k"][k])
+            assert shown[f"pass@{k}"] == f"{value['mean']:.3f}"  # one seed: no ± sd
+            assert value["ci_low"] <= value["mean"] <= value["ci_high"]
+        assert shown["seeds"] == "1"
+        if attrs["data-method"] != "base":
+            versus = record["vs_baseline"]
+            assert shown["Δ pass@1 vs base"] == f"{versus['delta_pass_at_1']:+.3f}"
+            assert shown["fixed / broke"] == f"{versus['fixed']} / {versus['broken']}"
+        assert "| " + " | ".join(cells) + " |" in markdown
+    for sentence in summary["findings"]:
+        assert sentence in markdown
+    assert {r["method"] for r in summary["refinements"]} == {"srrl", "base"}
+    assert {r["method"] for r in summary["training"]} == {"grpo", "srrl"}
+    assert summary["cost"]["total"]["jobs"] > 20 and summary["cost"]["total"]["gpu_h"] == 0
+
+
+def test_snakemake_report_has_the_figures_with_captions(finished_run):
+    run_snakemake(finished_run, "--configfile", "config/report-test.yaml", "--report", "results/provenance.zip")
+    import zipfile
+
+    with zipfile.ZipFile(finished_run / "results" / "provenance.zip") as archive:
+        names = archive.namelist()
+    for figure in ("pass_at_k.png", "per_problem.png", "training_steps.png", "srrl_c1_c2.png", "cost.png", "summary.md"):
+        assert any(name.endswith(figure) for name in names), figure
+
+
+def test_rebuilding_the_report_touches_nothing_upstream(finished_run):
+    assert planned_jobs(finished_run) == {}
+    assert set(planned_jobs(finished_run, {"report": {"title": "another title"}})) == REPORT_RULES
+    assert set(planned_jobs(finished_run, {"report": {"bootstrap_samples": 300}})) == {
+        "bootstrap_pass_at_k", "plot_pass_at_k", "render_report",
+    }
+    assert set(planned_jobs(finished_run, {"report": {"refinement_prompts": 2}})) == {
+        "sample_refinements", "summarize_cost", "render_report",
+    }
+
+    # Rebuild for real with a new title: only the report's own outputs change.
+    results = finished_run / "results"
+    before = {path: path.stat().st_mtime_ns for path in results.rglob("*") if path.is_file()}
+    config = deep_update(json.loads(json.dumps(REPORT_RUN)), {"report": {"title": "another title"}})
+    (finished_run / "config" / "report-test.yaml").write_text(yaml.safe_dump(config))
+    run_snakemake(finished_run, "--configfile", "config/report-test.yaml")
+    changed = {
+        str(path.relative_to(results)) for path, mtime in before.items() if not path.exists() or path.stat().st_mtime_ns != mtime
+    }
+    assert changed == {"report.html", "summary.json", "summary.md"}
+    assert "another title" in (results / "report.html").read_text(encoding="utf-8")
