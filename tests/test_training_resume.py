@@ -62,6 +62,8 @@ def test_killed_dpo_job_resumes_from_its_checkpoint(tmp_path):
     saved_step = max(json.loads(p.read_text())["global_step"] for p in checkpoints(workdir))
     assert saved_step >= 3
 
+    # The killed scheduler left its lock behind, as a killed session would.
+    run_snakemake(workdir, "--unlock", "--configfile", "config/test.yaml")
     run_snakemake(workdir, ADAPTER, "--configfile", "config/test.yaml", "--rerun-incomplete")
     log = (workdir / "logs/train_dpo/builtin/tiny/0.log").read_text()
     assert "resuming from" in log and "checkpoint-" in log

@@ -78,7 +78,7 @@ def pass_at_k_figure(curves: pd.DataFrame) -> Figure:
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_xticks(ticks)
         ax.set_xticklabels([str(t) for t in ticks])
-        ax.set_ylim(0, 1)
+        ax.set_ylim(-0.02, 1.02)  # lines at 0 or 1 stay visible
     grid.set_axis_labels("k (samples per problem)", "pass@k")
     grid.set_titles("{col_name}")
     handles = [plt.Line2D([], [], color=METHOD_COLORS.get(m), marker="o", label=m) for m in methods]
@@ -247,7 +247,7 @@ def srrl_figure(metrics: pd.DataFrame) -> Figure:
         palette=palette, col="run", kind="line", height=3.2, aspect=1.6,
         errorbar="sd" if data["seed"].nunique() > 1 else None, facet_kws={"sharey": True},
     )
-    grid.set(ylim=(0, 1))
+    grid.set(ylim=(-0.02, 1.02))
     grid.set_axis_labels("optimiser step", "training pass rate")
     grid.set_titles("{col_name}")
     sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 1.08), ncol=3, title=None, frameon=False)
