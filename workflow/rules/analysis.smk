@@ -10,12 +10,13 @@ rule analyze_diversity:
         "logs/analyze_diversity/{dataset}/{model}/{method}/{seed}/{split}.log",
     benchmark:
         "benchmarks/analyze_diversity/{dataset}/{model}/{method}/{seed}/{split}.tsv"
-    params:
-        max_pairs=200,
+    conda:
+        "../envs/report.yaml"
     resources:
         mem_mb=resource("report", "mem_mb"),
         runtime=resource("report", "runtime"),
-    conda: "../envs/report.yaml"
+    params:
+        max_pairs=200,
     script:
         "../scripts/analyze_diversity.py"
 
@@ -31,6 +32,15 @@ rule sample_refinements:
         "logs/sample_refinements/{dataset}/{model}/{method}/{seed}.log",
     benchmark:
         "benchmarks/sample_refinements/{dataset}/{model}/{method}/{seed}.tsv"
+    conda:
+        "../envs/generate.yaml"
+    threads: 2
+    resources:
+        gpu=resource("generate", "gpu"),
+        gpu_model=gpu_model,
+        cpus_per_task=resource("generate", "cpus_per_task"),
+        mem_mb=resource("generate", "mem_mb"),
+        runtime=resource("generate", "runtime"),
     params:
         model_path=get_policy_model_path,
         backend=config["generation"]["backend"],
@@ -39,14 +49,6 @@ rule sample_refinements:
         srrl=config["srrl"],
         execution=config["execution"],
         prompts=config["report"]["refinement_prompts"],
-    threads: 2
-    resources:
-        gpu=resource("generate", "gpu"),
-        gpu_model=gpu_model,
-        cpus_per_task=resource("generate", "cpus_per_task"),
-        mem_mb=resource("generate", "mem_mb"),
-        runtime=resource("generate", "runtime"),
-    conda: "../envs/generate.yaml"
     script:
         "../scripts/sample_refinements.py"
 
@@ -69,13 +71,14 @@ rule bootstrap_pass_at_k:
         "logs/bootstrap_pass_at_k.log",
     benchmark:
         "benchmarks/bootstrap_pass_at_k.tsv"
-    params:
-        n_boot=config["report"]["bootstrap_samples"],
-        seed=0,
+    conda:
+        "../envs/report.yaml"
     resources:
         mem_mb=resource("report", "mem_mb"),
         runtime=resource("report", "runtime"),
-    conda: "../envs/report.yaml"
+    params:
+        n_boot=config["report"]["bootstrap_samples"],
+        seed=0,
     script:
         "../scripts/bootstrap_pass_at_k.py"
 
@@ -102,13 +105,14 @@ rule summarize_cost:
         "logs/summarize_cost.log",
     benchmark:
         "benchmarks/summarize_cost.tsv"
+    conda:
+        "../envs/report.yaml"
+    resources:
+        mem_mb=resource("report", "mem_mb"),
+        runtime=resource("report", "runtime"),
     params:
         root="benchmarks",
         stages=RULE_STAGES,
         model_sizes=get_model_sizes(),
-    resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
-    conda: "../envs/report.yaml"
     script:
         "../scripts/summarize_cost.py"

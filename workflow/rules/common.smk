@@ -3,7 +3,6 @@ from snakemake.utils import validate
 from execrl.config import check_references
 from execrl.resources import stage_resources
 
-
 validate(config, schema="../schemas/config.schema.yaml")
 check_references(config)
 
@@ -126,7 +125,9 @@ def get_generation_settings(wildcards):
 
 
 def get_tiny_model_settings(wildcards=None):
-    return {k: v for k, v in config["tiny_model"].items() if k not in ("sft", "vocab_size")}
+    return {
+        k: v for k, v in config["tiny_model"].items() if k not in ("sft", "vocab_size")
+    }
 
 
 def get_sft_settings(wildcards=None):
@@ -152,13 +153,20 @@ def resource(stage, key):
     """A resource callable for a rule: sized from the model in the job's wildcards."""
 
     def get(wildcards, attempt):
-        params_b = config["models"][wildcards.model]["params_b"] if "model" in wildcards.keys() else 0.0
+        params_b = (
+            config["models"][wildcards.model]["params_b"]
+            if "model" in wildcards.keys()
+            else 0.0
+        )
         return stage_resources(stage, params_b, attempt)[key]
 
     return get
 
 
 def gpu_model(wildcards):
+    """The GPU type to request, or nothing for models small enough to run on CPU."""
+    if stage_resources("generate", model_config(wildcards)["params_b"])["gpu"] == 0:
+        return ""
     return model_config(wildcards).get("gpu_model") or ""
 
 
@@ -193,14 +201,22 @@ def get_training_metrics(methods=None):
         "results/training/{dataset}/{model}/{method}/{seed}/metrics.jsonl",
         dataset=EXPERIMENT["datasets"],
         model=EXPERIMENT["models"],
-        method=trained_methods() if methods is None else [m for m in methods if m in trained_methods()],
+        method=(
+            trained_methods()
+            if methods is None
+            else [m for m in methods if m in trained_methods()]
+        ),
         seed=EXPERIMENT["seeds"],
     )
 
 
 def get_warm_start_metrics():
     tiny = [m for m in EXPERIMENT["models"] if config["models"][m]["source"] == "tiny"]
-    return expand("results/training/{dataset}/{model}/sft/metrics.jsonl", dataset=EXPERIMENT["datasets"], model=tiny)
+    return expand(
+        "results/training/{dataset}/{model}/sft/metrics.jsonl",
+        dataset=EXPERIMENT["datasets"],
+        model=tiny,
+    )
 
 
 def get_rl_manifests():
@@ -233,7 +249,9 @@ def get_refinement_generation_settings(wildcards):
 
 def get_all_diversity():
     return [
-        path.replace("results/eval/", "results/analysis/diversity/").replace(".json", ".tsv")
+        path.replace("results/eval/", "results/analysis/diversity/").replace(
+            ".json", ".tsv"
+        )
         for path in get_all_evaluations()
     ]
 

@@ -6,6 +6,11 @@ rule prepare_dataset:
         "logs/prepare_dataset/{dataset}/{split}.log",
     benchmark:
         "benchmarks/prepare_dataset/{dataset}/{split}.tsv"
+    conda:
+        "../envs/data.yaml"
+    resources:
+        mem_mb=resource("data", "mem_mb"),
+        runtime=resource("data", "runtime"),
     params:
         adapter=dataset_setting("adapter"),
         source=dataset_setting("source"),
@@ -13,9 +18,5 @@ rule prepare_dataset:
         split_name=get_split_name,
         options=dataset_setting("options"),
         on_malformed=dataset_setting("on_malformed"),
-    resources:
-        mem_mb=resource("data", "mem_mb"),
-        runtime=resource("data", "runtime"),
-    conda: "../envs/data.yaml"
     script:
         "../scripts/prepare_dataset.py"

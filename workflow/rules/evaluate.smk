@@ -8,13 +8,14 @@ rule evaluate_pass_at_k:
         "logs/evaluate_pass_at_k/{dataset}/{model}/{method}/{seed}/{split}.log",
     benchmark:
         "benchmarks/evaluate_pass_at_k/{dataset}/{model}/{method}/{seed}/{split}.tsv"
-    params:
-        k=config["evaluation"]["k"],
-        max_problems=config["evaluation"]["max_problems"],
+    conda:
+        "../envs/data.yaml"
     resources:
         mem_mb=resource("data", "mem_mb"),
         runtime=resource("data", "runtime"),
-    conda: "../envs/data.yaml"
+    params:
+        k=config["evaluation"]["k"],
+        max_problems=config["evaluation"]["max_problems"],
     script:
         "../scripts/evaluate_pass_at_k.py"
 
@@ -42,9 +43,10 @@ rule summarize_evaluations:
         "logs/summarize_evaluations.log",
     benchmark:
         "benchmarks/summarize_evaluations.tsv"
+    conda:
+        "../envs/report.yaml"
     resources:
         mem_mb=resource("report", "mem_mb"),
         runtime=resource("report", "runtime"),
-    conda: "../envs/report.yaml"
     script:
         "../scripts/summarize_evaluations.py"

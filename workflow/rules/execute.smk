@@ -8,15 +8,16 @@ rule annotate_candidates:
         "logs/annotate_candidates/{dataset}/{model}/{method}/{seed}/{split}.log",
     benchmark:
         "benchmarks/annotate_candidates/{dataset}/{model}/{method}/{seed}/{split}.tsv"
-    params:
-        workers=config["execution"]["workers"],
-        timeout_s=config["execution"]["timeout_s"],
-        memory_mb=config["execution"]["memory_mb"],
+    conda:
+        "../envs/execute.yaml"
     threads: config["execution"]["workers"]
     resources:
         cpus_per_task=resource("execute", "cpus_per_task"),
         mem_mb=resource("execute", "mem_mb"),
         runtime=resource("execute", "runtime"),
-    conda: "../envs/execute.yaml"
+    params:
+        workers=config["execution"]["workers"],
+        timeout_s=config["execution"]["timeout_s"],
+        memory_mb=config["execution"]["memory_mb"],
     script:
         "../scripts/annotate_candidates.py"

@@ -8,12 +8,8 @@ rule generate_candidates:
         "logs/generate_candidates/{dataset}/{model}/{method}/{seed}/{split}.log",
     benchmark:
         "benchmarks/generate_candidates/{dataset}/{model}/{method}/{seed}/{split}.tsv"
-    params:
-        model_path=get_policy_model_path,
-        backend=config["generation"]["backend"],
-        generation=get_generation_settings,
-        prompt=get_prompt_settings,
-        max_problems=config["evaluation"]["max_problems"],
+    conda:
+        "../envs/generate.yaml"
     threads: 2
     resources:
         gpu=resource("generate", "gpu"),
@@ -21,6 +17,11 @@ rule generate_candidates:
         cpus_per_task=resource("generate", "cpus_per_task"),
         mem_mb=resource("generate", "mem_mb"),
         runtime=resource("generate", "runtime"),
-    conda: "../envs/generate.yaml"
+    params:
+        model_path=get_policy_model_path,
+        backend=config["generation"]["backend"],
+        generation=get_generation_settings,
+        prompt=get_prompt_settings,
+        max_problems=config["evaluation"]["max_problems"],
     script:
         "../scripts/generate_candidates.py"

@@ -10,13 +10,14 @@ rule train_tokenizer:
         "logs/train_tokenizer/{dataset}/{model}.log",
     benchmark:
         "benchmarks/train_tokenizer/{dataset}/{model}.tsv"
-    params:
-        vocab_size=config["tiny_model"]["vocab_size"],
-        prompt=get_prompt_settings,
+    conda:
+        "../envs/train.yaml"
     resources:
         mem_mb=resource("data", "mem_mb"),
         runtime=resource("data", "runtime"),
-    conda: "../envs/train.yaml"
+    params:
+        vocab_size=config["tiny_model"]["vocab_size"],
+        prompt=get_prompt_settings,
     script:
         "../scripts/train_tokenizer.py"
 
@@ -30,13 +31,14 @@ rule init_tiny_model:
         "logs/init_tiny_model/{dataset}/{model}.log",
     benchmark:
         "benchmarks/init_tiny_model/{dataset}/{model}.tsv"
-    params:
-        architecture=get_tiny_model_settings,
-        seed=0,
+    conda:
+        "../envs/train.yaml"
     resources:
         mem_mb=resource("data", "mem_mb"),
         runtime=resource("data", "runtime"),
-    conda: "../envs/train.yaml"
+    params:
+        architecture=get_tiny_model_settings,
+        seed=0,
     script:
         "../scripts/init_tiny_model.py"
 
@@ -52,15 +54,16 @@ rule sft_tiny_model:
         "logs/sft_tiny_model/{dataset}/{model}.log",
     benchmark:
         "benchmarks/sft_tiny_model/{dataset}/{model}.tsv"
-    params:
-        sft=get_sft_settings,
-        prompt=get_prompt_settings,
+    conda:
+        "../envs/train.yaml"
     threads: 2
     resources:
         gpu=resource("train", "gpu"),
         mem_mb=resource("train", "mem_mb"),
         runtime=resource("train", "runtime"),
-    conda: "../envs/train.yaml"
+    params:
+        sft=get_sft_settings,
+        prompt=get_prompt_settings,
     script:
         "../scripts/sft_tiny_model.py"
 
@@ -75,14 +78,15 @@ rule merge_adapter:
         "logs/merge_adapter/{dataset}/{model}/{method}/{seed}.log",
     benchmark:
         "benchmarks/merge_adapter/{dataset}/{model}/{method}/{seed}.tsv"
-    params:
-        model_path=get_base_model_path,
+    conda:
+        "../envs/train.yaml"
     resources:
         gpu=resource("merge", "gpu"),
         gpu_model=gpu_model,
         cpus_per_task=resource("merge", "cpus_per_task"),
         mem_mb=resource("merge", "mem_mb"),
         runtime=resource("merge", "runtime"),
-    conda: "../envs/train.yaml"
+    params:
+        model_path=get_base_model_path,
     script:
         "../scripts/merge_adapter.py"

@@ -15,10 +15,11 @@ rule plot_pass_at_k:
         "logs/plot_pass_at_k.log",
     benchmark:
         "benchmarks/plot_pass_at_k.tsv"
+    conda:
+        "../envs/report.yaml"
     resources:
         mem_mb=resource("report", "mem_mb"),
         runtime=resource("report", "runtime"),
-    conda: "../envs/report.yaml"
     script:
         "../scripts/plot_pass_at_k.py"
 
@@ -36,10 +37,11 @@ rule plot_per_problem:
         "logs/plot_per_problem.log",
     benchmark:
         "benchmarks/plot_per_problem.tsv"
+    conda:
+        "../envs/report.yaml"
     resources:
         mem_mb=resource("report", "mem_mb"),
         runtime=resource("report", "runtime"),
-    conda: "../envs/report.yaml"
     script:
         "../scripts/plot_per_problem.py"
 
@@ -57,10 +59,11 @@ rule plot_outcomes:
         "logs/plot_outcomes.log",
     benchmark:
         "benchmarks/plot_outcomes.tsv"
+    conda:
+        "../envs/report.yaml"
     resources:
         mem_mb=resource("report", "mem_mb"),
         runtime=resource("report", "runtime"),
-    conda: "../envs/report.yaml"
     script:
         "../scripts/plot_outcomes.py"
 
@@ -89,12 +92,13 @@ rule plot_training_curves:
         "logs/plot_training_curves.log",
     benchmark:
         "benchmarks/plot_training_curves.tsv"
-    params:
-        grpo=config["grpo"],
+    conda:
+        "../envs/report.yaml"
     resources:
         mem_mb=resource("report", "mem_mb"),
         runtime=resource("report", "runtime"),
-    conda: "../envs/report.yaml"
+    params:
+        grpo=config["grpo"],
     script:
         "../scripts/plot_training_curves.py"
 
@@ -112,10 +116,11 @@ rule plot_srrl_refinement:
         "logs/plot_srrl_refinement.log",
     benchmark:
         "benchmarks/plot_srrl_refinement.tsv"
+    conda:
+        "../envs/report.yaml"
     resources:
         mem_mb=resource("report", "mem_mb"),
         runtime=resource("report", "runtime"),
-    conda: "../envs/report.yaml"
     script:
         "../scripts/plot_srrl_refinement.py"
 
@@ -133,10 +138,11 @@ rule plot_warm_start:
         "logs/plot_warm_start.log",
     benchmark:
         "benchmarks/plot_warm_start.tsv"
+    conda:
+        "../envs/report.yaml"
     resources:
         mem_mb=resource("report", "mem_mb"),
         runtime=resource("report", "runtime"),
-    conda: "../envs/report.yaml"
     script:
         "../scripts/plot_warm_start.py"
 
@@ -159,10 +165,11 @@ rule plot_diversity:
         "logs/plot_diversity.log",
     benchmark:
         "benchmarks/plot_diversity.tsv"
+    conda:
+        "../envs/report.yaml"
     resources:
         mem_mb=resource("report", "mem_mb"),
         runtime=resource("report", "runtime"),
-    conda: "../envs/report.yaml"
     script:
         "../scripts/plot_diversity.py"
 
@@ -182,6 +189,11 @@ rule render_report:
         "logs/render_report.log",
     benchmark:
         "benchmarks/render_report.tsv"
+    conda:
+        "../envs/report.yaml"
+    resources:
+        mem_mb=resource("report", "mem_mb"),
+        runtime=resource("report", "runtime"),
     params:
         title=config["report"]["title"],
         experiment=config["experiment"],
@@ -189,9 +201,5 @@ rule render_report:
         ks=config["evaluation"]["k"],
         n_boot=config["report"]["bootstrap_samples"],
         examples=4,
-    resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
-    conda: "../envs/report.yaml"
     script:
         "../scripts/render_report.py"

@@ -9,11 +9,12 @@ rule build_rl_dataset:
         "logs/build_rl_dataset/{dataset}/{model}/{seed}.log",
     benchmark:
         "benchmarks/build_rl_dataset/{dataset}/{model}/{seed}.tsv"
-    params:
-        rl_data=config["rl_data"],
+    conda:
+        "../envs/data.yaml"
     resources:
         mem_mb=resource("data", "mem_mb"),
         runtime=resource("data", "runtime"),
-    conda: "../envs/data.yaml"
+    params:
+        rl_data=config["rl_data"],
     script:
         "../scripts/build_rl_dataset.py"

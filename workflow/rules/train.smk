@@ -14,12 +14,8 @@ rule train_dpo:
         "logs/train_dpo/{dataset}/{model}/{seed}.log",
     benchmark:
         "benchmarks/train_dpo/{dataset}/{model}/{seed}.tsv"
-    params:
-        model_path=get_base_model_path,
-        dpo=get_dpo_settings,
-        lora=config["lora"],
-        wandb=config["wandb"],
-        checkpoint_root="results/checkpoints",
+    conda:
+        "../envs/train.yaml"
     threads: 2
     resources:
         gpu=resource("train", "gpu"),
@@ -27,7 +23,12 @@ rule train_dpo:
         cpus_per_task=resource("train", "cpus_per_task"),
         mem_mb=resource("train", "mem_mb"),
         runtime=resource("train", "runtime"),
-    conda: "../envs/train.yaml"
+    params:
+        model_path=get_base_model_path,
+        dpo=get_dpo_settings,
+        lora=config["lora"],
+        wandb=config["wandb"],
+        checkpoint_root="results/checkpoints",
     script:
         "../scripts/train_dpo.py"
 
@@ -44,6 +45,15 @@ rule train_grpo:
         "logs/train_grpo/{dataset}/{model}/{seed}.log",
     benchmark:
         "benchmarks/train_grpo/{dataset}/{model}/{seed}.tsv"
+    conda:
+        "../envs/train.yaml"
+    threads: 2
+    resources:
+        gpu=resource("train", "gpu"),
+        gpu_model=gpu_model,
+        cpus_per_task=resource("train", "cpus_per_task"),
+        mem_mb=resource("train", "mem_mb"),
+        runtime=resource("train", "runtime"),
     params:
         model_path=get_base_model_path,
         grpo=get_grpo_settings,
@@ -53,14 +63,6 @@ rule train_grpo:
         execution=config["execution"],
         wandb=config["wandb"],
         checkpoint_root="results/checkpoints",
-    threads: 2
-    resources:
-        gpu=resource("train", "gpu"),
-        gpu_model=gpu_model,
-        cpus_per_task=resource("train", "cpus_per_task"),
-        mem_mb=resource("train", "mem_mb"),
-        runtime=resource("train", "runtime"),
-    conda: "../envs/train.yaml"
     script:
         "../scripts/train_grpo.py"
 
