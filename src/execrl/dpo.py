@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from execrl.lora import LoRASettings
-from execrl.training import MetricsFileCallback, device_kwargs, last_checkpoint, report_to
+from execrl.training import MetricsFileCallback, last_checkpoint, resumable_run_kwargs
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,6 @@ def train_dpo(
     model = AutoModelForCausalLM.from_pretrained(model_path)
     checkpoint_dir = Path(checkpoint_dir)
     args = DPOConfig(
-        output_dir=str(checkpoint_dir),
         beta=settings.beta,
         loss_type=list(settings.loss_type),
         loss_weights=list(settings.loss_weights) if settings.loss_weights else None,
@@ -63,16 +62,7 @@ def train_dpo(
         gradient_accumulation_steps=settings.gradient_accumulation_steps,
         max_length=settings.max_length,
         gradient_checkpointing=settings.gradient_checkpointing,
-        seed=settings.seed,
-        data_seed=settings.seed,
-        logging_steps=1,
-        save_strategy="steps",
-        save_steps=settings.save_steps,
-        save_total_limit=2,
-        report_to=report_to(wandb),
-        run_name=run_name,
-        dataloader_num_workers=0,
-        **device_kwargs(),
+        **resumable_run_kwargs(checkpoint_dir, settings.save_steps, settings.seed, wandb, run_name),
     )
     dataset = Dataset.from_list([{k: p[k] for k in ("prompt", "chosen", "rejected")} for p in pairs])
     metrics_in_progress = checkpoint_dir / "metrics.jsonl"

@@ -13,7 +13,7 @@ from execrl.problems import Problem
 from execrl.prompting import PromptConfig, build_prompt, extract_code
 from execrl.rewards import ExecutionRewards, RewardSettings
 from execrl.srrl import SRRLRollout, SRRLSettings
-from execrl.training import MetricsFileCallback, device_kwargs, last_checkpoint, report_to
+from execrl.training import MetricsFileCallback, last_checkpoint, resumable_run_kwargs
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,6 @@ def train_grpo(
     checkpoint_dir = Path(checkpoint_dir)
     completions_per_step = settings.prompts_per_step * settings.num_generations
     args = GRPOConfig(
-        output_dir=str(checkpoint_dir),
         num_generations=settings.num_generations,
         per_device_train_batch_size=completions_per_step,
         gradient_accumulation_steps=settings.gradient_accumulation_steps,
@@ -159,16 +158,7 @@ def train_grpo(
         reward_weights=reward_weights,
         use_vllm=settings.use_vllm,
         vllm_mode=settings.vllm_mode,
-        seed=settings.seed,
-        data_seed=settings.seed,
-        logging_steps=1,
-        save_strategy="steps",
-        save_steps=settings.save_steps,
-        save_total_limit=2,
-        report_to=report_to(wandb),
-        run_name=run_name,
-        dataloader_num_workers=0,
-        **device_kwargs(),
+        **resumable_run_kwargs(checkpoint_dir, settings.save_steps, settings.seed, wandb, run_name),
     )
     metrics_in_progress = checkpoint_dir / "metrics.jsonl"
     interval = IntervalEvaluation(

@@ -31,6 +31,23 @@ def report_to(wandb: dict | None) -> list[str]:
     return ["wandb"]
 
 
+def resumable_run_kwargs(checkpoint_dir, save_steps: int, seed: int, wandb: dict | None, run_name: str | None) -> dict:
+    """TrainingArguments shared by the RL trainers: per-step logs, regular checkpoints, the hardware's flags."""
+    return {
+        "output_dir": str(checkpoint_dir),
+        "seed": seed,
+        "data_seed": seed,
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": save_steps,
+        "save_total_limit": 2,
+        "report_to": report_to(wandb),
+        "run_name": run_name,
+        "dataloader_num_workers": 0,
+        **device_kwargs(),
+    }
+
+
 def last_checkpoint(output_dir: str | Path) -> str | None:
     """The newest `checkpoint-N` folder that finished saving, for resuming after a kill."""
     output_dir = Path(output_dir)
