@@ -60,12 +60,26 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _workers_cpu(ex: Executor) -> float:
-    total = 0.0
+def _workers_cpu(ex: Executor) -> tuple[float, float]:
+    """CPU seconds of the worker processes and of the candidate processes they reaped.
+
+    Each worker is a controller plus its forker (a live child of the controller, which
+    forks and reaps the candidates), so both levels are read: a live child's CPU is not yet
+    in its parent's ``children_*`` times.
+    """
+    workers = candidates = 0.0
     for h in ex._handles:
-        t = psutil.Process(h.proc.pid).cpu_times()
-        total += t.user + t.system + t.children_user + t.children_system
-    return total
+        proc = psutil.Process(h.proc.pid)
+        for p in (proc, *proc.children()):
+            t = p.cpu_times()
+            workers += t.user + t.system
+            candidates += t.children_user + t.children_system
+    return workers, candidates
+
+
+def _cpu_snapshot(ex: Executor) -> tuple[float, float, float]:
+    """(executor process, workers, candidates) CPU seconds so far."""
+    return (_own_cpu(), *_workers_cpu(ex))
 
 
 def baseline(items: list[tuple[Problem, str]], workers: int, timeout: float) -> tuple[list[bool], float, float]:
@@ -89,16 +103,17 @@ def baseline(items: list[tuple[Problem, str]], workers: int, timeout: float) -> 
     return verdicts, time.perf_counter() - start, _own_cpu() + _children_cpu() - cpu0
 
 
-def sandbox(ex: Executor, items: list[tuple[Problem, str]]) -> tuple[list[bool], float, float]:
-    cpu0 = _own_cpu() + _workers_cpu(ex)
+def sandbox(ex: Executor, items: list[tuple[Problem, str]]) -> tuple[list[bool], float, float, tuple]:
+    cpu0 = _cpu_snapshot(ex)
     start = time.perf_counter()
     results = ex.run_batch(items)
     secs = time.perf_counter() - start
-    return [r.status == "pass" for r in results], secs, _own_cpu() + _workers_cpu(ex) - cpu0
+    parts = tuple(b - a for a, b in zip(cpu0, _cpu_snapshot(ex)))
+    return [r.status == "pass" for r in results], secs, sum(parts), parts
 
 
 def report(name: str, items, ex_run, base_run) -> dict:
-    (ex_verdicts, ex_secs, ex_cpu), (base_verdicts, base_secs, base_cpu) = ex_run, base_run
+    (ex_verdicts, ex_secs, ex_cpu, ex_parts), (base_verdicts, base_secs, base_cpu) = ex_run, base_run
     n = len(items)
     row = {
         "set": name, "n": n,
@@ -108,6 +123,8 @@ def report(name: str, items, ex_run, base_run) -> dict:
         "executor_cpu_ms_per_cand": round(1000 * ex_cpu / n, 3),
         "baseline_cpu_ms_per_cand": round(1000 * base_cpu / n, 3),
         "cpu_ratio": round(base_cpu / ex_cpu, 2),
+        "executor_cpu_ms_per_cand_by_process": {k: round(1000 * v / n, 3) for k, v in
+                                                zip(("executor_process", "workers", "candidates"), ex_parts)},
         "executor_passes": sum(ex_verdicts), "baseline_passes": sum(base_verdicts),
         "verdicts_agree": ex_verdicts == base_verdicts,
         "disagreements": [items[i][0].id for i in range(n) if ex_verdicts[i] != base_verdicts[i]][:10],
@@ -120,6 +137,9 @@ def report(name: str, items, ex_run, base_run) -> dict:
         print(f"{'':<22} disagreements (first 10): {row['disagreements']}")
     print(f"{'':<22} CPU per candidate (all processes): executor {row['executor_cpu_ms_per_cand']:.3f} ms, "
           f"baseline {row['baseline_cpu_ms_per_cand']:.3f} ms, ratio {row['cpu_ratio']:.2f}x")
+    by = row["executor_cpu_ms_per_cand_by_process"]
+    print(f"{'':<22} executor CPU by process: executor process {by['executor_process']:.3f} ms, "
+          f"workers {by['workers']:.3f} ms, candidates {by['candidates']:.3f} ms")
     return row
 
 

@@ -91,7 +91,7 @@ def _leftovers(ex: Executor) -> list[str]:
     """Processes a candidate may have left: anything running as a sandbox uid, or any
     descendant of this test process other than the workers."""
     uids = _sandbox_uids(ex)
-    workers = {h.proc.pid for h in ex._handles}
+    workers = {h.proc.pid for h in ex._handles} | {h.forker_pid for h in ex._handles}
     found = []
     for proc in psutil.process_iter(["pid", "uids", "name", "status"]):
         try:
@@ -122,7 +122,7 @@ def test_hostile_program_is_contained(sandbox, name):
     ex: Executor = sandbox["ex"]
     code, expected_statuses = _render(name, sandbox)
     before = _host_state(sandbox["sentinel"])
-    workers_before = {h.proc.pid for h in ex._handles}
+    workers_before = {(h.proc.pid, h.forker_pid) for h in ex._handles}
     start = time.monotonic()
     result = ex.run(ADD, code)
     elapsed = time.monotonic() - start
@@ -135,7 +135,7 @@ def test_hostile_program_is_contained(sandbox, name):
     assert _host_state(sandbox["sentinel"]) == before
     assert sandbox["listener"].connections == 0
     # the worker survived (a candidate cannot signal it) and judges the next program correctly
-    assert {h.proc.pid for h in ex._handles} == workers_before
+    assert {(h.proc.pid, h.forker_pid) for h in ex._handles} == workers_before
     assert ex.respawns == 0
     good = ex.run(ADD, GOOD)
     assert good.status == "pass", good
@@ -190,6 +190,18 @@ def test_a_killed_worker_is_replaced():
         assert ex.run(ADD, slow).status == "pass"
         killer.join()
         assert ex.respawns == 2
+
+
+def test_a_killed_forker_is_replaced():
+    with Executor(workers=1, limits=LIMITS) as ex:
+        assert ex.run(ADD, GOOD).status == "pass"
+        forker = ex._handles[0].forker_pid
+        assert forker is not None
+        os.kill(forker, signal.SIGKILL)
+        time.sleep(0.05)
+        assert ex.run(ADD, GOOD).status == "pass"
+        assert ex.respawns == 1
+        assert ex._handles[0].forker_pid != forker
 
 
 def test_sandbox_isolation_report(sandbox):

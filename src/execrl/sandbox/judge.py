@@ -72,8 +72,17 @@ class JudgeTest:
     kind: str  # "p": probes judged here; "x": in-child assert
     judge_code: Any = None
     probes: list[str] = field(default_factory=list)
-    expected_repr: str | None = None
+    expected_node: Any = None
     judge_tree: Any = None
+    _expected_repr: str | None = field(default=None, repr=False)
+
+    @property
+    def expected_repr(self) -> str | None:
+        """The expected side of ``assert probe == expected``, for messages. Made on first
+        use: unparsing a large literal costs more than judging, and most tests pass."""
+        if self._expected_repr is None and self.expected_node is not None:
+            self._expected_repr = _short(ast.unparse(self.expected_node))
+        return self._expected_repr
 
 
 @dataclass
@@ -110,8 +119,8 @@ def prepare(problem: Problem, shadowed: frozenset[str] = frozenset()) -> Prepare
         spec = {"mode": "assert", "tests": child_tests, "setup": problem.setup_code or None}
         if shadowed:
             key += "|" + ",".join(sorted(shadowed))
-        names = frozenset(n.id for t in tests if t.judge_code is not None for n in ast.walk(t.judge_tree)
-                          if isinstance(n, ast.Name) and n.id in SAFE_NAMES)
+        names = frozenset(n for t in tests if t.judge_code is not None for n in _code_names(t.judge_code)
+                          if n in SAFE_NAMES)
         return Prepared(key, "assert", spec, tests, judge_names=names)
     if problem.test_type == "call":
         args = [json.dumps(t["args"]) for t in problem.tests]
@@ -121,6 +130,16 @@ def prepare(problem: Problem, shadowed: frozenset[str] = frozenset()) -> Prepare
         spec = {"mode": "stdio", "inputs": [t["input"] for t in problem.tests]}
         return Prepared(key, "stdio", spec, [(t["input"], t["output"]) for t in problem.tests])
     raise ValueError(f"unknown test_type {problem.test_type!r}")
+
+
+def _code_names(code: Any) -> set[str]:
+    """Names a code object (and the lambdas/comprehensions in it) looks up or reads as
+    attributes: a superset of the names the judge evaluates, without walking the tree."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _code_names(const)
+    return names
 
 
 def _prepare_assert(src: str, safe: frozenset[str]) -> tuple[JudgeTest, dict]:
@@ -146,29 +165,56 @@ def _contains_compare(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Compare) for n in ast.walk(node))
 
 
+def _unsafe_ids(root: ast.AST, safe: frozenset[str]) -> set[int]:
+    """ids of the nodes of ``root`` whose subtree uses a name outside ``safe``: one pass,
+    instead of walking each subtree again at every level of the split."""
+    parent: dict[int, ast.AST] = {}
+    names = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name):
+            if node.id not in safe:
+                names.append(node)
+            continue
+        for child in ast.iter_child_nodes(node):
+            parent[id(child)] = node
+            stack.append(child)
+    unsafe: set[int] = set()
+    for node in names:
+        while node is not None and id(node) not in unsafe:
+            unsafe.add(id(node))
+            node = parent.get(id(node))
+    return unsafe
+
+
 class _Splitter:
-    def __init__(self, safe: frozenset[str]) -> None:
+    def __init__(self, safe: frozenset[str], root: ast.AST) -> None:
         self.safe = safe
         self.probes: list[tuple[str, bool]] = []
+        self._unsafe = _unsafe_ids(root, safe)  # of the original tree (visit asks before rewriting)
+
+    def unsafe(self, node: ast.AST) -> bool:
+        return id(node) in self._unsafe
 
     def probe(self, node: ast.AST, materialize: bool) -> ast.Name:
         if _contains_compare(node):
             raise _NotSplittable  # a comparison the candidate could rig would run in the child
         self.probes.append((ast.unparse(node), materialize))
-        return ast.Name(id=f"_v{len(self.probes) - 1}", ctx=ast.Load())
+        return ast.copy_location(ast.Name(id=f"_v{len(self.probes) - 1}", ctx=ast.Load()), node)
 
     def visit(self, node: ast.AST, in_safe_call: bool = False) -> ast.AST:
-        safe = self.safe
-        if not _unsafe(node, safe):
+        unsafe = self.unsafe
+        if not unsafe(node):
             return node
-        if isinstance(node, ast.Call) and not _unsafe(node.func, safe):
+        if isinstance(node, ast.Call) and not unsafe(node.func):
             bare = [a for a in node.args
-                    if isinstance(a, (ast.Name, ast.Attribute, ast.Lambda)) and _unsafe(a, safe)]
+                    if isinstance(a, (ast.Name, ast.Attribute, ast.Lambda)) and unsafe(a)]
             if bare:  # map(f, xs), sorted(xs, key=f): the function itself can't be shipped
                 return self.probe(node, materialize=in_safe_call)
             node.args = [self.visit(a, True) for a in node.args]
             for kw in node.keywords:
-                if isinstance(kw.value, (ast.Name, ast.Attribute, ast.Lambda)) and _unsafe(kw.value, safe):
+                if isinstance(kw.value, (ast.Name, ast.Attribute, ast.Lambda)) and unsafe(kw.value):
                     return self.probe(node, materialize=in_safe_call)
                 kw.value = self.visit(kw.value, True)
             return node
@@ -185,17 +231,20 @@ class _Splitter:
 
 
 def _split_assert(src: str, test: ast.expr, safe: frozenset[str]) -> tuple[JudgeTest, dict]:
-    splitter = _Splitter(safe)
+    splitter = _Splitter(safe, test)
     body = splitter.visit(test)
-    ast.fix_missing_locations(body)
-    code = compile(ast.Expression(body=body), "<judge>", "eval", dont_inherit=True)
-    expected_repr = None
+    try:  # the only new nodes (the probes' names) carry their locations already
+        code = compile(ast.Expression(body=body), "<judge>", "eval", dont_inherit=True)
+    except (TypeError, ValueError):
+        ast.fix_missing_locations(body)
+        code = compile(ast.Expression(body=body), "<judge>", "eval", dont_inherit=True)
+    expected_node = None
     if (isinstance(body, ast.Compare) and len(body.ops) == 1 and isinstance(body.ops[0], ast.Eq)
             and isinstance(body.left, ast.Name) and body.left.id.startswith("_v")
             and not _unsafe_names_in_judge(body.comparators[0])):
-        expected_repr = _short(ast.unparse(body.comparators[0]))
+        expected_node = body.comparators[0]
     probes = [p for p, _ in splitter.probes]
-    judge = JudgeTest(src, "p", code, probes, expected_repr, body)
+    judge = JudgeTest(src, "p", code, probes, expected_node, body)
     return judge, {"kind": "p", "probes": probes, "materialize": [m for _, m in splitter.probes]}
 
 
