@@ -1,6 +1,6 @@
-"""The report of a finished (reduced) embedded-default run: it renders offline in headless
-Chromium with every figure loaded, shows summary.json's numbers, and rebuilding it reruns
-nothing upstream."""
+"""A finished (reduced) embedded-default run with every method: its report renders offline in
+headless Chromium with every figure loaded and shows summary.json's numbers; a change to one
+method's settings reruns that method's chain and the report, nothing else."""
 
 import json
 import re
@@ -13,14 +13,15 @@ import pytest
 import yaml
 
 from conftest import REPO, copy_workflow, run_snakemake
+from test_training_resume import PAIRS, handmade_pairs
 from test_workflow import REDUCED, deep_update
 
 pytestmark = pytest.mark.slow
 
 ARTIFACTS = REPO / "test-artifacts"
-METHODS = ["base", "grpo", "srrl"]
-# The reduced tiny model passes nothing, so DPO would have no preference pairs: it stays out here
-# (its report parts are covered by tests/test_report.py). GRPO and SRRL train for a few steps.
+METHODS = ["base", "dpo", "grpo", "srrl"]
+# The reduced tiny model passes nothing, so its own candidates give DPO no preference pairs: the
+# run trains DPO on pairs made by hand. GRPO and SRRL train for a few steps.
 REPORT_RUN = deep_update(
     json.loads(json.dumps(REDUCED)),
     {
@@ -30,9 +31,16 @@ REPORT_RUN = deep_update(
             "num_generations": 4, "prompts_per_step": 4, "max_steps": 4, "save_steps": 2,
             "eval_every": 2, "eval_problems": 8, "max_completion_length": 24,
         },
+        "dpo": {"per_device_train_batch_size": 4, "max_length": 128},
         "report": {"title": "reduced report", "bootstrap_samples": 200, "refinement_prompts": 4},
     },
 )
+# Rules that summarize, plot or render every method's results: any method's change reruns them.
+REPORTING_RULES = {
+    "summarize_evaluations", "bootstrap_pass_at_k", "analyze_diversity", "summarize_cost", "plot_pass_at_k",
+    "plot_per_problem", "plot_outcomes", "plot_training_curves", "plot_srrl_refinement", "plot_warm_start",
+    "plot_diversity", "render_report",
+}
 REPORT_RULES = {"render_report"}
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -99,8 +107,46 @@ def planned_jobs(workdir: Path, overlay: dict | None = None) -> dict[str, int]:
 def finished_run(tmp_path_factory):
     workdir = copy_workflow(tmp_path_factory.mktemp("report-run"))
     (workdir / "config" / "report-test.yaml").write_text(yaml.safe_dump(REPORT_RUN))
+    run_snakemake(workdir, PAIRS, "--configfile", "config/report-test.yaml")
+    (workdir / PAIRS).write_text("".join(json.dumps(p) + "\n" for p in handmade_pairs(24)))
     run_snakemake(workdir, "--configfile", "config/report-test.yaml")  # rule all: report, summary.json, summary.md
     return workdir
+
+
+def planned_job_list(workdir: Path, overlay: dict) -> list[tuple[str, dict[str, str]]]:
+    """(rule, wildcards) of every job a dry run plans with a config overlay."""
+    config = deep_update(json.loads(json.dumps(REPORT_RUN)), overlay)
+    (workdir / "config" / "report-test.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(workdir, "-n", "--configfile", "config/report-test.yaml")
+    jobs = []
+    for block in re.split(r"^(?:local)?rule ", result.stdout, flags=re.MULTILINE)[1:]:
+        rule = block.split(":", 1)[0].strip()
+        found = re.search(r"^\s+wildcards: (.*)$", block, re.MULTILINE)
+        wildcards = dict(item.split("=", 1) for item in found.group(1).split(", ")) if found else {}
+        if rule != "all":
+            jobs.append((rule, wildcards))
+    return jobs
+
+
+@pytest.mark.parametrize(
+    "overlay, method, chain",
+    [
+        ({"dpo": {"beta": 0.2}}, "dpo", {"train_dpo"}),
+        ({"srrl": {"refine_share": 0.25}}, "srrl", {"train_srrl", "sample_refinements"}),
+        ({"grpo": {"epsilon": 0.3}}, None, {"train_grpo", "train_srrl", "sample_refinements"}),
+    ],
+    ids=["dpo-beta", "srrl-only-setting", "grpo-setting-shared-with-srrl"],
+)
+def test_method_setting_reruns_its_chain_and_the_report_only(finished_run, overlay, method, chain):
+    jobs = planned_job_list(finished_run, overlay)
+    rules = {rule for rule, _ in jobs}
+    evaluation_chain = {"merge_adapter", "generate_candidates", "annotate_candidates", "evaluate_pass_at_k"}
+    assert chain | evaluation_chain | {"render_report"} <= rules
+    assert rules <= chain | evaluation_chain | REPORTING_RULES
+    if method is not None:  # every planned job of a single method belongs to that method
+        assert {w["method"] for _, w in jobs if "method" in w} == {method}
+    # Its evaluation is rerun on every split, and no base-model or RL-data work is.
+    assert sum(rule == "evaluate_pass_at_k" for rule, _ in jobs) == 2 * (1 if method else 2)
 
 
 class SummaryTable(HTMLParser):
@@ -196,7 +242,7 @@ def test_report_and_summary_json_agree(finished_run):
     for sentence in summary["findings"]:
         assert sentence in markdown
     assert {r["method"] for r in summary["refinements"]} == {"srrl", "base"}
-    assert {r["method"] for r in summary["training"]} == {"grpo", "srrl"}
+    assert {r["method"] for r in summary["training"]} == {"dpo", "grpo", "srrl"}
     assert summary["cost"]["total"]["jobs"] > 20 and summary["cost"]["total"]["gpu_h"] == 0
 
 

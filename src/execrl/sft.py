@@ -7,7 +7,9 @@ from pathlib import Path
 
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig, build_prompt
+from execrl.srrl import SRRLSettings
 from execrl.training import MetricsFileCallback, device_kwargs
+from execrl.warm_start import refinement_examples
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,8 @@ class SFTSettings:
     warmup_steps: float = 0.05
     """Warm-up length: a fraction of training below 1, else a number of steps."""
     weight_decay: float = 0.0
+    refinement_share: float = 0.0
+    """Share of problems that also get an example in SRRL's refinement template (see `warm_start`)."""
     seed: int = 0
 
 
@@ -41,7 +45,11 @@ def run_sft(
     settings: SFTSettings,
     output_dir: str | Path,
     metrics_path: str | Path,
+    refinement: SRRLSettings | None = None,
+    executor=None,
 ) -> None:
+    """Fine-tune on first-attempt examples, plus refinement examples when `settings.refinement_share` > 0
+    (these need SRRL's template settings and an executor to get real feedback on the broken attempts)."""
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
@@ -50,6 +58,12 @@ def run_sft(
     examples = sft_examples(problems, prompt_config, tokenizer)
     if not examples:
         raise ValueError("no problem in the train split has a reference solution to fine-tune on")
+    if settings.refinement_share > 0:
+        if refinement is None or executor is None:
+            raise ValueError("tiny_model.sft.refinement_share > 0 needs the srrl settings and an executor")
+        examples += refinement_examples(
+            problems, settings.refinement_share, refinement, prompt_config, executor, tokenizer, settings.seed
+        )
     model = AutoModelForCausalLM.from_pretrained(str(model_path))
     output_dir = Path(output_dir)
     args = SFTConfig(
@@ -63,6 +77,9 @@ def run_sft(
         weight_decay=settings.weight_decay,
         lr_scheduler_type="cosine",
         completion_only_loss=True,
+        # Refinement examples are about twice as long as first attempts: batching by length
+        # keeps short examples from being padded to the long ones.
+        train_sampling_strategy="group_by_length",
         gradient_checkpointing=False,
         seed=settings.seed,
         data_seed=settings.seed,

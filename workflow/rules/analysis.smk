@@ -46,7 +46,7 @@ rule sample_refinements:
         backend=config["generation"]["backend"],
         generation=get_refinement_generation_settings,
         prompt=get_prompt_settings,
-        srrl=config["srrl"],
+        srrl=get_refinement_prompt_settings,
         execution=config["execution"],
         prompts=config["report"]["refinement_prompts"],
     script:

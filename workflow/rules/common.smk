@@ -134,6 +134,27 @@ def get_sft_settings(wildcards=None):
     return dict(config["tiny_model"]["sft"])
 
 
+def get_refinement_prompt_settings(wildcards=None):
+    """The SRRL settings that shape a refinement prompt: a change to SRRL's others (the c2
+    share) leaves the tiny model's warm start and the base model's refinement samples alone.
+    """
+    used = ("feedback_tests", "refinement_template", "max_trace_chars")
+    return {key: config["srrl"][key] for key in used if key in config["srrl"]}
+
+
+def get_sft_refinement_settings(wildcards=None):
+    """Refinement-prompt settings of the warm start's refinement examples (none when unused)."""
+    if not config["tiny_model"]["sft"].get("refinement_share"):
+        return None
+    return get_refinement_prompt_settings()
+
+
+def get_sft_execution_settings(wildcards=None):
+    if not config["tiny_model"]["sft"].get("refinement_share"):
+        return None
+    return dict(config["execution"])
+
+
 def get_interval_eval_problems(wildcards):
     return f"results/data/{wildcards.dataset}/test.jsonl"
 

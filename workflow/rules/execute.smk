@@ -12,7 +12,8 @@ rule annotate_candidates:
         "../envs/execute.yaml"
     threads: config["execution"]["workers"]
     resources:
-        cpus_per_task=resource("execute", "cpus_per_task"),
+        # One CPU per sandbox worker: execution.workers decides both.
+        cpus_per_task=config["execution"]["workers"],
         mem_mb=resource("execute", "mem_mb"),
         runtime=resource("execute", "runtime"),
     params:

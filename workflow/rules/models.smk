@@ -64,6 +64,8 @@ rule sft_tiny_model:
     params:
         sft=get_sft_settings,
         prompt=get_prompt_settings,
+        refinement=get_sft_refinement_settings,
+        execution=get_sft_execution_settings,
     script:
         "../scripts/sft_tiny_model.py"
 

@@ -1,0 +1,85 @@
+"""GRPO/SRRL through TRL's trainer on a tiny random model: what reaches the loss, and sampling."""
+
+import pytest
+import torch
+
+from execrl.grpo import GRPOSettings, generate_with_merged_adapter, train_grpo
+from execrl.lora import LoRASettings
+from execrl.problems import Problem
+from execrl.prompting import PromptConfig
+from execrl.rewards import RewardSettings
+from execrl.sandbox import Executor
+from execrl.srrl import SRRLRollout, SRRLSettings
+from execrl.tiny_model import TinyModelConfig, init_model, train_tokenizer
+
+PROBLEMS = [
+    Problem(id=f"t/{i}", prompt=f"Write f(x) returning x + {i}.", test_type="assert",
+            tests=[f"assert f(1) == {1 + i}", f"assert f(2) == {2 + i}"], entry_point="f",
+            reference=f"def f(x):\n    return x + {i}\n")
+    for i in range(6)
+]
+CONFIG = PromptConfig(template="{prompt}\nTest: {tests}\n", num_tests_shown=1)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    texts = [p.prompt + "\n" + p.reference for p in PROBLEMS] * 20
+    train_tokenizer(texts, 300, root / "tokenizer")
+    config = TinyModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                             intermediate_size=64)
+    init_model(root / "tokenizer", config, seed=0, out_dir=root / "model")
+    return str(root / "model")
+
+
+def test_c2_samples_reach_the_loss(tiny_model, tmp_path, monkeypatch):
+    """One SRRL step: the refinements the rollout drew are rows of the batch TRL's loss sees."""
+    from trl import GRPOTrainer
+
+    rolled, seen = [], []
+    original_rollout, original_loss = SRRLRollout.rollout, GRPOTrainer.compute_loss
+
+    def recording_rollout(self, *args, **kwargs):
+        output = original_rollout(self, *args, **kwargs)
+        rolled.append(output)
+        return output
+
+    def recording_loss(self, model, inputs, *args, **kwargs):
+        mask = inputs["completion_mask"].bool()
+        seen.extend(row[m].tolist() for row, m in zip(inputs["completion_ids"], mask, strict=True))
+        return original_loss(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(SRRLRollout, "rollout", recording_rollout)
+    monkeypatch.setattr(GRPOTrainer, "compute_loss", recording_loss)
+    settings = GRPOSettings(num_generations=4, prompts_per_step=2, max_steps=1, max_completion_length=16,
+                            save_steps=100, gradient_checkpointing=False, learning_rate=1e-3)
+    with Executor(workers=1) as executor:
+        train_grpo(tiny_model, PROBLEMS, PROBLEMS[:2], CONFIG, settings, RewardSettings(binary=1.0),
+                   LoRASettings(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]), executor,
+                   tmp_path / "checkpoints", tmp_path / "adapter", tmp_path / "metrics.jsonl",
+                   srrl=SRRLSettings(refine_share=0.5))
+
+    (output,) = rolled
+    c2 = [ids for ids, kind in zip(output["completion_ids"], output["sample_kind"], strict=True) if kind == "c2"]
+    assert c2, "a random model fails its first attempts, so the step must hold refinements"
+    assert len(seen) == len(output["completion_ids"]) == 8
+    # The loss sees exactly the rollout's completions (c1 and c2), one row each.
+    assert sorted(map(list, output["completion_ids"])) == sorted(seen)
+    assert (tmp_path / "adapter" / "adapter_config.json").exists()
+
+
+def test_merged_adapter_sampling_matches_unmerged_and_leaves_weights(tiny_model):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model),
+                           LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    inputs = {"input_ids": torch.tensor([[3, 4, 5, 6]]), "max_new_tokens": 8, "do_sample": False}
+    unmerged = model.generate(**inputs)
+    generate_with_merged_adapter(model)
+    merged = model.generate(**inputs)
+    assert torch.equal(unmerged, merged)
+    assert not any(layer.merged for layer in model.modules() if hasattr(layer, "merged_adapters"))
+    after = model.state_dict()
+    assert all(torch.allclose(before[k], after[k], atol=1e-6) for k in before)
