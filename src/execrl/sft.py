@@ -77,9 +77,6 @@ def run_sft(
         weight_decay=settings.weight_decay,
         lr_scheduler_type="cosine",
         completion_only_loss=True,
-        # Refinement examples are about twice as long as first attempts: batching by length
-        # keeps short examples from being padded to the long ones.
-        train_sampling_strategy="group_by_length",
         gradient_checkpointing=False,
         seed=settings.seed,
         data_seed=settings.seed,
