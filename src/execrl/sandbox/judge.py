@@ -25,6 +25,7 @@ import json
 import math
 import re
 import signal
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,7 +108,19 @@ def problem_key(problem: Problem) -> str:
     return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
+# CPython 3.11's AST <-> object conversion keeps its recursion depth in interpreter-wide state,
+# so ast.parse / compile(ast) in two threads at once can fail with "AST constructor recursion
+# depth mismatch" (python/cpython#106905). The executor prepares problems from one thread per
+# worker: preparation is serialized.
+_AST_LOCK = threading.RLock()
+
+
 def prepare(problem: Problem, shadowed: frozenset[str] = frozenset()) -> Prepared:
+    with _AST_LOCK:
+        return _prepare(problem, shadowed)
+
+
+def _prepare(problem: Problem, shadowed: frozenset[str]) -> Prepared:
     key = problem_key(problem)
     if problem.test_type == "assert":
         safe = SAFE_NAMES - shadowed
