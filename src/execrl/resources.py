@@ -42,7 +42,7 @@ MAX_RUNTIME_MINUTES = 2 * 24 * 60
 _CPU_STAGE = {
     # stage: (cpus_per_task, mem_mb, minutes)
     "data": (2, 4000, 60),
-    "execute": (8, 16000, 60),
+    "execute": (8, 16000, 60),  # annotate_candidates asks for execution.workers CPUs instead
     "report": (2, 4000, 60),
 }
 _CPU_MODEL = (2, 8000, 60)  # a GPU stage of a model small enough for CPU
