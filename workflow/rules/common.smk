@@ -149,12 +149,6 @@ def get_sft_refinement_settings(wildcards=None):
     return get_refinement_prompt_settings()
 
 
-def get_sft_execution_settings(wildcards=None):
-    if not config["tiny_model"]["sft"].get("refinement_share"):
-        return None
-    return dict(config["execution"])
-
-
 def get_interval_eval_problems(wildcards):
     return f"results/data/{wildcards.dataset}/test.jsonl"
 

@@ -65,7 +65,6 @@ rule sft_tiny_model:
         sft=get_sft_settings,
         prompt=get_prompt_settings,
         refinement=get_sft_refinement_settings,
-        execution=get_sft_execution_settings,
     script:
         "../scripts/sft_tiny_model.py"
 

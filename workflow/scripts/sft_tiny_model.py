@@ -8,18 +8,15 @@ import torch
 
 from execrl.problems import read_problems
 from execrl.prompting import PromptConfig
-from execrl.sandbox import ExecutionLimits, Executor
+from execrl.sandbox import Executor
 from execrl.sft import SFTSettings, run_sft
 from execrl.srrl import SRRLSettings
 
 torch.set_num_threads(snakemake.threads)
 refinement = snakemake.params.refinement
-execution = snakemake.params.execution
-executor = (
-    Executor(workers=execution["workers"], limits=ExecutionLimits(timeout_s=execution["timeout_s"], memory_mb=execution["memory_mb"]))
-    if execution
-    else nullcontext()
-)
+# The refinement examples' broken attempts run with the sandbox's default limits, not the
+# `execution` config: a new evaluation timeout must not rebuild the model.
+executor = Executor(workers=snakemake.threads) if refinement else nullcontext()
 with executor:
     run_sft(
         model_path=snakemake.input.model,
@@ -29,5 +26,5 @@ with executor:
         output_dir=snakemake.output.model,
         metrics_path=snakemake.output.metrics,
         refinement=SRRLSettings(**refinement) if refinement else None,
-        executor=executor if execution else None,
+        executor=executor if refinement else None,
     )
