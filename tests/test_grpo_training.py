@@ -83,3 +83,45 @@ def test_merged_adapter_sampling_matches_unmerged_and_leaves_weights(tiny_model)
     assert not any(layer.merged for layer in model.modules() if hasattr(layer, "merged_adapters"))
     after = model.state_dict()
     assert all(torch.allclose(before[k], after[k], atol=1e-6) for k in before)
+
+
+def test_length_chunked_scoring_matches_trl_on_mixed_prompt_lengths(tiny_model, tmp_path):
+    """Rows scored in length-sorted chunks, each cut to its own width, get TRL's log-probs and
+    entropies back in their own order, and gradients flow to the adapter."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from execrl.grpo import LengthChunkedGRPOTrainer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    trainer = LengthChunkedGRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny_model),
+        reward_funcs=lambda completions, **kwargs: [0.0] * len(completions),
+        args=GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
+                        use_cpu=True, bf16=False, report_to=[]),
+        train_dataset=Dataset.from_list([{"prompt": "x"}] * 4),
+        processing_class=tokenizer,
+        peft_config=LoRASettings(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]).peft_config(),
+    )
+    generator = torch.Generator().manual_seed(0)
+    prompt_lengths, completion_width = [3, 17, 5, 30, 9, 2, 24], 6
+    width = max(prompt_lengths)
+    input_ids = torch.randint(3, tokenizer.vocab_size, (len(prompt_lengths), width + completion_width), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    for row, length in enumerate(prompt_lengths):
+        input_ids[row, : width - length] = tokenizer.pad_token_id or 0
+        attention_mask[row, : width - length] = 0
+    attention_mask[1, -2:] = 0  # a completion that ended early
+
+    model = trainer.model
+    chunked = trainer._get_per_token_logps_and_entropies(model, input_ids, attention_mask, completion_width, compute_entropy=True)
+    reference = GRPOTrainer._get_per_token_logps_and_entropies(
+        trainer, model, input_ids, attention_mask, completion_width, compute_entropy=True
+    )
+    assert chunked[0].shape == reference[0].shape == (len(prompt_lengths), completion_width)
+    assert torch.allclose(chunked[0], reference[0], atol=1e-4)
+    assert torch.allclose(chunked[1], reference[1], atol=1e-4)
+    chunked[0][attention_mask[:, -completion_width:].bool()].sum().backward()
+    adapter_grads = [p.grad for name, p in model.named_parameters() if "lora_" in name and p.requires_grad]
+    assert adapter_grads and any(g is not None and g.abs().sum() > 0 for g in adapter_grads)

@@ -7,7 +7,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from transformers import TrainerCallback
+from trl import GRPOTrainer
 
 from execrl.lora import LoRASettings
 from execrl.problems import Problem
@@ -66,6 +68,44 @@ def generate_with_merged_adapter(model) -> None:
             model.unmerge_adapter()
 
     model.generate = generate
+
+
+class LengthChunkedGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer that scores a batch in chunks of rows with similar prompt lengths, each cut to its own width.
+
+    TRL left-pads every prompt of a step to the longest one. SRRL's groups mix short first
+    attempts with refinement prompts three times as long, so on one width about half the
+    positions the loss computes would be padding. Cutting a chunk's shared left padding leaves
+    each row's tokens, mask and relative positions (all that rotary attention sees) as they were,
+    so the log-probabilities are the same. Multimodal inputs go to TRL unchanged.
+    """
+
+    score_chunks = 4
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, **kwargs):
+        score = super()._get_per_token_logps_and_entropies
+        if any(value is not None for key, value in kwargs.items() if key not in ("compute_entropy", "compute_aux_loss")):
+            return score(model, input_ids, attention_mask, logits_to_keep, batch_size, **kwargs)
+        prompt_lengths = attention_mask[:, : input_ids.size(1) - logits_to_keep].sum(dim=1)
+        order = torch.argsort(prompt_lengths, stable=True)
+        rows = -(-input_ids.size(0) // self.score_chunks)
+        if batch_size:
+            rows = min(rows, batch_size)
+        logps, entropies, aux_losses = [], [], []
+        for chunk in order.split(rows):
+            start = input_ids.size(1) - logits_to_keep - int(prompt_lengths[chunk].max())
+            chunk_logps, chunk_entropies, chunk_aux = score(
+                model, input_ids[chunk, start:], attention_mask[chunk, start:], logits_to_keep, **kwargs
+            )
+            logps.append(chunk_logps)
+            entropies.append(chunk_entropies)
+            aux_losses.append(chunk_aux)
+        restore = torch.argsort(order)
+        return (
+            torch.cat(logps)[restore],
+            torch.cat(entropies)[restore] if entropies[0] is not None else None,
+            torch.stack(aux_losses).mean() if aux_losses[0] is not None else None,
+        )
 
 
 class PolicySampler:
@@ -147,7 +187,7 @@ def train_grpo(
     """Train a LoRA adapter with GRPO (or SRRL when `srrl` is given), resuming from the newest checkpoint."""
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
     tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
     if tokenizer.pad_token is None:
@@ -195,7 +235,7 @@ def train_grpo(
         rollout = SRRLRollout(
             problems_by_prompt, executor, srrl, prompt_config, lambda trainer: PolicySampler(trainer, settings)
         )
-    trainer = GRPOTrainer(
+    trainer = LengthChunkedGRPOTrainer(
         model=model,
         reward_funcs=reward_funcs,
         args=args,

@@ -45,6 +45,8 @@ rule train_grpo:
         "logs/train_grpo/{dataset}/{model}/{seed}.log",
     benchmark:
         "benchmarks/train_grpo/{dataset}/{model}/{seed}.tsv"
+    # Online RL takes longest: start it before the jobs that can wait.
+    priority: 1
     conda:
         "../envs/train.yaml"
     threads: 2
