@@ -124,7 +124,8 @@ def per_problem_figure(rates: pd.DataFrame, baseline: str = "base", seed: int = 
             counts = rows["change"].value_counts()
             ax.set_title(f"{method} vs {baseline}\n{run}\nfixed {counts.get('fixed', 0)} · broke {counts.get('broken', 0)}", fontsize=9)
             ax.set_xlabel(f"{baseline} pass rate" if r == len(runs) - 1 else "")
-            ax.set_ylabel(f"{method} pass rate" if m == 0 else "")
+            # Each column is another method: the title names it, the shared label says what y is.
+            ax.set_ylabel("method's pass rate" if m == 0 else "")
     legend = axes[0][-1].get_legend()
     if legend is not None:
         sns.move_legend(axes[0][-1], "upper left", bbox_to_anchor=(1.02, 1), title="problem", frameon=False)

@@ -1,0 +1,79 @@
+"""Seconds per GRPO / SRRL step, with the batch scored in length-sorted chunks and as TRL does.
+
+`LengthChunkedGRPOTrainer` with `score_chunks = 1` scores the whole batch on one width, which
+is TRL's own behaviour (the baseline); the default (4) cuts each chunk to its own width. Both
+run the same seeded steps from the same model, one after the other in this process, and the
+script prints the mean step time (TRL's `step_time`, first step left out) and the ratio.
+
+Needs a warm-started tiny model and the builtin data, i.e. a finished `make report`:
+
+    PYTHONPATH=src .venv/bin/python bench/rl_step_time.py [--method srrl] [--steps 12] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+import torch
+import yaml
+
+from execrl.grpo import GRPOSettings, LengthChunkedGRPOTrainer, train_grpo
+from execrl.lora import LoRASettings
+from execrl.problems import read_problems
+from execrl.prompting import PromptConfig
+from execrl.rewards import RewardSettings
+from execrl.sandbox import ExecutionLimits, Executor
+from execrl.srrl import SRRLSettings
+
+
+def run(method: str, steps: int, chunks: int, config: dict, model: str, data: Path) -> list[float]:
+    LengthChunkedGRPOTrainer.score_chunks = chunks
+    settings = GRPOSettings(**{**config["grpo"], "max_steps": steps, "eval_every": 0, "save_steps": steps + 1})
+    execution = config["execution"]
+    limits = ExecutionLimits(timeout_s=execution["timeout_s"], memory_mb=execution["memory_mb"])
+    with tempfile.TemporaryDirectory() as out, Executor(workers=execution["workers"], limits=limits) as executor:
+        out = Path(out)
+        train_grpo(
+            model_path=model,
+            problems=read_problems(data / "train.jsonl"),
+            eval_problems=[],
+            prompt_config=PromptConfig(**config["prompt"]),
+            settings=settings,
+            reward_settings=RewardSettings(**config["rewards"]),
+            lora=LoRASettings(**config["lora"]),
+            executor=executor,
+            checkpoint_dir=out / "checkpoints",
+            adapter_dir=out / "adapter",
+            metrics_path=out / "metrics.jsonl",
+            srrl=SRRLSettings(**config["srrl"]) if method == "srrl" else None,
+        )
+        records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [r["step_time"] for r in records if "step_time" in r][1:]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--method", choices=("grpo", "srrl"), default="srrl")
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the local profile uses 1)")
+    parser.add_argument("--config", default="config/config.yaml")
+    parser.add_argument("--model", default="results/models/builtin/tiny/base")
+    parser.add_argument("--data", default="results/data/builtin")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    config = yaml.safe_load(Path(args.config).read_text())
+    times = {}
+    for label, chunks in (("one width (TRL)", 1), ("length-sorted chunks", 4)):
+        times[label] = run(args.method, args.steps, chunks, config, args.model, Path(args.data))
+        print(f"{args.method} {label:>22}: {statistics.mean(times[label]):.3f} s/step "
+              f"(median {statistics.median(times[label]):.3f}, {len(times[label])} steps)", flush=True)
+    baseline, chunked = (statistics.mean(t) for t in times.values())
+    print(f"speedup: {baseline / chunked:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
