@@ -125,3 +125,12 @@ def test_length_chunked_scoring_matches_trl_on_mixed_prompt_lengths(tiny_model, 
     chunked[0][attention_mask[:, -completion_width:].bool()].sum().backward()
     adapter_grads = [p.grad for name, p in model.named_parameters() if "lora_" in name and p.requires_grad]
     assert adapter_grads and any(g is not None and g.abs().sum() > 0 for g in adapter_grads)
+
+
+def test_only_rotary_models_are_scored_in_chunks():
+    from transformers import GPT2Config, LlamaConfig, Qwen2Config
+
+    from execrl.grpo import uses_rotary_positions
+
+    assert uses_rotary_positions(Qwen2Config()) and uses_rotary_positions(LlamaConfig())
+    assert not uses_rotary_positions(GPT2Config())

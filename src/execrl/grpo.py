@@ -70,6 +70,11 @@ def generate_with_merged_adapter(model) -> None:
     model.generate = generate
 
 
+def uses_rotary_positions(config) -> bool:
+    """Whether a model's attention sees positions only relative to each other (rotary embeddings)."""
+    return getattr(config, "rope_parameters", None) is not None or getattr(config, "rope_theta", None) is not None
+
+
 class LengthChunkedGRPOTrainer(GRPOTrainer):
     """GRPOTrainer that scores a batch in chunks of rows with similar prompt lengths, each cut to its own width.
 
@@ -77,14 +82,16 @@ class LengthChunkedGRPOTrainer(GRPOTrainer):
     attempts with refinement prompts three times as long, so on one width about half the
     positions the loss computes would be padding. Cutting a chunk's shared left padding leaves
     each row's tokens, mask and relative positions (all that rotary attention sees) as they were,
-    so the log-probabilities are the same. Multimodal inputs go to TRL unchanged.
+    so the log-probabilities are the same. Models with absolute position embeddings (no rotary
+    settings in their config) and multimodal inputs go to TRL unchanged.
     """
 
     score_chunks = 4
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, **kwargs):
         score = super()._get_per_token_logps_and_entropies
-        if any(value is not None for key, value in kwargs.items() if key not in ("compute_entropy", "compute_aux_loss")):
+        multimodal = any(v is not None for k, v in kwargs.items() if k not in ("compute_entropy", "compute_aux_loss"))
+        if multimodal or not uses_rotary_positions(self.model.config):
             return score(model, input_ids, attention_mask, logits_to_keep, batch_size, **kwargs)
         prompt_lengths = attention_mask[:, : input_ids.size(1) - logits_to_keep].sum(dim=1)
         order = torch.argsort(prompt_lengths, stable=True)
