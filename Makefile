@@ -2,6 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+EMBEDDED := .test/config/config.yaml
+# Shell rules (training runs `accelerate launch`) find the environment's tools first.
+export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: report test env lint clean
 
@@ -15,13 +18,13 @@ $(BIN)/snakemake: pyproject.toml
 env: $(BIN)/snakemake
 
 report: env
-	$(BIN)/snakemake --profile profiles/local results/report.html
+	$(BIN)/snakemake --profile profiles/local results/report.html --configfile $(EMBEDDED)
 
 test: env
 	$(BIN)/python -m pytest
 
 lint: env
-	$(BIN)/snakemake --lint
+	$(BIN)/snakemake --lint --configfile $(EMBEDDED)
 	$(BIN)/snakefmt --check workflow
 
 clean:

@@ -9,17 +9,21 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 MBPP_DIR = REPO.parent / "shared" / "data" / "mbpp"
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+EMBEDDED = ".test/config/config.yaml"
+"""The embedded default; test configs are laid over it (`--configfile EMBEDDED config/test.yaml`)."""
 
 
 def copy_workflow(destination: Path) -> Path:
     """A private copy of the workflow and configs, so a test run never touches the checkout's results."""
-    for name in ("workflow", "config", "profiles"):
+    for name in ("workflow", "config", "profiles", ".test"):
         shutil.copytree(REPO / name, destination / name)
     return destination
 
 
 def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    # Shell rules find `accelerate` and `python` where the tests' interpreter lives.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PATH": path}
     result = subprocess.run(
         [SNAKEMAKE, "--cores", "2", *args], cwd=workdir, capture_output=True, text=True, env=env, timeout=1800
     )

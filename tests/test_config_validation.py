@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from conftest import run_snakemake
+from conftest import EMBEDDED, run_snakemake
 
 
 def write_overlay(workdir, overlay):
@@ -26,7 +26,7 @@ def write_overlay(workdir, overlay):
 )
 def test_bad_config_fails_before_any_job(workflow_copy, overlay, expected):
     overlay_path = write_overlay(workflow_copy, overlay)
-    result = run_snakemake(workflow_copy, "-n", "results/report.html", "--configfile", overlay_path, check=False)
+    result = run_snakemake(workflow_copy, "-n", "results/report.html", "--configfile", EMBEDDED, overlay_path, check=False)
     assert result.returncode != 0
     output = result.stdout + result.stderr
     assert expected in output

@@ -13,6 +13,7 @@ import pytest
 from execrl.evaluation import evaluate_annotations
 from execrl.generation import GenerationSettings
 from execrl.passk import pass_at_k
+from execrl import refinement_samples
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.report import cost, figures, refinements, stats, summary, tables, training
@@ -196,35 +197,36 @@ def write_benchmark(path, seconds, cpu):
 
 def test_cost_tables_attribute_jobs_to_rules_and_methods(tmp_path):
     root = tmp_path / "benchmarks"
-    write_benchmark(root / "train_grpo/d/big/0.tsv", 3600, 7200)
-    write_benchmark(root / "train_dpo/d/big/0.tsv", 1800, 1800)
+    write_benchmark(root / "train/d/big/grpo/0.tsv", 3600, 7200)
+    write_benchmark(root / "train/d/big/dpo/0.tsv", 1800, 1800)
+    write_benchmark(root / "train_grpo/d/big/0.tsv", 99, 99)  # a rule of an older workflow: left out
     write_benchmark(root / "build_rl_dataset/d/big/0.tsv", 36, 36)
     write_benchmark(root / "generate_candidates/d/big/grpo/0/test.tsv", 360, 360)
     write_benchmark(root / "prepare_dataset/d/test.tsv", 10, 5)
     write_benchmark(root / "summarize_evaluations.tsv", 1, 1)
     (root / "annotate_candidates/d/big/base/0").mkdir(parents=True)
     (root / "annotate_candidates/d/big/base/0/test.tsv").write_text("s\tcpu_time\tmax_rss\nNA\t-\tNA\n")
-    stages = {"train_grpo": "train", "train_dpo": "train", "generate_candidates": "generate", "prepare_dataset": "data",
-              "build_rl_dataset": "data", "annotate_candidates": "execute"}
-    jobs = cost.job_table(root, stages, {"big": 7.0})
+    jobs = cost.job_table(root, {"big": 7.0})
+    by_job = jobs.set_index(["rule", "method"])
+    assert by_job.loc[("build_rl_dataset", "dpo"), "model"] == "big"
+    assert by_job.loc[("generate_candidates", "grpo"), "model"] == "big"
+    assert by_job.loc[("train", "grpo"), "gpus"] == 1 and by_job.loc[("train", "grpo"), "gpu_h"] == pytest.approx(1.0)
     by_rule = jobs.set_index("rule")
-    assert by_rule.loc["train_grpo", "method"] == "grpo" and by_rule.loc["build_rl_dataset", "method"] == "dpo"
-    assert by_rule.loc["generate_candidates", "method"] == "grpo" and by_rule.loc["generate_candidates", "model"] == "big"
-    assert by_rule.loc["train_grpo", "gpus"] == 1 and by_rule.loc["train_grpo", "gpu_h"] == pytest.approx(1.0)
+    assert "train_grpo" not in by_rule.index
     assert by_rule.loc["prepare_dataset", "gpus"] == 0 and by_rule.loc["summarize_evaluations", "phase"] == "report"
     assert np.isnan(by_rule.loc["annotate_candidates", "wall_s"])
     rules = cost.per_rule(jobs).set_index("rule")
-    assert rules.loc["train_grpo", "cpu_h"] == pytest.approx(2.0) and rules.index[0] == "train_grpo"
+    assert rules.loc["train", "cpu_h"] == pytest.approx(2.5) and rules.index[0] == "train"
     methods = cost.per_method(jobs).set_index("method")
     assert methods.loc["dpo", "training_wall_h"] == pytest.approx(0.51)
     assert methods.loc["grpo", "evaluation_wall_h"] == pytest.approx(0.1)
     assert cost.totals(jobs)["jobs"] == 7
-    assert cost.job_table(tmp_path / "missing", stages, {}).empty
+    assert cost.job_table(tmp_path / "missing", {}).empty
 
 
 def test_a_tiny_model_bills_no_gpu_hours(tmp_path):
-    write_benchmark(tmp_path / "train_srrl/d/tiny/0.tsv", 100, 150)
-    jobs = cost.job_table(tmp_path, {"train_srrl": "train"}, {"tiny": 0.003})
+    write_benchmark(tmp_path / "train/d/tiny/srrl/0.tsv", 100, 150)
+    jobs = cost.job_table(tmp_path, {"tiny": 0.003})
     assert jobs.iloc[0]["gpus"] == 0 and jobs.iloc[0]["gpu_h"] == 0
 
 
@@ -295,8 +297,8 @@ def test_every_figure_renders(tmp_path, evaluations, per_problem, metrics_files)
           "distinct_programs": 1 + i % 4, "distinct_passing": 1, "mean_similarity": 0.5, "mean_jaccard": 0.4, "n_pairs": 6}
          for m in ("base", "grpo") for i in range(5)]
     )
-    write_benchmark(tmp_path / "bench/train_grpo/toy/m/0.tsv", 60, 100)
-    jobs = cost.job_table(tmp_path / "bench", {"train_grpo": "train"}, {"m": 7.0})
+    write_benchmark(tmp_path / "bench/train/toy/m/grpo/0.tsv", 60, 100)
+    jobs = cost.job_table(tmp_path / "bench", {"m": 7.0})
     made = {
         "pass_at_k": figures.pass_at_k_figure(curves),
         "per_problem": figures.per_problem_figure(stats.problem_rates(per_problem)),
@@ -353,13 +355,13 @@ def test_refinement_examples_take_failure_kinds_in_turn_and_sample_c2():
          "error_type": "E", "error_message": "m", "trace": "", "test_outcomes": [{"index": 0, "status": "fail"}]}
         for p, s in zip(problems, statuses, strict=True)
     ]
-    chosen = refinements.select_failed_attempts(problems, annotations, 3)
+    chosen = refinement_samples.select_failed_attempts(problems, annotations, 3)
     assert [p.id for p, _ in chosen] == ["p/0", "p/4", "p/2"]  # wrong answer, runtime error, syntax error
-    assert refinements.select_failed_attempts(problems, annotations, 10)[-1][0].id == "p/5"
-    assert len(refinements.select_failed_attempts(problems, annotations, 10)) == 5
+    assert refinement_samples.select_failed_attempts(problems, annotations, 10)[-1][0].id == "p/5"
+    assert len(refinement_samples.select_failed_attempts(problems, annotations, 10)) == 5
 
     backend = FakeBackend()
-    records = refinements.sample_refinements(
+    records = refinement_samples.sample_refinements(
         chosen, backend, GenerationSettings(num_samples=2), PromptConfig(template="{prompt}\n{tests}\n", num_tests_shown=1),
         SRRLSettings(), FakeExecutor(),
     )
@@ -368,7 +370,7 @@ def test_refinement_examples_take_failure_kinds_in_turn_and_sample_c2():
     assert records[0]["c1"]["status"] == "fail" and records[0]["c2"][1]["status"] == "pass"
     row = refinements.refinement_summary(records, {"method": "srrl"})
     assert row["c2_pass_rate"] == pytest.approx(0.5) and row["prompts_fixed"] == 3 and row["prompts"] == 3
-    assert refinements.sample_refinements([], backend, GenerationSettings(), PromptConfig(), SRRLSettings(), FakeExecutor()) == []
+    assert refinement_samples.sample_refinements([], backend, GenerationSettings(), PromptConfig(), SRRLSettings(), FakeExecutor()) == []
 
 
 class TableParser(HTMLParser):
@@ -418,8 +420,8 @@ def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_probl
     per_problem.to_csv(paths["per_problem"], sep="\t", index=False)
     metrics = training.metrics_table(metrics_files["metrics"], GRPO)
     training.training_summary(metrics).to_csv(paths["training"], sep="\t", index=False)
-    write_benchmark(tmp_path / "bench/train_grpo/toy/m/0.tsv", 60, 100)
-    cost.job_table(tmp_path / "bench", {"train_grpo": "train"}, {"m": 0.5}).to_csv(paths["cost"], sep="\t", index=False)
+    write_benchmark(tmp_path / "bench/train/toy/m/grpo/0.tsv", 60, 100)
+    cost.job_table(tmp_path / "bench", {"m": 0.5}).to_csv(paths["cost"], sep="\t", index=False)
     figure = tmp_path / "fig.png"
     figures.save(figures.message_figure("a figure"), figure)
     refinement = tmp_path / "results/analysis/refinements/toy/m/srrl/0.jsonl"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, run_snakemake
+from conftest import EMBEDDED, REPO, copy_workflow, run_snakemake
 from test_training_resume import PAIRS, handmade_pairs
 from test_workflow import REDUCED, deep_update
 
@@ -94,7 +94,7 @@ def run_chromium(browser: str, *args: str, profile: Path, timeout: int = 180) ->
 def planned_jobs(workdir: Path, overlay: dict | None = None) -> dict[str, int]:
     config = deep_update(json.loads(json.dumps(REPORT_RUN)), overlay or {})
     (workdir / "config" / "report-test.yaml").write_text(yaml.safe_dump(config))
-    result = run_snakemake(workdir, "-n", "--configfile", "config/report-test.yaml")
+    result = run_snakemake(workdir, "-n", "--configfile", EMBEDDED, "config/report-test.yaml")
     if "Nothing to be done" in result.stdout + result.stderr:
         return {}
     table = result.stdout.split("Job stats:")[1].split("total")[0]
@@ -107,9 +107,9 @@ def planned_jobs(workdir: Path, overlay: dict | None = None) -> dict[str, int]:
 def finished_run(tmp_path_factory):
     workdir = copy_workflow(tmp_path_factory.mktemp("report-run"))
     (workdir / "config" / "report-test.yaml").write_text(yaml.safe_dump(REPORT_RUN))
-    run_snakemake(workdir, PAIRS, "--configfile", "config/report-test.yaml")
+    run_snakemake(workdir, PAIRS, "--configfile", EMBEDDED, "config/report-test.yaml")
     (workdir / PAIRS).write_text("".join(json.dumps(p) + "\n" for p in handmade_pairs(24)))
-    run_snakemake(workdir, "--configfile", "config/report-test.yaml")  # rule all: report, summary.json, summary.md
+    run_snakemake(workdir, "--configfile", EMBEDDED, "config/report-test.yaml")  # rule all: report, summary.json, summary.md
     return workdir
 
 
@@ -117,7 +117,7 @@ def planned_job_list(workdir: Path, overlay: dict) -> list[tuple[str, dict[str, 
     """(rule, wildcards) of every job a dry run plans with a config overlay."""
     config = deep_update(json.loads(json.dumps(REPORT_RUN)), overlay)
     (workdir / "config" / "report-test.yaml").write_text(yaml.safe_dump(config))
-    result = run_snakemake(workdir, "-n", "--configfile", "config/report-test.yaml")
+    result = run_snakemake(workdir, "-n", "--configfile", EMBEDDED, "config/report-test.yaml")
     jobs = []
     for block in re.split(r"^(?:local)?rule ", result.stdout, flags=re.MULTILINE)[1:]:
         rule = block.split(":", 1)[0].strip()
@@ -131,9 +131,9 @@ def planned_job_list(workdir: Path, overlay: dict) -> list[tuple[str, dict[str, 
 @pytest.mark.parametrize(
     "overlay, method, chain",
     [
-        ({"dpo": {"beta": 0.2}}, "dpo", {"train_dpo"}),
-        ({"srrl": {"refine_share": 0.25}}, "srrl", {"train_srrl", "sample_refinements"}),
-        ({"grpo": {"epsilon": 0.3}}, None, {"train_grpo", "train_srrl", "sample_refinements"}),
+        ({"dpo": {"beta": 0.2}}, "dpo", {"train"}),
+        ({"srrl": {"refine_share": 0.25}}, "srrl", {"train", "sample_refinements"}),
+        ({"grpo": {"epsilon": 0.3}}, None, {"train", "sample_refinements"}),
     ],
     ids=["dpo-beta", "srrl-only-setting", "grpo-setting-shared-with-srrl"],
 )
@@ -147,6 +147,19 @@ def test_method_setting_reruns_its_chain_and_the_report_only(finished_run, overl
         assert {w["method"] for _, w in jobs if "method" in w} == {method}
     # Its evaluation is rerun on every split, and no base-model or RL-data work is.
     assert sum(rule == "evaluate_pass_at_k" for rule, _ in jobs) == 2 * (1 if method else 2)
+
+
+@pytest.mark.parametrize(
+    "overlay",
+    [
+        {"wandb": {"mode": "offline"}},
+        {"wandb": {"project": "another-project"}},
+        {"execution": {"workers": 4}},
+    ],
+    ids=["wandb-mode", "wandb-project", "sandbox-workers"],
+)
+def test_settings_that_cannot_change_a_result_rerun_nothing(finished_run, overlay):
+    assert planned_jobs(finished_run, overlay) == {}
 
 
 class SummaryTable(HTMLParser):
@@ -247,7 +260,7 @@ def test_report_and_summary_json_agree(finished_run):
 
 
 def test_snakemake_report_has_the_figures_with_captions(finished_run):
-    run_snakemake(finished_run, "--configfile", "config/report-test.yaml", "--report", "results/provenance.zip")
+    run_snakemake(finished_run, "--configfile", EMBEDDED, "config/report-test.yaml", "--report", "results/provenance.zip")
     import zipfile
 
     with zipfile.ZipFile(finished_run / "results" / "provenance.zip") as archive:
@@ -271,7 +284,7 @@ def test_rebuilding_the_report_touches_nothing_upstream(finished_run):
     before = {path: path.stat().st_mtime_ns for path in results.rglob("*") if path.is_file()}
     config = deep_update(json.loads(json.dumps(REPORT_RUN)), {"report": {"title": "another title"}})
     (finished_run / "config" / "report-test.yaml").write_text(yaml.safe_dump(config))
-    run_snakemake(finished_run, "--configfile", "config/report-test.yaml")
+    run_snakemake(finished_run, "--configfile", EMBEDDED, "config/report-test.yaml")
     changed = {
         str(path.relative_to(results)) for path, mtime in before.items() if not path.exists() or path.stat().st_mtime_ns != mtime
     }

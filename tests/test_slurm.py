@@ -25,19 +25,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, SNAKEMAKE, copy_workflow
+from conftest import EMBEDDED, REPO, SNAKEMAKE, copy_workflow
+from execrl.config import merged_config
 from execrl.resources import stage_resources
 from test_workflow import REDUCED, deep_update
 
 SLURM_SH = REPO / "tests" / "cluster" / "slurm.sh"
 TEST_PROFILE = REPO / "tests" / "cluster" / "profile"
 PARAMS_B = 1.0  # large enough for a GPU in every GPU stage; the tiny model itself is unchanged
-GPU_RULES = {"generate_candidates": "generate", "sft_tiny_model": "train", "train_dpo": "train", "merge_adapter": "merge"}
-CANCELLED_RULE = "train_dpo"
+GPU_RULES = {"generate_candidates": "generate", "sft_tiny_model": "train", "train": "train", "merge_adapter": "merge"}
+CANCELLED_RULE = "train"
 REQUEUED_RULE = "generate_candidates"
 RUN_TIMEOUT_S = 1200
 PAIRS = "results/rl_data/builtin/tiny/0/pairs.jsonl"
-ADAPTER = "results/models/builtin/tiny/dpo/0/adapter"
+ADAPTER = "results/models/builtin/tiny/dpo/0/trained"
 N_PAIRS = 60
 DPO = {"per_device_train_batch_size": 2, "num_train_epochs": 1, "save_steps": 3, "max_length": 128}
 
@@ -91,7 +92,7 @@ def dry_run(workdir: Path, *args: str) -> str:
 
 
 def test_profile_plans_the_embedded_default_on_cpu(dry_run_dir):
-    output = dry_run(dry_run_dir)
+    output = dry_run(dry_run_dir, "--configfile", EMBEDDED, "config/test.yaml")
     assert "Using profile slurm for setting default command line arguments" in output
     plan = planned_resources(output)
     assert {"generate_candidates", "annotate_candidates", "render_report"} <= set(plan)
@@ -101,7 +102,7 @@ def test_profile_plans_the_embedded_default_on_cpu(dry_run_dir):
 
 
 def test_profile_plans_gpus_from_model_size(dry_run_dir):
-    output = dry_run(dry_run_dir, "--configfile", "config/mbpp.yaml")
+    output = dry_run(dry_run_dir)  # config/config.yaml: MBPP with Qwen2.5-3B-Instruct
     plan = planned_resources(output)
     expected = stage_resources("generate", 3.1)
     for resources in plan["generate_candidates"]:
@@ -112,14 +113,14 @@ def test_profile_plans_gpus_from_model_size(dry_run_dir):
     for rule in ("annotate_candidates", "prepare_dataset", "evaluate_pass_at_k", "render_report"):
         for resources in plan[rule]:
             assert resources.get("gpu", "0") == "0", (rule, resources)
-    workers = yaml.safe_load((REPO / "config" / "mbpp.yaml").read_text())["execution"]["workers"]
+    workers = merged_config(base=dry_run_dir / "config" / "config.yaml")["execution"]["workers"]
     for resources in plan["annotate_candidates"]:  # one CPU per sandbox worker
         assert int(resources["cpus_per_task"]) == workers
 
 
 def test_set_resources_overrides_the_derived_values(dry_run_dir):
     output = dry_run(
-        dry_run_dir, "--configfile", "config/mbpp.yaml",
+        dry_run_dir,
         "--set-resources", "generate_candidates:gpu=4", "generate_candidates:slurm_partition=gpu-long",
     )
     for resources in planned_resources(output)["generate_candidates"]:
@@ -283,7 +284,7 @@ def runs(slurm_cluster, tmp_path_factory):
     workdir = slurm_workdir(tmp_path_factory.mktemp("slurm-run"), config)
     local = copy_workflow(tmp_path_factory.mktemp("local-run"))
     (local / "config" / "test.yaml").write_text(yaml.safe_dump(config))
-    target = ["results/report.html", "--configfile", "config/test.yaml"]
+    target = ["results/report.html", "--configfile", EMBEDDED, "config/test.yaml"]
     local_log = local / "snakemake.log"
     local_run = subprocess.Popen(
         [SNAKEMAKE, "--profile", "profiles/local", *target],
@@ -296,7 +297,7 @@ def runs(slurm_cluster, tmp_path_factory):
     # DPO: the RL dataset through Slurm, pairs made by hand, then training, cancelled mid-run.
     dpo_config = deep_update(json.loads(json.dumps(config)), {"experiment": {"methods": ["base", "dpo"]}, "dpo": DPO})
     (workdir / "config" / "test-dpo.yaml").write_text(yaml.safe_dump(dpo_config))
-    planned_pairs, _, pairs_s = run_through_slurm(workdir, PAIRS, "--configfile", "config/test-dpo.yaml")
+    planned_pairs, _, pairs_s = run_through_slurm(workdir, PAIRS, "--configfile", EMBEDDED, "config/test-dpo.yaml")
     (workdir / PAIRS).write_text(preference_pairs(N_PAIRS))
     steps_at_cancel: list[int] = []
 
@@ -305,7 +306,7 @@ def runs(slurm_cluster, tmp_path_factory):
         return bool(steps_at_cancel)
 
     cancel = Intervention(workdir, CANCELLED_RULE, "cancel", ready=first_checkpoint_saved)
-    planned_dpo, dpo_output, dpo_s = run_through_slurm(workdir, ADAPTER, "--configfile", "config/test-dpo.yaml", intervention=cancel)
+    planned_dpo, dpo_output, dpo_s = run_through_slurm(workdir, ADAPTER, "--configfile", EMBEDDED, "config/test-dpo.yaml", intervention=cancel)
     print(f"Slurm runs: report {wall_s:.0f} s, RL dataset {pairs_s:.0f} s, DPO {dpo_s:.0f} s")
     return {
         "workdir": workdir,
@@ -346,7 +347,7 @@ def test_every_job_runs_as_a_slurm_job(runs):
 
 @pytest.mark.slow
 def test_gpu_rules_ask_for_gpus_and_cpu_rules_do_not(runs):
-    assert {"generate_candidates", "sft_tiny_model", "train_dpo"} <= {r["rule"] for r in runs["records"]}
+    assert {"generate_candidates", "sft_tiny_model", "train"} <= {r["rule"] for r in runs["records"]}
     for record in runs["records"]:
         rule = record["rule"]
         if rule in GPU_RULES:
@@ -389,7 +390,7 @@ def test_cancelled_training_resumes_from_its_last_checkpoint(runs):
     workdir = runs["workdir"]
     saved = runs["steps_at_cancel"]
     assert saved, "the training job was cancelled before any checkpoint"
-    log = (workdir / "logs" / "train_dpo" / "builtin" / "tiny" / "0.log").read_text()
+    log = (workdir / "logs" / "train" / "builtin" / "tiny" / "dpo" / "0.log").read_text()
     resumed = re.search(r"resuming from \S*checkpoint-(\d+)", log)
     assert resumed, log[-2000:]
     total_steps = N_PAIRS // DPO["per_device_train_batch_size"]

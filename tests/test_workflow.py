@@ -6,7 +6,7 @@ import re
 import pytest
 import yaml
 
-from conftest import copy_workflow, run_snakemake
+from conftest import EMBEDDED, copy_workflow, run_snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def planned_jobs(workdir, overlay=None):
     """Rule name → number of jobs a dry run plans, with an optional config overlay."""
     config = deep_update(json.loads(json.dumps(REDUCED)), overlay or {})
     (workdir / "config" / "test.yaml").write_text(yaml.safe_dump(config))
-    result = run_snakemake(workdir, "-n", "results/report.html", "--configfile", "config/test.yaml")
+    result = run_snakemake(workdir, "-n", "results/report.html", "--configfile", EMBEDDED, "config/test.yaml")
     if "Nothing to be done" in result.stdout + result.stderr:
         return {}
     table = result.stdout.split("Job stats:")[1].split("total")[0]
@@ -52,7 +52,7 @@ def planned_jobs(workdir, overlay=None):
 def finished_run(tmp_path_factory):
     workdir = copy_workflow(tmp_path_factory.mktemp("run"))
     (workdir / "config" / "test.yaml").write_text(yaml.safe_dump(REDUCED))
-    run_snakemake(workdir, "results/report.html", "--configfile", "config/test.yaml")
+    run_snakemake(workdir, "results/report.html", "--configfile", EMBEDDED, "config/test.yaml")
     return workdir
 
 

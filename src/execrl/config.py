@@ -1,18 +1,60 @@
-"""Checks on an experiment config that a JSON schema cannot express."""
+"""Experiment configs: how they are layered, checks a JSON schema cannot express, and which
+settings cannot change a result.
+
+A run's config is built the way Snakemake builds it: the schema's defaults (sized for hub
+models), under `config/config.yaml` (the analysis a user edits), under each `--configfile`
+in order. `python -m execrl.config [--configfile F ...]` prints the merged result.
+"""
 
 from __future__ import annotations
 
+import argparse
+import copy
 import string
+import sys
+from pathlib import Path
 from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG = Path("config") / "config.yaml"
+"""Relative to the working directory, as in the Snakefile."""
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+RUNTIME_SETTINGS = {"execution": ("workers",), "wandb": ("mode", "project")}
+"""Settings that cannot change a result (logging, parallelism): they never reach a rule's
+`params:` nor a checkpoint's key, so changing them reruns nothing."""
 
 
 class ConfigError(ValueError):
     """A config problem, named by its key."""
 
 
+def without_runtime_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The config less RUNTIME_SETTINGS: what may decide a result."""
+    result = copy.deepcopy(config)
+    for section, keys in RUNTIME_SETTINGS.items():
+        for key in keys:
+            result.get(section, {}).pop(key, None)
+    return result
+
+
+def model_kind(source: str) -> str:
+    """`tiny` (built by the workflow), `local` (a folder on disk) or `hub` (staged before use)."""
+    if source == "tiny":
+        return "tiny"
+    if source.startswith(("/", "./", "../", "~")) or Path(source).expanduser().exists():
+        return "local"
+    return "hub"
+
+
 def check_references(config: dict[str, Any]) -> None:
     """Every name the experiment grid uses is defined, and templates use known fields only."""
+    from execrl.methods import METHODS
+
     experiment = config["experiment"]
+    for name in experiment["methods"]:
+        if name not in METHODS:
+            raise ConfigError(f"experiment.methods names {name!r}, which is not a method (methods: {', '.join(METHODS)})")
     for section, key in (("datasets", "datasets"), ("models", "models")):
         for name in experiment[key]:
             if name not in config[section]:
@@ -32,3 +74,35 @@ def check_references(config: dict[str, Any]) -> None:
     for name, dataset in config["datasets"].items():
         if dataset["adapter"] == "jsonl" and not dataset.get("source"):
             raise ConfigError(f"datasets.{name}.source is required for the jsonl adapter")
+    for name in experiment["models"]:
+        model = config["models"][name]
+        if model.get("finetuning") == "full" and model_kind(model["source"]) == "tiny":
+            raise ConfigError(f"models.{name}.finetuning: full is for hub or local models; tiny models train LoRA adapters")
+
+
+def merged_config(configfiles: list[str | Path] = (), base: str | Path = DEFAULT_CONFIG) -> dict[str, Any]:
+    """The config a run with these `--configfile`s gets: validated, defaults filled in."""
+    import yaml
+    from snakemake.utils import update_config, validate
+
+    config: dict[str, Any] = {}
+    for path in [base, *configfiles]:
+        update_config(config, yaml.safe_load(Path(path).read_text()) or {})
+    validate(config, schema=str(SCHEMA))
+    check_references(config)
+    return config
+
+
+def main(argv: list[str] | None = None) -> None:
+    import yaml
+
+    parser = argparse.ArgumentParser(
+        prog="python -m execrl.config", description="Print the merged config an experiment runs with."
+    )
+    parser.add_argument("--configfile", nargs="*", default=[], help="overlays, in Snakemake's order")
+    args = parser.parse_args(argv)
+    yaml.safe_dump(merged_config(args.configfile), sys.stdout, sort_keys=False, allow_unicode=True, width=100)
+
+
+if __name__ == "__main__":
+    main()

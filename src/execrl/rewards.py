@@ -7,6 +7,7 @@ completion once, however many components read it.
 from __future__ import annotations
 
 from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass, field
 
 from execrl.problems import Problem
@@ -31,6 +32,14 @@ class RewardSettings:
     """1 when the completion follows `<reasoning>…</reasoning><answer>…</answer>`."""
     perfect_bonus: float = 1.0
     outcome_values: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_OUTCOME_VALUES))
+    max_tests: int | None = None
+    """Reward against at most the first N tests of each problem (None: all of them)."""
+
+    def rewarded(self, problem: Problem) -> Problem:
+        """The problem as training sees it: its tests cut to `max_tests`."""
+        if self.max_tests is None or len(problem.tests) <= self.max_tests:
+            return problem
+        return dataclasses.replace(problem, tests=problem.tests[: self.max_tests])
 
     def weights(self) -> dict[str, float]:
         named = {

@@ -13,8 +13,7 @@ rule analyze_diversity:
     conda:
         "../envs/report.yaml"
     resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
+        **job_resources("report"),
     params:
         max_pairs=200,
     script:
@@ -25,7 +24,7 @@ rule sample_refinements:
     input:
         problems=get_train_problems,
         attempts="results/annotations/{dataset}/{model}/base/{seed}/train.jsonl",
-        model=get_policy_model,
+        model=get_policy_model_input,
     output:
         "results/analysis/refinements/{dataset}/{model}/{method}/{seed}.jsonl",
     log:
@@ -36,18 +35,14 @@ rule sample_refinements:
         "../envs/generate.yaml"
     threads: 2
     resources:
-        gpu=resource("generate", "gpu"),
-        gpu_model=gpu_model,
-        cpus_per_task=resource("generate", "cpus_per_task"),
-        mem_mb=resource("generate", "mem_mb"),
-        runtime=resource("generate", "runtime"),
+        **job_resources("generate"),
     params:
-        model_path=get_policy_model_path,
+        model_path=get_policy_model,
         backend=config["generation"]["backend"],
         generation=get_refinement_generation_settings,
         prompt=get_prompt_settings,
         srrl=get_refinement_prompt_settings,
-        execution=config["execution"],
+        limits=get_execution_limits,
         prompts=config["report"]["refinement_prompts"],
     script:
         "../scripts/sample_refinements.py"
@@ -74,8 +69,7 @@ rule bootstrap_pass_at_k:
     conda:
         "../envs/report.yaml"
     resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
+        **job_resources("report"),
     params:
         n_boot=config["report"]["bootstrap_samples"],
         seed=0,
@@ -108,11 +102,9 @@ rule summarize_cost:
     conda:
         "../envs/report.yaml"
     resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
+        **job_resources("report"),
     params:
         root="benchmarks",
-        stages=RULE_STAGES,
         model_sizes=get_model_sizes(),
     script:
         "../scripts/summarize_cost.py"

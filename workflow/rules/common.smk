@@ -1,13 +1,14 @@
 from snakemake.utils import validate
 
-from execrl.config import check_references
-from execrl.resources import stage_resources
+from execrl.config import check_references, model_kind
+from execrl.methods import METHODS, RULES, trained_methods
 
 validate(config, schema="../schemas/config.schema.yaml")
 check_references(config)
 
 EXPERIMENT = config["experiment"]
-METHODS = ("base", "dpo", "grpo", "srrl")
+TRAINED = trained_methods(EXPERIMENT["methods"])
+TRAINABLE = trained_methods(METHODS)
 
 
 wildcard_constraints:
@@ -18,224 +19,56 @@ wildcard_constraints:
     split="train|test",
 
 
-##### target functions #####
+##### targets #####
 
 
 def get_final_output():
     return ["results/report.html", "results/summary.json", "results/summary.md"]
 
 
-def get_all_evaluations():
+def expand_runs(pattern, methods=None, **fixed):
+    """`pattern` over the experiment's datasets, models, methods and seeds."""
     return expand(
-        "results/eval/{dataset}/{model}/{method}/{seed}/{split}.json",
+        pattern,
         dataset=EXPERIMENT["datasets"],
         model=EXPERIMENT["models"],
-        method=EXPERIMENT["methods"],
+        method=EXPERIMENT["methods"] if methods is None else methods,
         seed=EXPERIMENT["seeds"],
-        split=EXPERIMENT.get("eval_splits", ["test"]),
+        **fixed,
     )
 
 
-def get_all_annotations():
-    return [
-        path.replace("results/eval/", "results/annotations/").replace(".json", ".jsonl")
-        for path in get_all_evaluations()
-    ]
+def get_all_evaluations():
+    return expand_runs(
+        "results/eval/{dataset}/{model}/{method}/{seed}/{split}.json",
+        split=EXPERIMENT["eval_splits"],
+    )
 
 
-def get_all_benchmarks():
-    # Snakemake writes these only after jobs finish; the report reads what exists.
-    return []
-
-
-##### dataset helpers #####
-
-
-def dataset_config(wildcards):
-    return config["datasets"][wildcards.dataset]
-
-
-def dataset_setting(key):
-    """A params function returning one setting of the job's dataset."""
-
-    def get(wildcards):
-        return dataset_config(wildcards)[key]
-
-    return get
-
-
-def get_split_name(wildcards):
-    """The dataset's own name for the train/test role a path asks for."""
-    return dataset_config(wildcards)[f"{wildcards.split}_split"]
-
-
-def get_problems(wildcards):
-    return f"results/data/{wildcards.dataset}/{wildcards.split}.jsonl"
-
-
-def get_train_problems(wildcards):
-    return f"results/data/{wildcards.dataset}/train.jsonl"
-
-
-##### model helpers #####
-
-
-def model_config(wildcards):
-    return config["models"][wildcards.model]
-
-
-def is_tiny(wildcards):
-    return model_config(wildcards)["source"] == "tiny"
-
-
-def get_base_model_dir(wildcards):
-    """A locally built model's folder; hub and local-path models need no rule."""
-    if is_tiny(wildcards):
-        return f"results/models/{wildcards.dataset}/{wildcards.model}/base"
-    return []
-
-
-def get_base_model_path(wildcards):
-    """Folder or hub id of the model before any RL."""
-    return get_base_model_dir(wildcards) or model_config(wildcards)["source"]
-
-
-def get_policy_model(wildcards):
-    """Folder or hub id of the model a method samples from."""
-    if wildcards.method != "base":
-        return f"results/models/{wildcards.dataset}/{wildcards.model}/{wildcards.method}/{wildcards.seed}/merged"
-    return get_base_model_dir(wildcards)
-
-
-def get_policy_model_path(wildcards):
-    return get_policy_model(wildcards) or model_config(wildcards)["source"]
-
-
-##### settings passed through params #####
-
-
-def get_prompt_settings(wildcards=None):
-    return dict(config["prompt"])
-
-
-def get_generation_settings(wildcards):
-    settings = {k: v for k, v in config["generation"].items() if k != "backend"}
-    settings["seed"] = int(wildcards.seed)
-    return settings
-
-
-def get_tiny_model_settings(wildcards=None):
-    return {
-        k: v for k, v in config["tiny_model"].items() if k not in ("sft", "vocab_size")
-    }
-
-
-def get_sft_settings(wildcards=None):
-    return dict(config["tiny_model"]["sft"])
-
-
-def get_refinement_prompt_settings(wildcards=None):
-    """The SRRL settings that shape a refinement prompt: a change to SRRL's others (the c2
-    share) leaves the tiny model's warm start and the base model's refinement samples alone.
-    """
-    used = ("feedback_tests", "refinement_template", "max_trace_chars")
-    return {key: config["srrl"][key] for key in used if key in config["srrl"]}
-
-
-def get_sft_refinement_settings(wildcards=None):
-    """Refinement-prompt settings of the warm start's refinement examples (none when unused)."""
-    if not config["tiny_model"]["sft"].get("refinement_share"):
-        return None
-    return get_refinement_prompt_settings()
-
-
-def get_interval_eval_problems(wildcards):
-    return f"results/data/{wildcards.dataset}/test.jsonl"
-
-
-def get_grpo_settings(wildcards):
-    return {**config["grpo"], "seed": int(wildcards.seed)}
-
-
-def get_dpo_settings(wildcards):
-    return {**config["dpo"], "seed": int(wildcards.seed)}
-
-
-##### resources #####
-
-
-def resource(stage, key):
-    """A resource callable for a rule: sized from the model in the job's wildcards."""
-
-    def get(wildcards, attempt):
-        params_b = (
-            config["models"][wildcards.model]["params_b"]
-            if "model" in wildcards.keys()
-            else 0.0
-        )
-        return stage_resources(stage, params_b, attempt)[key]
-
-    return get
-
-
-def gpu_model(wildcards):
-    """The GPU type to request, or nothing for models small enough to run on CPU."""
-    if stage_resources("generate", model_config(wildcards)["params_b"])["gpu"] == 0:
-        return ""
-    return model_config(wildcards).get("gpu_model") or ""
-
-
-##### report helpers #####
-
-# The resource stage of each rule (see `resource()` above), for GPU hours in the cost table.
-RULE_STAGES = {
-    "prepare_dataset": "data",
-    "train_tokenizer": "data",
-    "init_tiny_model": "data",
-    "sft_tiny_model": "train",
-    "generate_candidates": "generate",
-    "annotate_candidates": "execute",
-    "evaluate_pass_at_k": "data",
-    "build_rl_dataset": "data",
-    "train_dpo": "train",
-    "train_grpo": "train",
-    "train_srrl": "train",
-    "merge_adapter": "merge",
-    "sample_refinements": "generate",
-}
-# c2 samples per refinement prompt in the report's examples.
-REFINEMENT_SAMPLES = 4
-
-
-def trained_methods():
-    return [m for m in EXPERIMENT["methods"] if m != "base"]
+def get_all_diversity():
+    return expand_runs(
+        "results/analysis/diversity/{dataset}/{model}/{method}/{seed}/{split}.tsv",
+        split=EXPERIMENT["eval_splits"],
+    )
 
 
 def get_training_metrics(methods=None):
-    return expand(
-        "results/training/{dataset}/{model}/{method}/{seed}/metrics.jsonl",
-        dataset=EXPERIMENT["datasets"],
-        model=EXPERIMENT["models"],
-        method=(
-            trained_methods()
-            if methods is None
-            else [m for m in methods if m in trained_methods()]
-        ),
-        seed=EXPERIMENT["seeds"],
+    wanted = TRAINED if methods is None else [m for m in methods if m in TRAINED]
+    return expand_runs(
+        "results/training/{dataset}/{model}/{method}/{seed}/metrics.jsonl", wanted
     )
 
 
 def get_warm_start_metrics():
-    tiny = [m for m in EXPERIMENT["models"] if config["models"][m]["source"] == "tiny"]
     return expand(
         "results/training/{dataset}/{model}/sft/metrics.jsonl",
         dataset=EXPERIMENT["datasets"],
-        model=tiny,
+        model=[m for m in EXPERIMENT["models"] if is_tiny_model(m)],
     )
 
 
 def get_rl_manifests():
-    if "dpo" not in EXPERIMENT["methods"]:
+    if not any(METHODS[m].data == "pairs" for m in TRAINED):
         return []
     return expand(
         "results/rl_data/{dataset}/{model}/{seed}/manifest.json",
@@ -249,30 +82,89 @@ def get_refinement_samples():
     """c2s of the SRRL model and, for comparison, the base model on the same refinement prompts."""
     if "srrl" not in EXPERIMENT["methods"]:
         return []
-    return expand(
+    return expand_runs(
         "results/analysis/refinements/{dataset}/{model}/{method}/{seed}.jsonl",
-        dataset=EXPERIMENT["datasets"],
-        model=EXPERIMENT["models"],
-        method=["srrl", "base"],
-        seed=EXPERIMENT["seeds"],
+        ["srrl", "base"],
     )
 
 
-def get_refinement_generation_settings(wildcards):
-    return {**get_generation_settings(wildcards), "num_samples": REFINEMENT_SAMPLES}
+##### datasets #####
 
 
-def get_all_diversity():
-    return [
-        path.replace("results/eval/", "results/analysis/diversity/").replace(
-            ".json", ".tsv"
-        )
-        for path in get_all_evaluations()
-    ]
+def dataset_config(wildcards):
+    return config["datasets"][wildcards.dataset]
 
 
-def get_model_sizes():
-    return {name: config["models"][name]["params_b"] for name in EXPERIMENT["models"]}
+def get_problems(wildcards):
+    return f"results/data/{wildcards.dataset}/{wildcards.split}.jsonl"
+
+
+def get_train_problems(wildcards):
+    return f"results/data/{wildcards.dataset}/train.jsonl"
+
+
+def get_test_problems(wildcards):
+    return f"results/data/{wildcards.dataset}/test.jsonl"
+
+
+##### models #####
+
+
+def model_config(wildcards):
+    return config["models"][wildcards.model]
+
+
+def is_tiny_model(name):
+    return model_kind(config["models"][name]["source"]) == "tiny"
+
+
+def is_hub_model(name):
+    """A hub id, staged by `stage_model` before any job uses it."""
+    return model_kind(config["models"][name]["source"]) == "hub"
+
+
+def is_full_weight(wildcards):
+    return model_config(wildcards)["finetuning"] == "full"
+
+
+def get_base_model(wildcards):
+    """The folder of the model before any RL: built, staged from the hub, or given."""
+    if is_tiny_model(wildcards.model):
+        return f"results/models/{wildcards.dataset}/{wildcards.model}/base"
+    if is_hub_model(wildcards.model):
+        return f"resources/models/{wildcards.model}"
+    return model_config(wildcards)["source"]
+
+
+def get_base_model_input(wildcards):
+    """The base model as an input: a folder the workflow makes, or nothing for a local folder."""
+    if is_tiny_model(wildcards.model) or is_hub_model(wildcards.model):
+        return get_base_model(wildcards)
+    return []
+
+
+def get_policy_model(wildcards):
+    """The folder a method samples from: the base model, a merged adapter, or full weights."""
+    if wildcards.method == "base":
+        return get_base_model(wildcards)
+    run = f"results/models/{wildcards.dataset}/{wildcards.model}/{wildcards.method}/{wildcards.seed}"
+    return f"{run}/trained" if is_full_weight(wildcards) else f"{run}/merged"
+
+
+def get_policy_model_input(wildcards):
+    if wildcards.method == "base":
+        return get_base_model_input(wildcards)
+    return get_policy_model(wildcards)
+
+
+def get_training_data(wildcards):
+    """What the method trains on: preference pairs, or the train split's problems."""
+    if METHODS[wildcards.method].data == "pairs":
+        return f"results/rl_data/{wildcards.dataset}/{wildcards.model}/{wildcards.seed}/pairs.jsonl"
+    return get_train_problems(wildcards)
+
+
+##### report #####
 
 
 def get_report_figures():
@@ -283,9 +175,9 @@ def get_report_figures():
         "diversity": "results/plots/diversity.png",
         "cost": "results/plots/cost.png",
     }
-    if "base" in EXPERIMENT["methods"] and trained_methods():
+    if "base" in EXPERIMENT["methods"] and TRAINED:
         figures["per_problem"] = "results/plots/per_problem.png"
-    if trained_methods():
+    if TRAINED:
         figures["training_steps"] = "results/plots/training_steps.png"
         figures["training_samples"] = "results/plots/training_samples.png"
     if "srrl" in EXPERIMENT["methods"]:
@@ -308,6 +200,6 @@ def get_report_inputs(wildcards):
         "manifests": get_rl_manifests(),
         **{f"fig_{name}": path for name, path in get_report_figures().items()},
     }
-    if trained_methods():
+    if TRAINED:
         inputs["training"] = "results/tables/training.tsv"
     return inputs

@@ -1,3 +1,12 @@
+# Data and models from the hub. These rules run where Snakemake runs (`localrules`), where the
+# hub is reachable; every other job reads only what they wrote, so compute nodes stay offline.
+
+
+localrules:
+    prepare_dataset,
+    stage_model,
+
+
 rule prepare_dataset:
     output:
         problems="results/data/{dataset}/{split}.jsonl",
@@ -9,8 +18,7 @@ rule prepare_dataset:
     conda:
         "../envs/data.yaml"
     resources:
-        mem_mb=resource("data", "mem_mb"),
-        runtime=resource("data", "runtime"),
+        **job_resources("data"),
     params:
         adapter=dataset_setting("adapter"),
         source=dataset_setting("source"),
@@ -20,3 +28,21 @@ rule prepare_dataset:
         on_malformed=dataset_setting("on_malformed"),
     script:
         "../scripts/prepare_dataset.py"
+
+
+rule stage_model:
+    output:
+        directory("resources/models/{model}"),
+    log:
+        "logs/stage_model/{model}.log",
+    benchmark:
+        "benchmarks/stage_model/{model}.tsv"
+    conda:
+        "../envs/data.yaml"
+    resources:
+        **job_resources("data"),
+    params:
+        source=model_setting("source"),
+        revision=model_setting("revision"),
+    script:
+        "../scripts/stage_model.py"

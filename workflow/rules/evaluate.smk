@@ -11,8 +11,7 @@ rule evaluate_pass_at_k:
     conda:
         "../envs/data.yaml"
     resources:
-        mem_mb=resource("data", "mem_mb"),
-        runtime=resource("data", "runtime"),
+        **job_resources("data"),
     params:
         k=config["evaluation"]["k"],
         max_problems=config["evaluation"]["max_problems"],
@@ -46,7 +45,6 @@ rule summarize_evaluations:
     conda:
         "../envs/report.yaml"
     resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
+        **job_resources("report"),
     script:
         "../scripts/summarize_evaluations.py"

@@ -12,13 +12,10 @@ rule annotate_candidates:
         "../envs/execute.yaml"
     threads: config["execution"]["workers"]
     resources:
+        **job_resources("execute"),
         # One CPU per sandbox worker: execution.workers decides both.
         cpus_per_task=config["execution"]["workers"],
-        mem_mb=resource("execute", "mem_mb"),
-        runtime=resource("execute", "runtime"),
     params:
-        workers=config["execution"]["workers"],
-        timeout_s=config["execution"]["timeout_s"],
-        memory_mb=config["execution"]["memory_mb"],
+        limits=get_execution_limits,
     script:
         "../scripts/annotate_candidates.py"

@@ -1,7 +1,7 @@
 rule generate_candidates:
     input:
         problems=get_problems,
-        model=get_policy_model,
+        model=get_policy_model_input,
     output:
         "results/candidates/{dataset}/{model}/{method}/{seed}/{split}.jsonl",
     log:
@@ -12,13 +12,9 @@ rule generate_candidates:
         "../envs/generate.yaml"
     threads: 2
     resources:
-        gpu=resource("generate", "gpu"),
-        gpu_model=gpu_model,
-        cpus_per_task=resource("generate", "cpus_per_task"),
-        mem_mb=resource("generate", "mem_mb"),
-        runtime=resource("generate", "runtime"),
+        **job_resources("generate"),
     params:
-        model_path=get_policy_model_path,
+        model_path=get_policy_model,
         backend=config["generation"]["backend"],
         generation=get_generation_settings,
         prompt=get_prompt_settings,

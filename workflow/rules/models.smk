@@ -1,4 +1,5 @@
-# A tiny model built locally for a dataset: tokenizer, random init, supervised warm start.
+# A tiny model built locally for a dataset (tokenizer, random init, supervised warm start), and
+# trained adapters merged into their base model.
 
 
 rule train_tokenizer:
@@ -13,8 +14,7 @@ rule train_tokenizer:
     conda:
         "../envs/train.yaml"
     resources:
-        mem_mb=resource("data", "mem_mb"),
-        runtime=resource("data", "runtime"),
+        **job_resources("data"),
     params:
         vocab_size=config["tiny_model"]["vocab_size"],
         prompt=get_prompt_settings,
@@ -34,8 +34,7 @@ rule init_tiny_model:
     conda:
         "../envs/train.yaml"
     resources:
-        mem_mb=resource("data", "mem_mb"),
-        runtime=resource("data", "runtime"),
+        **job_resources("data"),
     params:
         architecture=get_tiny_model_settings,
         seed=0,
@@ -58,11 +57,9 @@ rule sft_tiny_model:
         "../envs/train.yaml"
     threads: 2
     resources:
-        gpu=resource("train", "gpu"),
-        mem_mb=resource("train", "mem_mb"),
-        runtime=resource("train", "runtime"),
+        **job_resources("train"),
     params:
-        sft=get_sft_settings,
+        sft=config["tiny_model"]["sft"],
         prompt=get_prompt_settings,
         refinement=get_sft_refinement_settings,
     script:
@@ -71,8 +68,8 @@ rule sft_tiny_model:
 
 rule merge_adapter:
     input:
-        adapter="results/models/{dataset}/{model}/{method}/{seed}/adapter",
-        model=get_base_model_dir,
+        adapter="results/models/{dataset}/{model}/{method}/{seed}/trained",
+        model=get_base_model_input,
     output:
         directory("results/models/{dataset}/{model}/{method}/{seed}/merged"),
     log:
@@ -82,12 +79,8 @@ rule merge_adapter:
     conda:
         "../envs/train.yaml"
     resources:
-        gpu=resource("merge", "gpu"),
-        gpu_model=gpu_model,
-        cpus_per_task=resource("merge", "cpus_per_task"),
-        mem_mb=resource("merge", "mem_mb"),
-        runtime=resource("merge", "runtime"),
+        **job_resources("merge"),
     params:
-        model_path=get_base_model_path,
+        model_path=get_base_model,
     script:
         "../scripts/merge_adapter.py"

@@ -18,8 +18,7 @@ rule plot_pass_at_k:
     conda:
         "../envs/report.yaml"
     resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
+        **job_resources("report"),
     script:
         "../scripts/plot_pass_at_k.py"
 
@@ -40,8 +39,7 @@ rule plot_per_problem:
     conda:
         "../envs/report.yaml"
     resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
+        **job_resources("report"),
     script:
         "../scripts/plot_per_problem.py"
 
@@ -62,8 +60,7 @@ rule plot_outcomes:
     conda:
         "../envs/report.yaml"
     resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
+        **job_resources("report"),
     script:
         "../scripts/plot_outcomes.py"
 
@@ -95,8 +92,7 @@ rule plot_training_curves:
     conda:
         "../envs/report.yaml"
     resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
+        **job_resources("report"),
     params:
         grpo=config["grpo"],
     script:
@@ -119,8 +115,7 @@ rule plot_srrl_refinement:
     conda:
         "../envs/report.yaml"
     resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
+        **job_resources("report"),
     script:
         "../scripts/plot_srrl_refinement.py"
 
@@ -141,8 +136,7 @@ rule plot_warm_start:
     conda:
         "../envs/report.yaml"
     resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
+        **job_resources("report"),
     script:
         "../scripts/plot_warm_start.py"
 
@@ -168,8 +162,7 @@ rule plot_diversity:
     conda:
         "../envs/report.yaml"
     resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
+        **job_resources("report"),
     script:
         "../scripts/plot_diversity.py"
 
@@ -192,12 +185,11 @@ rule render_report:
     conda:
         "../envs/report.yaml"
     resources:
-        mem_mb=resource("report", "mem_mb"),
-        runtime=resource("report", "runtime"),
+        **job_resources("report"),
     params:
         title=config["report"]["title"],
         experiment=config["experiment"],
-        config=config,
+        config=RESULT_CONFIG,
         ks=config["evaluation"]["k"],
         n_boot=config["report"]["bootstrap_samples"],
         examples=4,

@@ -12,8 +12,7 @@ rule build_rl_dataset:
     conda:
         "../envs/data.yaml"
     resources:
-        mem_mb=resource("data", "mem_mb"),
-        runtime=resource("data", "runtime"),
+        **job_resources("data"),
     params:
         rl_data=config["rl_data"],
     script:

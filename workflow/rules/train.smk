@@ -1,89 +1,53 @@
-# RL training. Checkpoints live outside the declared outputs, under a folder named by the
-# training settings, so a killed job resumes from its last checkpoint and a changed setting
-# starts afresh.
+# Training, one rule for every trained method (execrl.methods.METHODS says what each reads).
+# Always through `accelerate launch`: one process on CPU or one GPU, DDP or DeepSpeed ZeRO-3 on
+# several; with vLLM in server mode, the server runs on GPUs of the same job. Checkpoints live
+# outside the declared outputs, in a folder named by the training settings, so a killed job
+# resumes from its last checkpoint and a changed setting starts afresh.
 
 
-rule train_dpo:
+rule train:
     input:
-        pairs="results/rl_data/{dataset}/{model}/{seed}/pairs.jsonl",
-        model=get_base_model_dir,
+        data=get_training_data,
+        eval_problems=get_test_problems,
+        model=get_base_model_input,
     output:
-        adapter=directory("results/models/{dataset}/{model}/dpo/{seed}/adapter"),
-        metrics="results/training/{dataset}/{model}/dpo/{seed}/metrics.jsonl",
+        trained=directory("results/models/{dataset}/{model}/{method}/{seed}/trained"),
+        metrics="results/training/{dataset}/{model}/{method}/{seed}/metrics.jsonl",
     log:
-        "logs/train_dpo/{dataset}/{model}/{seed}.log",
+        "logs/train/{dataset}/{model}/{method}/{seed}.log",
     benchmark:
-        "benchmarks/train_dpo/{dataset}/{model}/{seed}.tsv"
-    conda:
-        "../envs/train.yaml"
-    threads: 2
-    resources:
-        gpu=resource("train", "gpu"),
-        gpu_model=gpu_model,
-        cpus_per_task=resource("train", "cpus_per_task"),
-        mem_mb=resource("train", "mem_mb"),
-        runtime=resource("train", "runtime"),
-    params:
-        model_path=get_base_model_path,
-        dpo=get_dpo_settings,
-        lora=config["lora"],
-        wandb=config["wandb"],
-        checkpoint_root="results/checkpoints",
-    script:
-        "../scripts/train_dpo.py"
-
-
-rule train_grpo:
-    input:
-        problems=get_train_problems,
-        eval_problems=get_interval_eval_problems,
-        model=get_base_model_dir,
-    output:
-        adapter=directory("results/models/{dataset}/{model}/grpo/{seed}/adapter"),
-        metrics="results/training/{dataset}/{model}/grpo/{seed}/metrics.jsonl",
-    log:
-        "logs/train_grpo/{dataset}/{model}/{seed}.log",
-    benchmark:
-        "benchmarks/train_grpo/{dataset}/{model}/{seed}.tsv"
-    # Online RL takes longest: start it before the jobs that can wait.
+        "benchmarks/train/{dataset}/{model}/{method}/{seed}.tsv"
+    wildcard_constraints:
+        method="|".join(TRAINABLE),
+    # Training takes longest: start it before the jobs that can wait.
     priority: 1
     conda:
         "../envs/train.yaml"
     threads: 2
     resources:
-        gpu=resource("train", "gpu"),
+        gpu=training_gpus,
+        processes=training_processes,
         gpu_model=gpu_model,
-        cpus_per_task=resource("train", "cpus_per_task"),
+        cpus_per_task=training_cpus,
         mem_mb=resource("train", "mem_mb"),
         runtime=resource("train", "runtime"),
+        sandbox_workers=runtime_setting("execution", "workers"),
+        wandb_mode=runtime_setting("wandb", "mode"),
+        wandb_project=runtime_setting("wandb", "project"),
     params:
-        model_path=get_base_model_path,
-        grpo=get_grpo_settings,
-        rewards=config["rewards"],
-        lora=config["lora"],
-        prompt=get_prompt_settings,
-        execution=config["execution"],
-        wandb=config["wandb"],
-        checkpoint_root="results/checkpoints",
-    script:
-        "../scripts/train_grpo.py"
-
-
-use rule train_grpo as train_srrl with:
-    output:
-        adapter=directory("results/models/{dataset}/{model}/srrl/{seed}/adapter"),
-        metrics="results/training/{dataset}/{model}/srrl/{seed}/metrics.jsonl",
-    log:
-        "logs/train_srrl/{dataset}/{model}/{seed}.log",
-    benchmark:
-        "benchmarks/train_srrl/{dataset}/{model}/{seed}.tsv"
-    params:
-        model_path=get_base_model_path,
-        grpo=get_grpo_settings,
-        rewards=config["rewards"],
-        lora=config["lora"],
-        prompt=get_prompt_settings,
-        execution=config["execution"],
-        wandb=config["wandb"],
-        checkpoint_root="results/checkpoints",
-        srrl=config["srrl"],
+        model=get_base_model,
+        settings=get_training_settings,
+        accelerate_config=get_accelerate_config,
+        vllm_server=get_vllm_server_prefix,
+        run=get_run_name,
+    shell:
+        "HF_HUB_OFFLINE=1 {params.vllm_server}accelerate launch --config_file {params.accelerate_config}"
+        " --num_processes {resources.processes} --num_machines 1 --main_process_port 0"
+        " -m execrl.train_job {wildcards.method} --model {params.model:q}"
+        " --settings {params.settings:q} --data {input.data}"
+        " --eval-problems {input.eval_problems} --output {output.trained}"
+        " --metrics {output.metrics} --checkpoint-root results/checkpoints"
+        " --run-name {params.run} --threads {threads}"
+        " --sandbox-workers {resources.sandbox_workers}"
+        " --wandb-mode {resources.wandb_mode} --wandb-project {resources.wandb_project}"
+        " > {log} 2>&1"

@@ -8,7 +8,8 @@ from execrl.sandbox import ExecutionLimits, Executor, annotate_candidates
 
 problems = {p.id: p for p in read_problems(snakemake.input.problems)}
 candidates = read_jsonl(snakemake.input.candidates)
-limits = ExecutionLimits(timeout_s=snakemake.params.timeout_s, memory_mb=snakemake.params.memory_mb)
-with Executor(workers=snakemake.params.workers, limits=limits) as executor:
+# The worker count is parallelism, not a result: it comes from the config, not from params.
+workers = snakemake.config["execution"]["workers"]
+with Executor(workers=workers, limits=ExecutionLimits(**snakemake.params.limits)) as executor:
     annotated = annotate_candidates(problems, candidates, executor)
 write_jsonl(annotated, snakemake.output[0])

@@ -2,6 +2,10 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w")
 
+from execrl.staging import work_offline
+
+work_offline()
+
 import torch
 
 from execrl.generation import GenerationSettings, candidate_records, get_backend

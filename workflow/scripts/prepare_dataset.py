@@ -1,6 +1,9 @@
+import os
 import sys
 
 sys.stderr = open(snakemake.log[0], "w")
+# A staging job: it may read the hub (the workflow sets it offline for every other job).
+os.environ["HF_HUB_OFFLINE"] = "0"
 
 from execrl.datasets import load_split
 from execrl.jsonl import write_json

@@ -2,13 +2,17 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w")
 
+from execrl.staging import work_offline
+
+work_offline()
+
 import torch
 
 from execrl.generation import GenerationSettings, get_backend
 from execrl.jsonl import read_jsonl, write_jsonl
 from execrl.problems import read_problems
 from execrl.prompting import PromptConfig
-from execrl.report.refinements import sample_refinements, select_failed_attempts
+from execrl.refinement_samples import sample_refinements, select_failed_attempts
 from execrl.sandbox import ExecutionLimits, Executor
 from execrl.srrl import SRRLSettings
 
@@ -18,8 +22,8 @@ selected = select_failed_attempts(
     read_problems(snakemake.input.problems), read_jsonl(snakemake.input.attempts), params.prompts
 )
 backend = get_backend(params.backend, params.model_path)
-limits = ExecutionLimits(timeout_s=params.execution["timeout_s"], memory_mb=params.execution["memory_mb"])
-with Executor(workers=params.execution["workers"], limits=limits) as executor:
+workers = snakemake.config["execution"]["workers"]
+with Executor(workers=workers, limits=ExecutionLimits(**params.limits)) as executor:
     records = sample_refinements(
         selected,
         backend,

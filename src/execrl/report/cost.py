@@ -7,29 +7,14 @@ bills. Jobs still running, or never run, have no benchmark file and are not coun
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
 
+from execrl.methods import METHODS, rule_info
 from execrl.resources import GPU_STAGES, gpus_for
 
-METHODS = ("base", "dpo", "grpo", "srrl")
-TRAINING_RULES = {"train_dpo": "dpo", "build_rl_dataset": "dpo", "train_grpo": "grpo", "train_srrl": "srrl"}
-PHASES = {
-    "prepare_dataset": "data",
-    "train_tokenizer": "warm start",
-    "init_tiny_model": "warm start",
-    "sft_tiny_model": "warm start",
-    "build_rl_dataset": "training",
-    "train_dpo": "training",
-    "train_grpo": "training",
-    "train_srrl": "training",
-    "merge_adapter": "training",
-    "generate_candidates": "evaluation",
-    "annotate_candidates": "evaluation",
-    "evaluate_pass_at_k": "evaluation",
-}
-"""Rules by phase; every other rule is `report` (analysis, figures, tables)."""
 JOB_COLUMNS = [
     "rule", "phase", "job", "dataset", "model", "method", "wall_s", "cpu_s", "max_rss_mb", "gpus", "gpu_h",
 ]
@@ -42,27 +27,30 @@ def read_benchmark(path: str | Path) -> dict:
     return {"wall_s": numeric("s"), "cpu_s": numeric("cpu_time"), "max_rss_mb": numeric("max_rss")}
 
 
-def job_table(root: str | Path, rule_stages: dict[str, str], model_sizes: dict[str, float]) -> pd.DataFrame:
-    """One row per finished job under `root` (benchmarks/{rule}/{wildcards…}.tsv)."""
+def job_table(root: str | Path, model_sizes: dict[str, float]) -> pd.DataFrame:
+    """One row per finished job under `root`: benchmarks/{rule}/{wildcards}.tsv, the wildcards
+    named by the rule's row in `execrl.methods.RULES`."""
     root = Path(root)
     rows = []
     for path in sorted(root.rglob("*.tsv")) if root.is_dir() else []:
-        parts = path.relative_to(root).with_suffix("").parts
-        rule, keys = parts[0], list(parts[1:])
-        dataset = keys[0] if keys else None
-        model = keys[1] if len(keys) > 1 and keys[1] in model_sizes else None
-        method = TRAINING_RULES.get(rule) or (keys[2] if len(keys) > 2 and keys[2] in METHODS else None)
-        stage = rule_stages.get(rule)
-        gpus = gpus_for(stage, model_sizes[model]) if stage in GPU_STAGES and model is not None else 0
+        rule, *values = path.relative_to(root).with_suffix("").parts
+        info = rule_info(rule)
+        if len(values) != len(info.wildcards):
+            # A rule this workflow no longer has, or had with other wildcards: not this run's cost.
+            print(f"{path}: not benchmarks/{rule}/{'/'.join(info.wildcards)}.tsv; left out", file=sys.stderr)
+            continue
+        wildcards = dict(zip(info.wildcards, values))
+        model = wildcards.get("model")
+        gpus = gpus_for(info.stage, model_sizes[model]) if info.stage in GPU_STAGES and model in model_sizes else 0
         measured = read_benchmark(path)
         rows.append(
             {
                 "rule": rule,
-                "phase": PHASES.get(rule, "report"),
-                "job": "/".join(keys),
-                "dataset": dataset if model is not None or rule == "prepare_dataset" else None,
+                "phase": info.phase,
+                "job": "/".join(values),
+                "dataset": wildcards.get("dataset"),
                 "model": model,
-                "method": method,
+                "method": info.method or wildcards.get("method"),
                 **measured,
                 "gpus": gpus,
                 "gpu_h": gpus * measured["wall_s"] / 3600 if measured["wall_s"] == measured["wall_s"] else 0.0,

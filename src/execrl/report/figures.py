@@ -13,11 +13,17 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from execrl.methods import METHODS
 from execrl.report.evaluations import OUTCOME_LABELS
 from execrl.report.training import SRRL_KEYS, WARM_START_PANELS, panels_for, smooth, smoothing_window
 
-METHOD_ORDER = ["base", "dpo", "grpo", "srrl"]
-METHOD_COLORS = {"base": "#7f7f7f", "dpo": "#1f77b4", "grpo": "#ff7f0e", "srrl": "#2ca02c", "sft": "#9467bd"}
+METHOD_ORDER = list(METHODS)
+# base grey, the warm start (sft) purple, every trained method its own colour in registry order.
+METHOD_COLORS = {
+    "base": "#7f7f7f",
+    "sft": "#9467bd",
+    **dict(zip([m for m in METHODS if m != "base"], ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#8c564b", "#e377c2", "#17becf", "#bcbd22"])),
+}
 OUTCOME_COLORS = {
     "syntax error": "#d62728",
     "runtime error": "#ff9896",
@@ -204,18 +210,18 @@ def training_figure(metrics: pd.DataFrame, x: str = "step") -> Figure:
         for r, (key, title) in enumerate(panels):
             ax = axes[(r, run)]
             rows = data[(data["run"] == run) & (data["metric"] == key)]
-            online = rows[rows["samples"].notna() & rows["method"].isin(["grpo", "srrl"])] if x == "samples" else rows
+            online = rows[rows["samples"].notna() & rows["method"].map(lambda m: m in METHODS and METHODS[m].online)] if x == "samples" else rows
             if not online.empty:
                 sns.lineplot(
                     data=online, x=x, y="smoothed", hue="method", hue_order=[m for m in methods if m in set(online["method"])],
                     palette=METHOD_COLORS, errorbar="sd" if online["seed"].nunique() > 1 else None, ax=ax, legend=False, linewidth=1.4,
                 )
             if x == "samples":
-                # DPO draws all its samples before training: one point at its final value.
-                offline = rows[(rows["method"] == "dpo") & rows["samples"].notna()]
-                for _, run_rows in offline.groupby("seed"):
+                # Offline methods draw all their samples before training: one point at the final value.
+                offline = rows[rows["method"].map(lambda m: m in METHODS and not METHODS[m].online) & rows["samples"].notna()]
+                for (method, _), run_rows in offline.groupby(["method", "seed"]):
                     last = run_rows.sort_values("step").iloc[-1]
-                    ax.scatter([last["samples"]], [last["smoothed"]], marker="X", s=50, color=METHOD_COLORS["dpo"], zorder=3)
+                    ax.scatter([last["samples"]], [last["smoothed"]], marker="X", s=50, color=METHOD_COLORS[method], zorder=3)
             ax.set_title(title if len(runs) == 1 else f"{title}\n{run}", fontsize=9)
             ax.set_ylabel("")
             ax.set_xlabel("optimiser step" if x == "step" else "completions sampled from the model", fontsize=8)

@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-_RUN = re.compile(r"training/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?:(?P<method>dpo|grpo|srrl)/(?P<seed>\d+)|(?P<sft>sft))/metrics\.jsonl$")
+from execrl.methods import METHODS
+
+_RUN = re.compile(r"training/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?:(?P<method>[^/]+)/(?P<seed>\d+)|(?P<sft>sft))/metrics\.jsonl$")
 
 PANELS = [
     # (metric key, panel title)
@@ -53,12 +55,12 @@ def completions_per_step(grpo: dict) -> float:
 
 def samples_drawn(method: str, steps: pd.Series, grpo: dict | None, offline_samples: float | None) -> pd.Series:
     """Samples drawn from a model up to each step: online for GRPO/SRRL (unknown without the GRPO
-    settings), all up front for DPO."""
-    if method in ("grpo", "srrl") and grpo:
+    settings), all up front for DPO; none for the warm start (`sft`), which samples nothing."""
+    if method in METHODS and METHODS[method].online and grpo:
         return steps * completions_per_step(grpo)
-    if method == "dpo":
-        return pd.Series(np.full(len(steps), np.nan if offline_samples is None else offline_samples), index=steps.index)
-    return pd.Series(np.full(len(steps), np.nan), index=steps.index)
+    offline = method in METHODS and METHODS[method].data == "pairs"
+    drawn = offline_samples if offline and offline_samples is not None else np.nan
+    return pd.Series(np.full(len(steps), drawn), index=steps.index)
 
 
 def read_metrics(path: str | Path) -> list[dict]:

@@ -1,0 +1,201 @@
+"""The shipped experiment configs: the values each one runs with once merged, and what its dry
+run plans on a Slurm cluster (offline: no job runs, nothing is downloaded)."""
+
+import re
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import EMBEDDED, MBPP_DIR, REPO, SNAKEMAKE, copy_workflow
+from execrl.config import merged_config, without_runtime_settings
+from execrl.datasets import load_split
+
+CONFIGS = {
+    "config.yaml": [],  # the analysis: GRPO vs SRRL on MBPP
+    "mbpp-taco-dpo-grpo.yaml": ["config/mbpp-taco-dpo-grpo.yaml"],
+    "scaling-binary-bonus.yaml": ["config/scaling-binary-bonus.yaml"],
+}
+
+
+def merged(name: str) -> dict:
+    return merged_config([REPO / f for f in CONFIGS[name]], base=REPO / "config" / "config.yaml")
+
+
+def leaves(tree: dict, prefix: tuple = ()) -> dict[tuple, object]:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out.update(leaves(value, (*prefix, key)))
+        else:
+            out[(*prefix, key)] = value
+    return out
+
+
+def test_the_analysis_is_seed_000s_experiment():
+    config = merged("config.yaml")
+    assert config["experiment"]["methods"] == ["base", "grpo", "srrl"]
+    assert config["experiment"]["seeds"] == [0, 1, 2]
+    assert config["experiment"]["eval_splits"] == ["test"]
+    assert config["models"]["qwen2.5-3b-instruct"]["source"] == "Qwen/Qwen2.5-3B-Instruct"
+    grpo = config["grpo"]
+    assert (grpo["num_generations"], grpo["prompts_per_step"], grpo["learning_rate"]) == (8, 16, 1e-5)
+    assert (grpo["temperature"], grpo["max_completion_length"], grpo["train_problems"]) == (0.8, 1024, 50)
+    assert config["generation"]["max_new_tokens"] == 1024
+    assert config["evaluation"]["max_problems"] is None  # every test problem
+
+
+def test_mbpp_test_split_has_500_problems_and_all_are_evaluated():
+    config = merged("config.yaml")
+    mbpp = config["datasets"]["mbpp"]
+    problems = load_split(adapter="mbpp", split=mbpp["test_split"], source=str(MBPP_DIR / "mbpp.jsonl"), subset=mbpp["subset"]).problems
+    assert len(problems) == 500
+    assert config["evaluation"]["max_problems"] is None
+
+
+def test_offline_against_online_rl_on_two_datasets():
+    config = merged("mbpp-taco-dpo-grpo.yaml")
+    assert config["experiment"]["methods"] == ["base", "dpo", "grpo"]
+    assert config["experiment"]["datasets"] == ["mbpp", "taco-verified"]
+    assert config["datasets"]["taco-verified"]["source"] == "likaixin/TACO-verified"
+    assert config["models"]["qwen2.5-3b-instruct"]["finetuning"] == "lora"
+    assert config["generation"]["max_new_tokens"] == 2048 and config["grpo"]["max_completion_length"] == 2048
+    assert config["grpo"]["train_problems"] is None and config["dpo"]["max_length"] == 3072
+
+
+def test_scaling_across_sizes_with_full_weights_and_reasoning_for_the_large_models():
+    config = merged("scaling-binary-bonus.yaml")
+    models = config["models"]
+    for name in config["experiment"]["models"]:
+        large = models[name]["params_b"] > 10
+        assert models[name]["finetuning"] == ("full" if large else "lora"), name
+        assert models[name]["reasoning_format"] is large, name
+    assert config["grpo"]["learning_rate"] == 2e-6 and config["grpo"]["temperature"] == 0.8
+    assert (config["grpo"]["eval_every"], config["grpo"]["eval_problems"], config["grpo"]["eval_samples"]) == (25, 15, 4)
+    assert config["rewards"]["fraction_perfect"] == 1.0 and config["rewards"]["binary"] == 0.0
+    assert config["rewards"]["max_tests"] == 3
+    assert config["grpo"]["vllm_mode"] == "server"
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_no_hub_experiment_gets_a_tiny_model_value(name):
+    """The tiny model's values live only in the embedded default: a hub experiment gets the
+    schema's, sized for real models."""
+    config = merged(name)
+    assert config["grpo"]["max_completion_length"] >= 1024
+    assert config["generation"]["max_new_tokens"] >= 1024
+    assert config["dpo"]["max_length"] >= 2048
+    assert config["grpo"]["learning_rate"] <= 1e-5
+    assert config["evaluation"]["max_problems"] is None
+    assert all(config["models"][m]["source"] != "tiny" for m in config["experiment"]["models"])
+
+
+def test_the_embedded_default_inherits_nothing_from_the_analysis():
+    """Every setting config/config.yaml makes is made again by the embedded default, so the
+    analysis a user edits never changes the embedded run (datasets and models it defines are
+    merely unused)."""
+    analysis = leaves(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
+    embedded = leaves(yaml.safe_load((REPO / EMBEDDED).read_text()))
+    inherited = [key for key in analysis if key[0] not in ("datasets", "models") and key not in embedded]
+    assert not inherited, f"set by config/config.yaml but not by {EMBEDDED}: {inherited}"
+    config = merged_config([REPO / EMBEDDED], base=REPO / "config" / "config.yaml")
+    assert config["experiment"]["models"] == ["tiny"] and config["grpo"]["max_completion_length"] == 96
+
+
+def test_runtime_settings_are_left_out_of_what_decides_results():
+    config = merged("config.yaml")
+    result = without_runtime_settings(config)
+    assert "workers" not in result["execution"] and not result["wandb"]
+    assert result["execution"]["timeout_s"] == config["execution"]["timeout_s"]
+
+
+def test_the_merged_config_command_prints_what_a_run_gets(tmp_path):
+    out = subprocess.run(
+        [str(Path(SNAKEMAKE).with_name("python")), "-m", "execrl.config", "--configfile", "config/scaling-binary-bonus.yaml"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout
+    printed = yaml.safe_load(out)
+    assert printed == merged("scaling-binary-bonus.yaml")
+    assert printed["grpo"]["eval_temperature"] == 0.2  # a schema default, filled in
+
+
+# ---------------------------------------------------------------- dry runs
+
+
+def dry_run(workdir: Path, configfiles: list[str], *args: str) -> str:
+    extra = ["--configfile", *configfiles] if configfiles else []
+    result = subprocess.run(
+        [SNAKEMAKE, "--profile", "slurm", "-n", "-p", "results/report.html", *extra, *args],
+        cwd=workdir, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    destination = copy_workflow(tmp_path_factory.mktemp("configs"))
+    (destination / "slurm").symlink_to("profiles/slurm")
+    return destination
+
+
+def planned_jobs(output: str) -> list[dict]:
+    """Every planned job: rule, wildcards, resources and shell command."""
+    jobs = []
+    for block in re.split(r"\n(?=\[[^\]]+\]\n(?:local)?rule )", output):
+        rule = re.search(r"^(?:local)?rule (\w+):", block, re.MULTILINE)
+        if not rule:
+            continue
+        wildcards = re.search(r"^\s+wildcards: (.*)$", block, re.MULTILINE)
+        resources = re.search(r"^\s+resources: (.*)$", block, re.MULTILINE)
+        shell = re.search(r"^Shell command: (.*)$", block, re.MULTILINE)
+        jobs.append(
+            {
+                "rule": rule.group(1),
+                "wildcards": dict(i.split("=", 1) for i in wildcards.group(1).split(", ")) if wildcards else {},
+                "resources": dict(i.split("=", 1) for i in resources.group(1).split(", ") if "=" in i) if resources else {},
+                "shell": shell.group(1) if shell else "",
+            }
+        )
+    return jobs
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_dry_run_plans_every_method_with_gpus_and_staging(workdir, name):
+    config = merged(name)
+    jobs = planned_jobs(dry_run(workdir, CONFIGS[name]))
+    trained = Counter(j["wildcards"]["method"] for j in jobs if j["rule"] == "train")
+    evaluated = Counter((j["wildcards"]["method"], j["wildcards"]["split"]) for j in jobs if j["rule"] == "evaluate_pass_at_k")
+    experiment = config["experiment"]
+    runs = len(experiment["datasets"]) * len(experiment["models"]) * len(experiment["seeds"])
+    for method in experiment["methods"]:
+        for split in experiment["eval_splits"]:
+            assert evaluated[method, split] == runs, (method, split)
+        assert trained[method] == (0 if method == "base" else runs), method
+    staged = {j["wildcards"]["model"] for j in jobs if j["rule"] == "stage_model"}
+    assert staged == set(experiment["models"])
+    for job in jobs:
+        gpus = int(job["resources"].get("gpu", 0))
+        if job["rule"] in ("train", "generate_candidates", "merge_adapter", "sample_refinements"):
+            assert gpus >= 1, job
+            assert "resources/models/" in job["shell"] or job["rule"] != "train"
+        else:
+            assert gpus == 0, job
+    for job in (j for j in jobs if j["rule"] == "train"):
+        assert job["shell"].startswith("HF_HUB_OFFLINE=1 ") and " accelerate launch " in f" {job['shell']}"
+
+
+def test_large_models_train_all_weights_under_zero3_beside_a_vllm_server(workdir):
+    jobs = planned_jobs(dry_run(workdir, CONFIGS["scaling-binary-bonus.yaml"]))
+    train = {j["wildcards"]["model"]: j for j in jobs if j["rule"] == "train"}
+    largest = train["qwen2.5-32b-instruct"]
+    assert largest["resources"]["gpu"] == "8" and largest["resources"]["processes"] == "7"
+    assert "execrl.vllm_server" in largest["shell"] and "--gpus 1 " in largest["shell"]
+    assert "zero3.yaml --num_processes 7 " in largest["shell"]
+    assert '"lora": null' in largest["shell"]
+    small = train["qwen2.5-1.5b-instruct"]
+    assert "ddp.yaml" in small["shell"] and '"lora": {' in small["shell"]
+    merged_models = {j["wildcards"]["model"] for j in jobs if j["rule"] == "merge_adapter"}
+    assert merged_models == {"qwen2.5-1.5b-instruct", "qwen2.5-3b-instruct", "qwen2.5-7b-instruct"}

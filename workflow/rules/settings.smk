@@ -1,0 +1,148 @@
+# What reaches the rules through `params:`. Every value here can change a result, so a change
+# reruns exactly the jobs that use it. Settings that cannot (logging, sandbox workers,
+# parallelism) never appear here: script jobs read them from `config`, shell jobs from
+# `resources` (resources.smk), and neither reruns anything.
+import json
+import shlex
+
+from execrl.config import without_runtime_settings
+from execrl.launch import accelerate_config
+
+RESULT_CONFIG = without_runtime_settings(config)
+
+
+def dataset_setting(key):
+    """A params function returning one setting of the job's dataset."""
+
+    def get(wildcards):
+        return dataset_config(wildcards)[key]
+
+    return get
+
+
+def model_setting(key):
+    """A params function returning one setting of the job's model."""
+
+    def get(wildcards):
+        return model_config(wildcards)[key]
+
+    return get
+
+
+def get_split_name(wildcards):
+    """The dataset's own name for the train/test role a path asks for."""
+    return dataset_config(wildcards)[f"{wildcards.split}_split"]
+
+
+def get_prompt_settings(wildcards):
+    """The prompt, with the model's reasoning format (some models are asked to reason first)."""
+    return {
+        **config["prompt"],
+        "reasoning_format": model_config(wildcards)["reasoning_format"],
+    }
+
+
+def get_execution_limits(wildcards=None):
+    """The sandbox limits that decide verdicts (its worker count does not)."""
+    return RESULT_CONFIG["execution"]
+
+
+def get_generation_settings(wildcards):
+    settings = {k: v for k, v in config["generation"].items() if k != "backend"}
+    settings["seed"] = int(wildcards.seed)
+    return settings
+
+
+# c2 samples per refinement prompt in the report's examples.
+REFINEMENT_SAMPLES = 4
+
+
+def get_refinement_generation_settings(wildcards):
+    return {**get_generation_settings(wildcards), "num_samples": REFINEMENT_SAMPLES}
+
+
+def get_tiny_model_settings(wildcards=None):
+    return {
+        k: v for k, v in config["tiny_model"].items() if k not in ("sft", "vocab_size")
+    }
+
+
+def get_refinement_prompt_settings(wildcards=None):
+    """The SRRL settings that shape a refinement prompt: a change to SRRL's others (the c2
+    share) leaves the tiny model's warm start and the base model's refinement samples alone.
+    """
+    used = ("feedback_tests", "refinement_template", "max_trace_chars")
+    return {key: config["srrl"][key] for key in used}
+
+
+def get_sft_refinement_settings(wildcards=None):
+    """Refinement-prompt settings of the warm start's refinement examples (none when unused)."""
+    if not config["tiny_model"]["sft"]["refinement_share"]:
+        return None
+    return get_refinement_prompt_settings()
+
+
+def get_training_settings(wildcards):
+    """Everything that decides what a method's training job learns, as one JSON object.
+
+    The sections come from the method's row in `execrl.methods.METHODS`; `lora` is null when
+    the model trains all its weights. The job keys its checkpoints by this object, so a
+    resumed job continues exactly when nothing here changed.
+    """
+    method = METHODS[wildcards.method]
+    settings = {
+        section: (
+            get_prompt_settings(wildcards)
+            if section == "prompt"
+            else RESULT_CONFIG[section]
+        )
+        for section in method.settings
+    }
+    settings[method.settings[0]] = {
+        **settings[method.settings[0]],
+        "seed": int(wildcards.seed),
+    }
+    settings["lora"] = None if is_full_weight(wildcards) else config["lora"]
+    return json.dumps(settings, sort_keys=True)
+
+
+def get_model_sizes():
+    return {name: config["models"][name]["params_b"] for name in EXPERIMENT["models"]}
+
+
+def get_run_name(wildcards):
+    return f"{wildcards.dataset}/{wildcards.model}/{wildcards.method}/{wildcards.seed}"
+
+
+def get_accelerate_config(wildcards):
+    """DDP, ZeRO-3 or CPU processes: decided by the model, never by the process count."""
+    params_b = model_config(wildcards)["params_b"]
+    on_gpu = stage_resources("train", params_b)["gpu"] > 0
+    return accelerate_config(
+        "gpu" if on_gpu else "cpu", params_b, full_weight=is_full_weight(wildcards)
+    )
+
+
+def get_vllm_server_prefix(wildcards):
+    """The command that serves vLLM beside a training job in server mode, or nothing."""
+    server_gpus = vllm_server_gpus(wildcards)
+    if not server_gpus:
+        return ""
+    grpo = config["grpo"]
+    return (
+        shlex.join(
+            [
+                "python",
+                "-m",
+                "execrl.vllm_server",
+                "--model",
+                get_base_model(wildcards),
+                "--gpus",
+                str(server_gpus),
+                "--gpu-memory-utilization",
+                str(grpo["vllm_gpu_memory_utilization"]),
+                "--",
+            ]
+        )
+        + " "
+    )

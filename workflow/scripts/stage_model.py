@@ -1,0 +1,15 @@
+import os
+import sys
+
+sys.stderr = open(snakemake.log[0], "w")
+# The one job that goes online (the workflow sets the hub offline for every other job).
+os.environ["HF_HUB_OFFLINE"] = "0"
+
+from execrl.staging import stage_model
+
+stage_model(
+    snakemake.params.source,
+    snakemake.output[0],
+    revision=snakemake.params.revision,
+    cache_dir=snakemake.config["staging"]["cache_dir"],
+)
