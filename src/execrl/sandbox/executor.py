@@ -8,6 +8,7 @@ import marshal
 import os
 import queue
 import secrets
+import select
 import struct
 import subprocess
 import sys
@@ -20,24 +21,30 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from execrl.problems import Problem
-from execrl.sandbox.judge import Prepared, defined_names, judge, prepare
+from execrl.sandbox.judge import judge
 from execrl.sandbox.limits import ExecutionLimits
 from execrl.sandbox.result import ExecutionResult
+from execrl.sandbox.seccomp import build_filter
+from execrl.sandbox.split import Prepared, candidate_bindings, prepare
 
 log = logging.getLogger(__name__)
 
 WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
 _BOOT = ("import marshal, os, sys\n"
          "fd = int(sys.argv.pop())\n"
-         "code = marshal.loads(os.pread(fd, os.fstat(fd).st_size, 0))\n"
+         "EXECRL_CONFIG, code = marshal.loads(os.pread(fd, os.fstat(fd).st_size, 0))\n"
          "os.close(fd)\n"
          "del fd\n"
-         "sys.argv[0] = __file__ = code.co_filename\n"
+         "sys.argv[:] = ['solution.py']\n"
+         "sys.orig_argv[:] = [sys.executable, 'solution.py']\n"
+         "__file__ = code.co_filename\n"
          "exec(code)\n")
 """Worker start-up: run ``_worker.py`` from a code object compiled here. Compiling the file
 in the worker would leave ~1.5 MB of parser memory in every worker (fragmented, never
-returned), and every fork of it would pay for those pages."""
-_worker_code: bytes | None = None
+returned), and every fork of it would pay for those pages. The configuration travels in the
+same file, so that nothing of it is on the command line (a candidate's ``sys.argv`` is that
+of a plain ``python solution.py``)."""
+_worker_code: Any = None
 _LEN = struct.Struct(">I")
 
 DEFAULT_PRELOAD = ("collections", "heapq", "itertools", "math", "functools", "bisect", "string",
@@ -52,6 +59,11 @@ RLIMIT_NPROC counts only one worker's processes."""
 
 FALLBACK_UID = 65534
 PIPELINE_DEPTH = 2
+START_TIMEOUT_S = 120.0
+"""A worker must be ready (isolation, warm-up, self-test) within this time."""
+REPLY_GRACE_S = 30.0
+"""A reply may arrive this long after its candidate's total wall-clock budget (compiling,
+reaping, reading outputs): beyond, the worker is considered stuck and replaced."""
 
 
 class WorkerStartError(RuntimeError):
@@ -75,14 +87,15 @@ def _pick_uid() -> int:
     return uid if _uid_mapped(uid) else FALLBACK_UID
 
 
-def _worker_code_fd() -> int:
-    """A memfd holding the marshalled code of ``_worker.py`` (compiled once per process)."""
+def _worker_code_fd(cfg: dict[str, Any]) -> int:
+    """A memfd holding the configuration and the marshalled code of ``_worker.py``
+    (compiled once per process)."""
     global _worker_code
     if _worker_code is None:
         with open(WORKER_SCRIPT, encoding="utf-8") as fh:
-            _worker_code = marshal.dumps(compile(fh.read(), WORKER_SCRIPT, "exec", dont_inherit=True))
+            _worker_code = compile(fh.read(), WORKER_SCRIPT, "exec", dont_inherit=True)
     fd = os.memfd_create("execrl-worker-code", os.MFD_CLOEXEC)
-    view = memoryview(_worker_code)
+    view = memoryview(marshal.dumps((json.dumps(cfg), _worker_code)))
     while view:
         view = view[os.write(fd, view):]
     return fd
@@ -94,14 +107,16 @@ class _WorkerHandle:
         self.sandbox_uid: int | None = None
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
                "PYTHONHASHSEED": str(cfg["hash_seed"]), "PYTHONDONTWRITEBYTECODE": "1"}
-        code_fd = _worker_code_fd()
+        code_fd = _worker_code_fd(cfg)
         try:
             args = [sys.executable, "-s"] + (["-P"] if sys.version_info >= (3, 11) else []) + [
-                "-c", _BOOT, json.dumps(cfg), str(code_fd)]
+                "-c", _BOOT, str(code_fd)]
             self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd="/",
                                          close_fds=True, pass_fds=(code_fd,), start_new_session=True)
         finally:
             os.close(code_fd)
+        self.fd = self.proc.stdout.fileno()
+        self.buf = bytearray()
         self.known: OrderedDict[str, None] = OrderedDict()
         self.cache_size = cache_size
         self.report: dict[str, Any] = {}
@@ -110,7 +125,7 @@ class _WorkerHandle:
 
     def wait_ready(self) -> None:
         try:
-            header, _ = self.recv()
+            header, _ = self.recv(time.monotonic() + START_TIMEOUT_S)
         except EOFError:
             code = self.proc.wait()
             raise WorkerStartError(f"sandbox worker exited during start-up (code {code})") from None
@@ -126,24 +141,32 @@ class _WorkerHandle:
         self.proc.stdin.write(_LEN.pack(len(data)) + data)
         self.proc.stdin.flush()
 
-    def recv(self) -> tuple[dict[str, Any], list[bytes]]:
-        head = self._read(4)
+    def recv(self, deadline: float) -> tuple[dict[str, Any], list[bytes]]:
+        """One reply; raises EOFError if the worker closes its channel and TimeoutError if
+        the reply is not complete by ``deadline`` (the worker is then replaced)."""
+        head = self._read(4, deadline)
         (n,) = _LEN.unpack(head)
-        header = json.loads(self._read(n))
+        header = json.loads(self._read(n, deadline))
         lengths = [run[f"{key}_len"] for run in header.get("runs", ()) for key in ("records", "stdout", "stderr")]
-        data = self._read(sum(lengths)) if lengths else b""
+        data = self._read(sum(lengths), deadline) if lengths else b""
         blobs, off = [], 0
         for length in lengths:
             blobs.append(data[off:off + length])
             off += length
         return header, blobs
 
-    def _read(self, n: int) -> bytes:
-        if n == 0:
-            return b""
-        data = self.proc.stdout.read(n)
-        if len(data) != n:
-            raise EOFError("sandbox worker closed its channel")
+    def _read(self, n: int, deadline: float) -> bytes:
+        buf = self.buf
+        while len(buf) < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.fd], [], [], remaining)[0]:
+                raise TimeoutError("sandbox worker did not answer in time")
+            chunk = os.read(self.fd, max(n - len(buf), 1 << 16))
+            if not chunk:
+                raise EOFError("sandbox worker closed its channel")
+            buf += chunk
+        data = bytes(buf[:n])
+        del buf[:n]
         return data
 
     def submit(self, prepared: Prepared, code: str, limits: dict[str, Any], force_spec: bool = False) -> None:
@@ -159,8 +182,8 @@ class _WorkerHandle:
                 self.known.popitem(last=False)
         self.send(msg)
 
-    def collect(self) -> tuple[dict, list[bytes]]:
-        header, blobs = self.recv()
+    def collect(self, deadline: float) -> tuple[dict, list[bytes]]:
+        header, blobs = self.recv(deadline)
         self.jobs += 1
         return header, blobs
 
@@ -190,6 +213,12 @@ def _crashed(n: int) -> ExecutionResult:
     msg = "the sandbox worker died twice while running this program"
     return ExecutionResult("error", 0, n, [{"index": i, "status": "not_run", "error_type": None, "message": None}
                                            for i in range(n)], "WorkerCrashed", msg, f"WorkerCrashed: {msg}")
+
+
+def _unjudgeable(n: int, e: Exception) -> ExecutionResult:
+    msg = f"the tests of this problem could not be prepared: {type(e).__name__}: {e}"[:600]
+    return ExecutionResult("error", 0, n, [{"index": i, "status": "not_run", "error_type": None, "message": None}
+                                           for i in range(n)], "PrepareError", msg, f"PrepareError: {msg}")
 
 
 def kill_uid_processes(uid: int | None) -> int:
@@ -259,9 +288,10 @@ class Executor:
             raise ValueError(f"unknown isolation mode {isolation!r}")
         self.workers = workers
         self.limits = limits or ExecutionLimits()
+        seccomp = build_filter()
         self._cfg = {"isolation": isolation, "network": network, "preload": list(preload),
                      "hash_seed": hash_seed, "drop_privileges": drop_privileges, "tmpfs_mb": tmpfs_mb,
-                     "cache_size": cache_size}
+                     "cache_size": cache_size, "seccomp": seccomp.hex() if seccomp else None}
         self._cache_size = cache_size
         self._idle: queue.Queue[_WorkerHandle] = queue.Queue()
         self._handles: list[_WorkerHandle] = []
@@ -281,7 +311,8 @@ class Executor:
         for h in started:
             self._idle.put(h)
         self.isolation: dict[str, Any] = started[0].report
-        if self.isolation.get("mode") != "root" or not self.isolation.get("private_root"):
+        if (self.isolation.get("mode") != "root" or not self.isolation.get("private_root")
+                or not self.isolation.get("seccomp")):
             log.warning("sandbox isolation is reduced: %s", self.isolation)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -331,7 +362,7 @@ class Executor:
                     self._prepared.clear()
                 self._prepared[id(problem)] = (problem, prepared, fingerprint)
         if prepared.judge_names:
-            shadowed = defined_names(code, prepared.judge_names)
+            shadowed = candidate_bindings(code, prepared.judge_names)
             if shadowed:
                 variant = self._variants.get((prepared.key, shadowed))
                 if variant is None:
@@ -360,7 +391,7 @@ class Executor:
         for _problem, code in items:
             if not isinstance(code, str):
                 raise TypeError(f"code must be a str, not {type(code).__name__}")
-        lim = (limits or self.limits).to_dict()
+        lim = (limits or self.limits).worker_limits()
         results: list[ExecutionResult | None] = [None] * len(items)
         if not items:
             return []
@@ -400,6 +431,7 @@ class Executor:
         handle = self._idle.get()
         inflight: deque[tuple[int, Prepared, int]] = deque()  # (item index, prepared, attempt)
         retry: deque[tuple[int, int]] = deque()
+        resend: set[int] = set()
         try:
             while True:
                 while len(inflight) < PIPELINE_DEPTH:
@@ -411,9 +443,13 @@ class Executor:
                             break
                         i, attempt = nxt, 0
                     problem, code = items[i]
-                    prepared = self._prepare(problem, code)
                     try:
-                        handle.submit(prepared, code, lim, force_spec=attempt > 0)
+                        prepared = self._prepare(problem, code)
+                    except Exception as e:  # noqa: BLE001 - a problem the judge cannot use: this item's error
+                        done(i, _unjudgeable(len(problem.tests), e))
+                        continue
+                    try:
+                        handle.submit(prepared, code, lim, force_spec=i in resend)
                     except (OSError, ValueError):
                         inflight.append((i, prepared, attempt))
                         break
@@ -422,23 +458,27 @@ class Executor:
                     return
                 i, prepared, attempt = inflight[0]
                 try:
-                    header, blobs = handle.collect()
+                    header, blobs = handle.collect(time.monotonic() + lim["total_wall"] + REPLY_GRACE_S)
                     if "worker_error" in header:
                         raise RuntimeError(header["worker_error"])
-                except (EOFError, OSError, ValueError, RuntimeError) as e:
-                    # the worker died (or was killed): replace it, resubmit everything in flight
+                except (EOFError, OSError, ValueError, RuntimeError) as e:  # TimeoutError is an OSError
+                    # The worker died, failed or hung: replace it and resubmit what was in flight.
+                    # Only the job it was running counts the attempt: the ones queued behind it
+                    # did nothing wrong.
                     log.warning("sandbox worker failed (%s); replacing it", e)
                     handle = self._replace(handle)
-                    for j, prep_j, att_j in list(inflight):
-                        if att_j + 1 >= 2:
+                    for k, (j, _prep_j, att_j) in enumerate(inflight):
+                        att_j += k == 0
+                        if att_j >= 2:
                             done(j, _crashed(len(items[j][0].tests)))
                         else:
-                            retry.append((j, att_j + 1))
+                            retry.append((j, att_j))
                     inflight.clear()
                     continue
                 inflight.popleft()
-                if header.get("need_spec"):
-                    retry.appendleft((i, attempt + 1))
+                if header.get("need_spec"):  # the worker evicted the problem from its cache
+                    resend.add(i)
+                    retry.appendleft((i, attempt))
                     continue
                 done(i, judge(prepared, header, blobs, lim))
         except BaseException:

@@ -1,48 +1,27 @@
-"""Split problems into what the sandbox runs and what the judge keeps, and judge the result.
+"""Judge a worker's reply: every verdict is decided here, in the executor's process.
 
-Expected values never leave this process. For an ``assert`` test such as
-``assert math.isclose(area(2), 12.56, rel_tol=1e-3)`` the sub-expressions that depend on
-the candidate (``area(2)``: a *probe*) are sent to the sandbox; the child returns each
-probe's value as a strictly-typed plain value (``codec``); the judge then evaluates the
-rest of the assert (``math.isclose(<value>, 12.56, rel_tol=1e-3)``) here, on plain data,
-with a restricted set of builtins. A rigged ``__eq__``, a patched ``isinstance``, or code
-that walks the stack cannot change the comparison, and the child never holds the expected
-value, so it cannot look it up.
-
-Tests that cannot be split (several statements, a comparison inside a comprehension or a
-lambda, ...) run in the child as an in-child assert, with ``==`` replaced by a strict
-plain-value comparison, and count as passed only when the child reports completion with
-the per-run token (see ``docs/sandbox.md`` for the weaker guarantee of this path).
+``split`` decides what the sandbox runs (probes, recorded expressions, call arguments,
+stdin) and what stays here (expected values, the rest of each test). The child reports
+values; this module decodes them strictly (``codec``), evaluates the rest of each test on
+them under ``guard``'s bounds, and compares outputs. A failure while judging one candidate
+is that candidate's ``error``, never the end of a batch.
 """
 
 from __future__ import annotations
 
-import ast
 import builtins
-import cmath
-import hashlib
 import json
-import math
 import re
 import signal
-import threading
-from dataclasses import dataclass, field
+from collections import deque
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from execrl.problems import Problem
 from execrl.sandbox.codec import DecodeError, decode, loads_record
+from execrl.sandbox.guard import run_with_deadline
 from execrl.sandbox.result import ExecutionResult
-
-SAFE_BUILTIN_NAMES = (
-    "abs", "all", "any", "ascii", "bin", "bool", "bytearray", "bytes", "chr", "complex", "dict",
-    "divmod", "enumerate", "filter", "float", "format", "frozenset", "hash", "hex", "int",
-    "isinstance", "issubclass", "iter", "len", "list", "map", "max", "min", "next", "oct", "ord",
-    "pow", "range", "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple",
-    "type", "zip", "True", "False", "None", "Exception", "ValueError", "TypeError",
-)
-SAFE_MODULES = {"math": math, "cmath": cmath}
-SAFE_NAMES = frozenset(SAFE_BUILTIN_NAMES) | frozenset(SAFE_MODULES)
-_JUDGE_BUILTINS = {name: getattr(builtins, name) for name in SAFE_BUILTIN_NAMES if hasattr(builtins, name)}
+from execrl.sandbox.split import JudgeTest, Prepared
 
 FLOAT_REL_TOL = 1e-5
 """Relative tolerance for floats in ``stdio`` and ``call`` comparisons (as numpy.allclose)."""
@@ -52,244 +31,8 @@ FLOAT_ABS_TOL = 1e-8
 TRACE_LIMIT = 2000
 _loads = json.loads
 REPR_LIMIT = 300
-
-_STRUCTURAL = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.IfExp, ast.Tuple, ast.List,
-               ast.Set, ast.Dict, ast.Subscript, ast.Slice, ast.JoinedStr, ast.FormattedValue,
-               ast.Starred)
-_SCOPES = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-
-
-class _NotSplittable(Exception):
-    pass
-
-
-# --------------------------------------------------------------------------------------
-# Preparation
-# --------------------------------------------------------------------------------------
-
-@dataclass
-class JudgeTest:
-    source: str
-    kind: str  # "p": probes judged here; "x": in-child assert
-    judge_code: Any = None
-    probes: list[str] = field(default_factory=list)
-    expected_node: Any = None
-    judge_tree: Any = None
-    _expected_repr: str | None = field(default=None, repr=False)
-
-    @property
-    def expected_repr(self) -> str | None:
-        """The expected side of ``assert probe == expected``, for messages. Made on first
-        use: unparsing a large literal costs more than judging, and most tests pass."""
-        if self._expected_repr is None and self.expected_node is not None:
-            self._expected_repr = _short(ast.unparse(self.expected_node))
-        return self._expected_repr
-
-
-@dataclass
-class Prepared:
-    key: str
-    test_type: str
-    child_spec: dict[str, Any]
-    tests: list[Any]
-    entry_point: str | None = None
-    judge_names: frozenset[str] = frozenset()
-    """Safe builtin names the judge evaluates itself (a program that redefines one of them
-    gets a variant where that name is evaluated in the sandbox, as Python would)."""
-
-    @property
-    def n_tests(self) -> int:
-        return len(self.tests)
-
-
-def problem_key(problem: Problem) -> str:
-    payload = json.dumps([problem.test_type, problem.tests, problem.setup_code, problem.entry_point],
-                         sort_keys=True, ensure_ascii=False, default=repr)
-    return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-
-
-# CPython 3.11's AST <-> object conversion keeps its recursion depth in interpreter-wide state,
-# so ast.parse / compile(ast) in two threads at once can fail with "AST constructor recursion
-# depth mismatch" (python/cpython#106905). The executor prepares problems from one thread per
-# worker: preparation is serialized.
-_AST_LOCK = threading.RLock()
-
-
-def prepare(problem: Problem, shadowed: frozenset[str] = frozenset()) -> Prepared:
-    with _AST_LOCK:
-        return _prepare(problem, shadowed)
-
-
-def _prepare(problem: Problem, shadowed: frozenset[str]) -> Prepared:
-    key = problem_key(problem)
-    if problem.test_type == "assert":
-        safe = SAFE_NAMES - shadowed
-        tests, child_tests = [], []
-        for src in problem.tests:
-            judge_test, child_test = _prepare_assert(src, safe)
-            tests.append(judge_test)
-            child_tests.append(child_test)
-        spec = {"mode": "assert", "tests": child_tests, "setup": problem.setup_code or None}
-        if shadowed:
-            key += "|" + ",".join(sorted(shadowed))
-        names = frozenset(n for t in tests if t.judge_code is not None for n in _code_names(t.judge_code)
-                          if n in SAFE_NAMES)
-        return Prepared(key, "assert", spec, tests, judge_names=names)
-    if problem.test_type == "call":
-        args = [json.dumps(t["args"]) for t in problem.tests]
-        spec = {"mode": "call", "entry_point": problem.entry_point, "args": args}
-        return Prepared(key, "call", spec, [t["expected"] for t in problem.tests], problem.entry_point)
-    if problem.test_type == "stdio":
-        spec = {"mode": "stdio", "inputs": [t["input"] for t in problem.tests]}
-        return Prepared(key, "stdio", spec, [(t["input"], t["output"]) for t in problem.tests])
-    raise ValueError(f"unknown test_type {problem.test_type!r}")
-
-
-def _code_names(code: Any) -> set[str]:
-    """Names a code object (and the lambdas/comprehensions in it) looks up or reads as
-    attributes: a superset of the names the judge evaluates, without walking the tree."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if hasattr(const, "co_names"):
-            names |= _code_names(const)
-    return names
-
-
-def _prepare_assert(src: str, safe: frozenset[str]) -> tuple[JudgeTest, dict]:
-    try:
-        tree = ast.parse(src)
-    except SyntaxError:
-        return JudgeTest(src, "x"), {"kind": "x", "source": src}
-    if len(tree.body) == 1 and isinstance(tree.body[0], ast.Assert):
-        try:
-            return _split_assert(src, tree.body[0].test, safe)
-        except _NotSplittable:
-            pass
-    rewritten = _StrictEq().visit(tree)
-    ast.fix_missing_locations(rewritten)
-    return JudgeTest(src, "x"), {"kind": "x", "source": ast.unparse(rewritten)}
-
-
-def _unsafe(node: ast.AST, safe: frozenset[str] = SAFE_NAMES) -> bool:
-    return any(isinstance(n, ast.Name) and n.id not in safe for n in ast.walk(node))
-
-
-def _contains_compare(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Compare) for n in ast.walk(node))
-
-
-def _unsafe_ids(root: ast.AST, safe: frozenset[str]) -> set[int]:
-    """ids of the nodes of ``root`` whose subtree uses a name outside ``safe``: one pass,
-    instead of walking each subtree again at every level of the split."""
-    parent: dict[int, ast.AST] = {}
-    names = []
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Name):
-            if node.id not in safe:
-                names.append(node)
-            continue
-        for child in ast.iter_child_nodes(node):
-            parent[id(child)] = node
-            stack.append(child)
-    unsafe: set[int] = set()
-    for node in names:
-        while node is not None and id(node) not in unsafe:
-            unsafe.add(id(node))
-            node = parent.get(id(node))
-    return unsafe
-
-
-class _Splitter:
-    def __init__(self, safe: frozenset[str], root: ast.AST) -> None:
-        self.safe = safe
-        self.probes: list[tuple[str, bool]] = []
-        self._unsafe = _unsafe_ids(root, safe)  # of the original tree (visit asks before rewriting)
-
-    def unsafe(self, node: ast.AST) -> bool:
-        return id(node) in self._unsafe
-
-    def probe(self, node: ast.AST, materialize: bool) -> ast.Name:
-        if _contains_compare(node):
-            raise _NotSplittable  # a comparison the candidate could rig would run in the child
-        self.probes.append((ast.unparse(node), materialize))
-        return ast.copy_location(ast.Name(id=f"_v{len(self.probes) - 1}", ctx=ast.Load()), node)
-
-    def visit(self, node: ast.AST, in_safe_call: bool = False) -> ast.AST:
-        unsafe = self.unsafe
-        if not unsafe(node):
-            return node
-        if isinstance(node, ast.Call) and not unsafe(node.func):
-            bare = [a for a in node.args
-                    if isinstance(a, (ast.Name, ast.Attribute, ast.Lambda)) and unsafe(a)]
-            if bare:  # map(f, xs), sorted(xs, key=f): the function itself can't be shipped
-                return self.probe(node, materialize=in_safe_call)
-            node.args = [self.visit(a, True) for a in node.args]
-            for kw in node.keywords:
-                if isinstance(kw.value, (ast.Name, ast.Attribute, ast.Lambda)) and unsafe(kw.value):
-                    return self.probe(node, materialize=in_safe_call)
-                kw.value = self.visit(kw.value, True)
-            return node
-        if isinstance(node, _STRUCTURAL):
-            for name, value in ast.iter_fields(node):
-                if isinstance(value, ast.AST):
-                    setattr(node, name, self.visit(value))
-                elif isinstance(value, list):
-                    setattr(node, name, [self.visit(v) if isinstance(v, ast.AST) else v for v in value])
-            return node
-        if isinstance(node, _SCOPES) and not in_safe_call:
-            raise _NotSplittable
-        return self.probe(node, materialize=in_safe_call)
-
-
-def _split_assert(src: str, test: ast.expr, safe: frozenset[str]) -> tuple[JudgeTest, dict]:
-    splitter = _Splitter(safe, test)
-    body = splitter.visit(test)
-    try:  # the only new nodes (the probes' names) carry their locations already
-        code = compile(ast.Expression(body=body), "<judge>", "eval", dont_inherit=True)
-    except (TypeError, ValueError):
-        ast.fix_missing_locations(body)
-        code = compile(ast.Expression(body=body), "<judge>", "eval", dont_inherit=True)
-    expected_node = None
-    if (isinstance(body, ast.Compare) and len(body.ops) == 1 and isinstance(body.ops[0], ast.Eq)
-            and isinstance(body.left, ast.Name) and body.left.id.startswith("_v")
-            and not _unsafe_names_in_judge(body.comparators[0])):
-        expected_node = body.comparators[0]
-    probes = [p for p, _ in splitter.probes]
-    judge = JudgeTest(src, "p", code, probes, expected_node, body)
-    return judge, {"kind": "p", "probes": probes, "materialize": [m for _, m in splitter.probes]}
-
-
-def defined_names(code: str, names: frozenset[str]) -> frozenset[str]:
-    """Which of ``names`` the program (re)defines at any level (approximate, textual)."""
-    found = set()
-    for name in names:
-        if name not in code:
-            continue
-        n = re.escape(name)
-        if re.search(rf"(^|\n)\s*(async\s+def|def|class)\s+{n}\b|\b{n}\s*(:[^=\n]*)?=(?!=)|"
-                     rf"\bimport\b[^\n]*\b{n}\b|\bfor\s+[^\n]*\b{n}\b[^\n]*\bin\b|\bglobal\b[^\n]*\b{n}\b",
-                     code):
-            found.add(name)
-    return frozenset(found)
-
-
-def _unsafe_names_in_judge(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Name) and n.id.startswith("_v") for n in ast.walk(node))
-
-
-class _StrictEq(ast.NodeTransformer):
-    """In-child asserts: ``a == b`` becomes a plain-value comparison."""
-
-    def visit_Compare(self, node: ast.Compare) -> ast.AST:
-        self.generic_visit(node)
-        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
-            call = ast.Call(func=ast.Name(id="__execrl_eq__", ctx=ast.Load()),
-                            args=[node.left, node.comparators[0]], keywords=[])
-            return call if isinstance(node.ops[0], ast.Eq) else ast.UnaryOp(op=ast.Not(), operand=call)
-        return node
-
+RESULT_STREAM_LIMIT = 64 << 10
+"""Captured stdout/stderr kept in an ``ExecutionResult`` (a batch holds every result)."""
 
 # --------------------------------------------------------------------------------------
 # Comparisons
@@ -299,16 +42,28 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= FLOAT_ABS_TOL + FLOAT_REL_TOL * abs(b)
 
 
-def _as_float(token: str) -> float | None:
+_INT_TOKEN = re.compile(r"[+-]?\d+")
+
+
+def _tokens_equal(got: str, expected: str) -> bool:
+    """One output token. An integer expected is matched exactly (by value: ``7`` and
+    ``7.0`` agree, ``1000000000`` and ``1000000007`` do not); a real float expected is
+    matched within the float tolerance."""
+    if _INT_TOKEN.fullmatch(expected):
+        try:
+            return Decimal(got) == int(expected)
+        except (InvalidOperation, ValueError):
+            return False
     try:
-        return float(token)
-    except ValueError:
-        return None
+        fe, fg = float(expected), float(got)
+    except (ValueError, OverflowError):
+        return False
+    return fe == fg or _close(fg, fe)
 
 
 def stdio_equal(got: str, expected: str) -> bool:
     """TACO-style output comparison: exact after strip, then line-wise, then token-wise
-    with float tolerance."""
+    (integers exactly, floats with tolerance)."""
     if got == expected:
         return True
     g, e = got.strip(), expected.strip()
@@ -330,10 +85,7 @@ def stdio_equal(got: str, expected: str) -> bool:
         if len(ta) != len(tb):
             return False
         for x, y in zip(ta, tb):
-            if x == y:
-                continue
-            fx, fy = _as_float(x), _as_float(y)
-            if fx is None or fy is None or not _close(fx, fy):
+            if x != y and not _tokens_equal(x, y):
                 return False
     return True
 
@@ -347,7 +99,8 @@ def _normalize(v: Any) -> Any:
 
 
 def call_equal(got: Any, expected: Any) -> bool:
-    """Call-mode comparison: tuples equal lists, floats within tolerance."""
+    """Call-mode comparison: tuples equal lists; a float expected matches within the
+    tolerance, an integer expected only exactly."""
     got, expected = _normalize(got), _normalize(expected)
     return _equal_tol(got, expected)
 
@@ -355,8 +108,15 @@ def call_equal(got: Any, expected: Any) -> bool:
 def _equal_tol(a: Any, b: Any) -> bool:
     ta, tb = type(a), type(b)
     if ta is float or tb is float:
-        if ta in (int, float) and tb in (int, float) and ta is not bool and tb is not bool:
-            return a == b or _close(float(a), float(b))
+        if ta in (int, float) and tb in (int, float):
+            if a == b:
+                return True
+            if tb is not float:  # an integer is expected: exact only
+                return False
+            try:
+                return _close(float(a), b)
+            except OverflowError:  # an int too large for a float is far from any float
+                return False
         return False
     if ta is list and tb is list:
         return len(a) == len(b) and all(_equal_tol(x, y) for x, y in zip(a, b))
@@ -432,11 +192,9 @@ def _parse_records(run: _Run, n_tests: int) -> dict:
             if len(rec) != 4 or expect:
                 raise _Violation(f"malformed {tag!r} record")
             out["compile" if tag == "c" else "load"] = [str(x) for x in rec[1:4]]
-        elif tag in ("v", "u", "e", "o"):
+        elif tag in ("v", "u", "e", "r"):
             if len(rec) < 3 or rec[1] != expect or expect >= n_tests:
                 raise _Violation("test records out of order")
-            if tag == "o" and (len(rec) != 3 or rec[2] != token):
-                raise _Violation("in-child test record without the run token")
             out["tests"][expect] = rec
             expect += 1
         elif tag == "d":
@@ -456,6 +214,9 @@ def _death(run: _Run, limits: dict) -> tuple[str, str, str]:
     if info.get("timeout"):
         if info.get("wall_killed"):
             return "timeout", "Timeout", f"wall-clock limit of {info.get('wall_limit', '?')}s exceeded"
+        if info.get("cpu_killed"):
+            return "timeout", "Timeout", (f"CPU-time limit of {limits['timeout_s']}s exceeded by the "
+                                          "program's processes together")
         return "timeout", "Timeout", f"CPU-time limit of {limits['timeout_s']}s exceeded"
     sig = info.get("signal")
     if sig is not None:
@@ -472,6 +233,42 @@ def _death(run: _Run, limits: dict) -> tuple[str, str, str]:
 
 
 def judge(prepared: Prepared, reply: dict, blobs: list[bytes], limits: dict) -> ExecutionResult:
+    """The verdict for one candidate. Whatever goes wrong while judging it (a value that
+    defeats a comparison, a bug) is that candidate's ``error``, and every text in the result
+    is valid UTF-8 (a lone surrogate in an exception message cannot break a writer)."""
+    try:
+        result = _judge(prepared, reply, blobs, limits)
+    except Exception as e:  # noqa: BLE001 - one candidate must not end a batch
+        n = prepared.n_tests
+        msg = _short(f"judging this program failed: {type(e).__name__}: {e}")
+        result = ExecutionResult("error", 0, n, [_outcome(i, "not_run") for i in range(n)], "JudgeError", msg,
+                                 f"JudgeError: {msg}")
+    return _encodable(result)
+
+
+def _clean(text: Any) -> Any:
+    if type(text) is not str:
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _encodable(result: ExecutionResult) -> ExecutionResult:
+    result.error_type = _clean(result.error_type)
+    result.error_message = _clean(result.error_message)
+    result.trace = _clean(result.trace)
+    result.stdout = _clean(result.stdout)
+    result.stderr = _clean(result.stderr)
+    for o in result.test_outcomes:
+        o["error_type"] = _clean(o["error_type"])
+        o["message"] = _clean(o["message"])
+    return result
+
+
+def _judge(prepared: Prepared, reply: dict, blobs: list[bytes], limits: dict) -> ExecutionResult:
     runs = []
     for k, info in enumerate(reply["runs"]):
         rec, out, err = blobs[3 * k: 3 * k + 3]
@@ -479,14 +276,14 @@ def judge(prepared: Prepared, reply: dict, blobs: list[bytes], limits: dict) -> 
     cpu = sum(r.info["cpu"] for r in runs)
     wall = sum(r.info["wall"] for r in runs)
     if prepared.test_type == "stdio":
-        result = _judge_stdio(prepared, runs, limits)
+        result = _judge_stdio(prepared, runs, limits, reply.get("total_wall_exceeded", False))
     else:
         result = _judge_single(prepared, runs[0], limits)
     result.cpu_time_s = cpu
     result.wall_time_s = wall
     if runs:
-        result.stdout = runs[0].stdout.decode("utf-8", "replace")
-        result.stderr = runs[0].stderr.decode("utf-8", "replace")
+        result.stdout = runs[0].stdout[:RESULT_STREAM_LIMIT].decode("utf-8", "replace")
+        result.stderr = runs[0].stderr[:RESULT_STREAM_LIMIT].decode("utf-8", "replace")
     return result
 
 
@@ -531,7 +328,7 @@ def _judge_single(prepared: Prepared, run: _Run, limits: dict) -> ExecutionResul
             else:
                 o, o_trace = _outcome(i, "not_run"), ""
         elif prepared.test_type == "assert":
-            o, o_trace = _judge_assert(prepared.tests[i], i, rec)
+            o, o_trace = _judge_assert(prepared, prepared.tests[i], i, rec)
         else:
             o, o_trace = _judge_call(prepared, i, rec)
         outcomes.append(o)
@@ -552,18 +349,16 @@ def _judge_single(prepared: Prepared, run: _Run, limits: dict) -> ExecutionResul
     return _finish(outcomes, first, n)
 
 
-def _judge_assert(test: JudgeTest, i: int, rec: list) -> tuple[dict, str]:
+def _judge_assert(prepared: Prepared, test: JudgeTest, i: int, rec: list) -> tuple[dict, str]:
     tag = rec[0]
-    if tag == "o" or test.kind == "x":
-        if tag == "o" and test.kind == "x":
-            return _outcome(i, "pass"), ""
-        if tag != "e":  # a completion record for a test judged here, or a value for an in-child test
-            msg = f"unexpected {tag!r} record for this test"
-            return _outcome(i, "error", "ProtocolViolation", msg), _trace(test.source, f"ProtocolViolation: {msg}")
+    if (tag == "r") != (test.kind == "r") and tag != "u":
+        msg = f"unexpected {tag!r} record for this test"
+        return _outcome(i, "error", "ProtocolViolation", msg), _trace(test.source, f"ProtocolViolation: {msg}")
+    if tag == "r":
+        return _judge_replay(prepared, test, i, rec)
     if tag == "e":
         etype, msg, trace = (str(x) for x in rec[2:5]) if len(rec) >= 5 else ("Error", "", "")
-        status = "fail" if (test.kind == "x" and etype == "AssertionError") else "error"
-        return _outcome(i, status, etype, msg), _trace(test.source, trace)
+        return _outcome(i, "error", etype, msg), _trace(test.source, trace)
     if tag == "u":
         tname, shown = (str(x) for x in rec[2:4]) if len(rec) >= 4 else ("?", "")
         msg = f"got a {tname} object ({shown}), not a plain value"
@@ -571,16 +366,19 @@ def _judge_assert(test: JudgeTest, i: int, rec: list) -> tuple[dict, str]:
     # "v": evaluate the assert here on plain values
     try:
         values = rec[2]
-        if type(values) is not list or len(values) != len(test.probes) or test.kind != "p":
+        if type(values) is not list or len(values) != len(test.probes):
             raise DecodeError("wrong number of probe values")
-        env = {"__builtins__": _JUDGE_BUILTINS, **SAFE_MODULES}
+        env = dict(prepared.env)
         for k, v in enumerate(values):
             env[f"_v{k}"] = decode(v)
     except DecodeError as e:
         msg = f"malformed value record: {e}"
         return _outcome(i, "error", "ProtocolViolation", msg), _trace(test.source, msg)
     try:
-        ok = bool(eval(test.judge_code, env))  # noqa: S307 - dataset test code on plain values
+        if test.timed:
+            ok = bool(run_with_deadline(eval, test.judge_code, env))
+        else:
+            ok = bool(eval(test.judge_code, env))  # noqa: S307 - dataset test code on plain values
     except Exception as e:  # noqa: BLE001 - e.g. len() of an int: an error, as in the original
         msg = _short(f"{e}")
         return _outcome(i, "error", type(e).__name__, msg), _trace(test.source, f"{type(e).__name__}: {msg}")
@@ -592,6 +390,142 @@ def _judge_assert(test: JudgeTest, i: int, rec: list) -> tuple[dict, str]:
     else:
         msg = "; ".join(f"{p} = {_r(env[f'_v{k}'])}" for k, p in enumerate(test.probes)) or "assertion is false"
     return _outcome(i, "fail", "AssertionError", msg), _trace(test.source, f"AssertionError: {msg}")
+
+
+# --------------------------------------------------------------------------------------
+# Replayed tests (see split.py): the judge runs the test on the values the child recorded
+# --------------------------------------------------------------------------------------
+
+class _Mismatch(Exception):
+    """The recorded values do not follow the test as the judge runs it."""
+
+
+class _Opaque:
+    """A recorded value that is not a plain value: equal only to itself."""
+
+    def __init__(self, type_name: str, shown: str) -> None:
+        self.type_name, self.shown = type_name, shown
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name} object: {self.shown}>"
+
+
+class CandidateError(Exception):
+    """An exception the candidate's code raised, re-raised in the judge."""
+
+
+def _reraise(entry: list) -> BaseException:
+    etype, msg, trace, base = (str(x) for x in entry[2:6])
+    cls = getattr(builtins, base, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = CandidateError  # SystemExit, KeyboardInterrupt, ...: must not stop the judge
+    try:
+        exc = cls(msg)
+    except Exception:  # noqa: BLE001 - a builtin class with other constructor arguments
+        exc = CandidateError(msg)
+    exc.execrl_recorded = (etype, msg, trace)
+    return exc
+
+
+class _Replay:
+    def __init__(self, entries: list) -> None:
+        self.entries, self.pos, self.group = entries, 0, None
+        self.last_group: dict[int, list] = {}
+
+    def _value(self, entry: list) -> Any:
+        if type(entry) is not list or len(entry) < 3:
+            raise _Mismatch("malformed recorded value")
+        tag = entry[1]
+        if tag == "v":
+            try:
+                return decode(entry[2])
+            except DecodeError as e:
+                raise _Mismatch(f"malformed recorded value: {e}") from None
+        if tag == "u" and len(entry) >= 4:
+            return _Opaque(_short(str(entry[2]), 80), _short(str(entry[3]), 200))
+        if tag == "x" and len(entry) >= 6:
+            raise _reraise(entry)
+        raise _Mismatch("malformed recorded value")
+
+    def replay(self, k: int) -> Any:
+        if self.group is not None:
+            queue = self.group.get(k)
+            if not queue:
+                raise _Mismatch(f"no recorded value for expression {k} of this assert")
+            return self._value(queue.popleft())
+        if self.pos >= len(self.entries):
+            raise _Mismatch("fewer recorded values than the test evaluates")
+        entry = self.entries[self.pos]
+        self.pos += 1
+        if type(entry) is not list or not entry or entry[0] != k:
+            raise _Mismatch("recorded values out of order")
+        return self._value(entry)
+
+    def enter(self, j: int) -> None:
+        if self.pos >= len(self.entries) or self.entries[self.pos] != ["a", j]:
+            raise _Mismatch("recorded asserts out of order")
+        self.pos += 1
+        group: dict[int, deque] = {}
+        while self.pos < len(self.entries) and self.entries[self.pos] != ["z", j]:
+            entry = self.entries[self.pos]
+            if type(entry) is not list or not entry or type(entry[0]) is not int:
+                raise _Mismatch("malformed assert record")
+            group.setdefault(entry[0], deque()).append(entry)
+            self.pos += 1
+        if self.pos >= len(self.entries):
+            raise _Mismatch("unterminated assert record")
+        self.pos += 1
+        self.group = group
+        self.last_group = {k: list(q) for k, q in group.items()}
+
+    def leave(self, j: int) -> None:
+        self.group = None
+
+
+def _judge_replay(prepared: Prepared, test: JudgeTest, i: int, rec: list) -> tuple[dict, str]:
+    entries = rec[2] if len(rec) >= 3 else None
+    child_exc = rec[3] if len(rec) >= 4 and type(rec[3]) is list and len(rec[3]) == 3 else None
+    if test.judge_code is None or type(entries) is not list:  # a test that does not compile
+        etype, msg, trace = (str(x) for x in child_exc) if child_exc else ("ProtocolViolation", "no values", "")
+        return _outcome(i, "error", etype, msg), _trace(test.source, trace)
+    replay = _Replay(entries)
+    env = dict(prepared.env, __execrl_replay__=replay.replay, __execrl_enter__=replay.enter,
+               __execrl_leave__=replay.leave)
+    try:
+        run_with_deadline(exec, test.judge_code, env)
+        if replay.pos != len(entries):
+            raise _Mismatch("more recorded values than the test evaluates")
+        if child_exc is not None:  # the child's run of the test failed outside the recorded expressions
+            etype, msg, trace = (str(x) for x in child_exc)
+            return _outcome(i, "error", etype, msg), _trace(test.source, trace)
+        return _outcome(i, "pass"), ""
+    except AssertionError as e:
+        j = e.args[0] if e.args and type(e.args[0]) is int else None
+        values = [] if j is None else [
+            f"{test.sites[k]} = {_short(repr(_shown(entry)), 200)}"
+            for k, entries_k in sorted(replay.last_group.items()) for entry in entries_k[:1]]
+        msg = _short("assertion is false" + (": " + "; ".join(values) if values else ""), 600)
+        return _outcome(i, "fail", "AssertionError", msg), _trace(test.source, f"AssertionError: {msg}")
+    except _Mismatch as e:
+        if child_exc is not None:
+            etype, msg, trace = (str(x) for x in child_exc)
+            return _outcome(i, "error", etype, msg), _trace(test.source, trace)
+        msg = f"the recorded values do not match the test: {e}"
+        return _outcome(i, "error", "ProtocolViolation", msg), _trace(test.source, f"ProtocolViolation: {msg}")
+    except Exception as e:  # noqa: BLE001
+        recorded = getattr(e, "execrl_recorded", None)
+        if recorded is not None:
+            etype, msg, trace = recorded
+            return _outcome(i, "error", etype, msg), _trace(test.source, trace)
+        msg = _short(f"{e}")
+        return _outcome(i, "error", type(e).__name__, msg), _trace(test.source, f"{type(e).__name__}: {msg}")
+
+
+def _shown(entry: list) -> Any:
+    try:
+        return _Replay([])._value(entry)
+    except Exception as e:  # noqa: BLE001 - an exception was recorded
+        return e
 
 
 def _call_repr(prepared: Prepared, i: int) -> str:
@@ -629,12 +563,17 @@ def _judge_call(prepared: Prepared, i: int, rec: list) -> tuple[dict, str]:
     return _outcome(i, "fail", "WrongAnswer", msg), _trace(call, msg)
 
 
-def _judge_stdio(prepared: Prepared, runs: list[_Run], limits: dict) -> ExecutionResult:
+def _judge_stdio(prepared: Prepared, runs: list[_Run], limits: dict, total_exceeded: bool) -> ExecutionResult:
     n = prepared.n_tests
     outcomes, first = [], None
     for i in range(n):
         if i >= len(runs):
-            outcomes.append(_outcome(i, "not_run"))
+            if total_exceeded and first is None:  # the candidate's wall-clock budget ran out
+                msg = f"total wall-clock limit of {limits['total_wall']}s per program exceeded"
+                outcomes.append(_outcome(i, "timeout", "Timeout", msg))
+                first = dict(outcomes[-1], trace=f"Timeout: {msg}")
+            else:
+                outcomes.append(_outcome(i, "not_run"))
             continue
         run = runs[i]
         inp, expected = prepared.tests[i]

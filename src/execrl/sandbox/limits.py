@@ -14,17 +14,25 @@ class ExecutionLimits:
     """
 
     timeout_s: float = 10.0
-    """CPU-time budget in seconds, user+system, of the process running the candidate: the
-    whole program and all its tests for ``assert``/``call`` problems, each test's run for
-    ``stdio`` problems. Enforced by a CPU-time timer (ITIMER_PROF, sub-second) backed by
-    RLIMIT_CPU (whole seconds, SIGKILL at ``int(timeout_s) + 2``). CPU time, not wall time,
+    """CPU-time budget in seconds, user+system, of all the processes of one run together:
+    the whole program and all its tests for ``assert``/``call`` problems, each test's run for
+    ``stdio`` problems. Enforced in the main process by a CPU-time timer (ITIMER_PROF,
+    sub-second) backed by RLIMIT_CPU (whole seconds, SIGKILL at ``int(timeout_s) + 2``), and
+    for the run's processes together by the worker, which sums their CPU time every tenth
+    of the budget once a run lasts that long. CPU time, not wall time,
     decides timeouts, so load on the machine does not fail correct programs. The default
     lets every passing MBPP reference finish (the slowest, task 123, needs ~7 s); RL reward
     functions usually pass a smaller budget."""
 
     wall_timeout_s: float | None = None
-    """Wall-clock backstop (sleeping or blocked programs). ``None`` means
+    """Wall-clock backstop (sleeping or blocked programs) per run. ``None`` means
     ``3 * timeout_s + 2``."""
+
+    total_wall_timeout_s: float | None = None
+    """Wall-clock budget of one candidate over all its runs (a ``stdio`` problem runs once
+    per test): a worker is never held longer by one candidate. Tests that did not start
+    within it are ``not_run`` and the candidate times out. ``None`` means ``3 *`` the per-run
+    wall-clock limit."""
 
     memory_mb: int = 1024
     """Address-space cap (RLIMIT_AS) in MiB. Includes the interpreter itself (~30 MiB)."""
@@ -45,11 +53,18 @@ class ExecutionLimits:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def worker_limits(self) -> dict[str, Any]:
+        """The fields, plus the resolved per-run (``wall``) and per-candidate
+        (``total_wall``) wall-clock limits, as sent to the workers."""
+        wall = self.wall_timeout_s or 3 * self.timeout_s + 2
+        return dict(asdict(self), wall=wall, total_wall=self.total_wall_timeout_s or 3 * wall)
+
     def __post_init__(self) -> None:
         if not self.timeout_s > 0:
             raise ValueError("timeout_s must be positive")
-        if self.wall_timeout_s is not None and not self.wall_timeout_s > 0:
-            raise ValueError("wall_timeout_s must be positive or None")
+        for name in ("wall_timeout_s", "total_wall_timeout_s"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive or None")
         for name in ("memory_mb", "max_processes", "max_open_files", "file_size_mb", "max_output_bytes"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be positive")
