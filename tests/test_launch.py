@@ -1,76 +1,102 @@
-"""The launcher of a training job: one process, or `accelerate launch` with DDP or ZeRO-3."""
+"""The accelerate config of a training job and its process count; each config as accelerate reads it.
+
+The CPU config runs for real in tests/test_train_job.py (2 gloo processes); DDP and ZeRO-3 need
+GPUs, so here they go through accelerate's own config loader and launch-argument validation.
+"""
 
 import pytest
+from accelerate.commands.config.config_args import load_config_from_file
 from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+from accelerate.utils import DistributedType
 
-from execrl.launch import DEFAULT_CONFIG_DIR, fits_one_gpu, training_launch
+from execrl.launch import DEFAULT_CONFIG_DIR, accelerate_config, fits_one_gpu, training_processes
 from execrl.resources import stage_resources
 
 
-def accelerate_args(launch, script=("train.py", "--seed", "0")):
-    """What `accelerate launch` makes of the prefix, without starting anything."""
-    assert launch.prefix[:2] == ("accelerate", "launch")
-    args = launch_command_parser().parse_args([*launch.prefix[2:], *script])
-    args, _, _ = _validate_launch_command(args)
+def rule_command(config_file, processes):
+    """What `accelerate launch` makes of the `train` rule's command line, without starting anything."""
+    argv = [
+        "--config_file", str(config_file), "--num_processes", str(processes), "--num_machines", "1",
+        "--main_process_port", "0", "-m", "execrl.train_job", "grpo", "--model", "m",
+    ]
+    args, _, _ = _validate_launch_command(launch_command_parser().parse_args(argv))
     return args
 
 
-@pytest.mark.parametrize("gpus", [0, 1])
-def test_one_process_without_accelerate(gpus):
-    launch = training_launch(gpus, 70.0)
-    assert launch.strategy == "single" and launch.config_file is None
-    assert launch.prefix == ("python",) and launch.shell_prefix == "python"
+@pytest.mark.parametrize("processes", [1, 2])
+def test_cpu_config_starts_its_processes_itself_on_cpu(processes):
+    config = load_config_from_file(str(DEFAULT_CONFIG_DIR / "cpu.yaml"))
+    assert config.use_cpu and config.mixed_precision == "no"
+    # MULTI_GPU is accelerate's torchrun launcher: it spawns the processes (MULTI_CPU would need mpirun).
+    assert config.distributed_type == DistributedType.MULTI_GPU
+    args = rule_command(DEFAULT_CONFIG_DIR / "cpu.yaml", processes)
+    assert args.multi_gpu and not args.use_deepspeed and not args.cpu
+    assert args.num_processes == processes and args.main_process_port == 0
+    assert args.module and args.training_script == "execrl.train_job"
+    assert args.training_script_args == ["grpo", "--model", "m"]
 
 
-def test_ddp_when_the_model_fits_one_gpu():
-    launch = training_launch(4, 3.1)
-    assert launch.strategy == "ddp" and launch.config_file == DEFAULT_CONFIG_DIR / "ddp.yaml"
-    args = accelerate_args(launch)
+@pytest.mark.parametrize("processes", [1, 4])
+def test_ddp_config(processes):
+    config = load_config_from_file(str(DEFAULT_CONFIG_DIR / "ddp.yaml"))
+    assert config.distributed_type == DistributedType.MULTI_GPU and not config.use_cpu
+    args = rule_command(DEFAULT_CONFIG_DIR / "ddp.yaml", processes)
     assert args.multi_gpu and not args.use_deepspeed
-    assert args.num_processes == 4 and args.num_machines == 1
+    assert args.num_processes == processes and args.num_machines == 1
     assert args.mixed_precision == "bf16"
-    assert args.training_script == "train.py" and args.training_script_args == ["--seed", "0"]
 
 
-def test_zero3_when_the_model_does_not_fit_one_gpu():
-    launch = training_launch(8, 70.0)
-    assert launch.strategy == "zero3" and launch.config_file == DEFAULT_CONFIG_DIR / "zero3.yaml"
-    args = accelerate_args(launch)
+def test_zero3_config():
+    config = load_config_from_file(str(DEFAULT_CONFIG_DIR / "zero3.yaml"))
+    assert config.distributed_type == DistributedType.DEEPSPEED
+    assert config.deepspeed_config["zero_stage"] == 3 and config.deepspeed_config["zero3_save_16bit_model"]
+    args = rule_command(DEFAULT_CONFIG_DIR / "zero3.yaml", 7)
     assert args.use_deepspeed and not args.multi_gpu
-    assert args.num_processes == 8 and args.zero_stage == 3
+    assert args.num_processes == 7 and args.zero_stage == 3
     assert args.zero3_init_flag and args.zero3_save_16bit_model
 
 
-def test_jobs_sharing_a_node_get_their_own_port():
-    args = accelerate_args(training_launch(2, 3.1))
-    assert args.main_process_port == 0  # accelerate picks a free port
+@pytest.mark.parametrize(
+    "device, params_b, full_weight, name",
+    [
+        ("cpu", 0.003, False, "cpu.yaml"),
+        ("cpu", 0.003, True, "cpu.yaml"),
+        ("gpu", 3.1, False, "ddp.yaml"),  # 19 GB of LoRA training
+        ("gpu", 3.1, True, "ddp.yaml"),  # 56 GB of full-weight training
+        ("gpu", 7.6, False, "ddp.yaml"),
+        ("gpu", 7.6, True, "zero3.yaml"),  # 137 GB: sharded
+        ("gpu", 14, False, "zero3.yaml"),
+        ("gpu", 32, True, "zero3.yaml"),
+    ],
+)
+def test_config_follows_device_size_and_full_weight(device, params_b, full_weight, name):
+    assert accelerate_config(device, params_b, full_weight=full_weight) == DEFAULT_CONFIG_DIR / name
 
 
-def test_module_launch():
-    args = accelerate_args(training_launch(2, 3.1), ("-m", "execrl.train", "--x", "1"))
-    assert args.module and args.training_script == "execrl.train"
+@pytest.mark.parametrize("params_b", [1.0, 3.1, 7.6, 14, 32, 70, 200])
+@pytest.mark.parametrize("full_weight", [False, True])
+def test_jobs_given_several_gpus_for_memory_are_sharded(params_b, full_weight):
+    """A job the sizing gives several GPUs (because the model does not fit one) runs ZeRO-3."""
+    gpus = stage_resources("train", params_b, full_weight=full_weight)["gpu"]
+    config = accelerate_config("gpu", params_b, full_weight=full_weight)
+    assert fits_one_gpu(params_b, full_weight) == (gpus <= 1)
+    assert config.name == ("ddp.yaml" if gpus <= 1 else "zero3.yaml")
 
 
-@pytest.mark.parametrize("params_b", [1.0, 3.1, 7.6, 14, 70, 200])
-def test_the_derived_gpu_count_picks_the_strategy_the_memory_needs(params_b):
-    gpus = stage_resources("train", params_b)["gpu"]
-    launch = training_launch(gpus, params_b)
-    assert launch.num_processes == max(gpus, 1)
-    # More than one GPU is derived only when the model does not fit one: then it is sharded.
-    assert launch.strategy == ("single" if gpus <= 1 else "zero3")
-    assert fits_one_gpu(params_b) == (gpus <= 1)
+def test_processes_are_the_gpus_not_serving_vllm():
+    assert training_processes(0) == 1
+    assert training_processes(0, cpu_processes=2) == 2
+    assert training_processes(1) == 1
+    assert training_processes(8) == 8
+    assert training_processes(8, vllm_server_gpus=1) == 7  # seed 004: 7 trainers, a server on the 8th
+    with pytest.raises(ValueError, match="leave none"):
+        training_processes(2, vllm_server_gpus=2)
+    with pytest.raises(ValueError, match="needs GPUs"):
+        training_processes(0, vllm_server_gpus=1)
 
 
-def test_shell_prefix_quotes_paths(tmp_path):
-    config_dir = tmp_path / "with space"
-    config_dir.mkdir()
-    (config_dir / "ddp.yaml").write_text((DEFAULT_CONFIG_DIR / "ddp.yaml").read_text())
-    launch = training_launch(2, 1.0, config_dir=config_dir)
-    assert f"'{config_dir / 'ddp.yaml'}'" in launch.shell_prefix
-
-
-def test_missing_config_and_bad_counts_are_errors(tmp_path):
+def test_unknown_device_and_missing_config_are_errors(tmp_path):
+    with pytest.raises(ValueError, match="device"):
+        accelerate_config("tpu", 1.0)
     with pytest.raises(FileNotFoundError):
-        training_launch(2, 1.0, config_dir=tmp_path)
-    with pytest.raises(ValueError):
-        training_launch(-1, 1.0)
+        accelerate_config("gpu", 1.0, config_dir=tmp_path)

@@ -144,3 +144,27 @@ def test_cpu_job_becomes_sbatch_without_gpus(stage):
 def test_small_model_gpu_stage_runs_on_cpu():
     call = sbatch_options(stage_resources("generate", 0.003), gpu_model="")
     assert "--gpus" not in call
+
+
+@pytest.mark.parametrize(
+    "params_b, lora_gpus, full_gpus",
+    [
+        (0.05, 0, 0),  # CPU either way
+        (1.5, 1, 1),  # 27 GB of full-weight training
+        (7.6, 1, 2),  # 137 GB: two GPUs under ZeRO-3
+        (14, 2, 4),  # seed 004's 14B
+        (32, 4, 8),  # seed 004's 32B: 576 GB
+    ],
+)
+def test_full_weight_training_asks_for_its_optimizer_state(params_b, lora_gpus, full_gpus):
+    assert stage_resources("train", params_b)["gpu"] == lora_gpus
+    assert stage_resources("train", params_b, full_weight=True)["gpu"] == full_gpus
+    # Only training keeps optimizer state: generation and merging are sized as before.
+    for stage in ("generate", "merge"):
+        assert stage_resources(stage, params_b, full_weight=True) == stage_resources(stage, params_b)
+
+
+@given(params_b=sizes, attempt=attempts)
+def test_full_weight_never_gets_less_than_lora(params_b, attempt):
+    lora, full = stage_resources("train", params_b, attempt), stage_resources("train", params_b, attempt, full_weight=True)
+    assert all(full[key] >= lora[key] for key in KEYS)

@@ -95,12 +95,17 @@ class FakeSampler:
     class tokenizer:
         chat_template = None
 
-    def __init__(self):
+    def __init__(self, logprobs=False):
         self.calls = []
+        self.logprobs = logprobs
 
     def __call__(self, prompts):
         self.calls.append(list(prompts))
-        return [([len(p)], [i], f"def add(a, b):\n    return {i}") for i, p in enumerate(prompts)]
+        call = len(self.calls)
+        return [
+            ([len(p)], [i, i], f"def add(a, b):\n    return {i}", [-0.1 * call, -0.01 * i] if self.logprobs else None)
+            for i, p in enumerate(prompts)
+        ]
 
 
 def test_rollout_groups_hold_c1_then_c2_at_equal_cost():
@@ -129,3 +134,17 @@ def test_rollout_returns_unused_refinement_budget_to_c1():
     )
     assert output["sample_kind"] == ["c1"] * 4
     assert sampler.calls[1] == [prompt, prompt]
+
+
+def test_rollout_hands_trl_each_completions_sampling_logprobs():
+    """Under vLLM each completion keeps the log-probs it was sampled with (c2: under its refinement
+    prompt); without them (transformers sampling) TRL gets None, as from its own path."""
+    prompt = "Write add(a, b).\nTest: assert add(1, 2) == 3\n"
+    rollout = SRRLRollout({prompt: PROBLEM}, ScriptedExecutor(), SRRLSettings(refine_share=0.5), CONFIG, None)
+    output = rollout.rollout([prompt], group_size=4, sampler=FakeSampler(logprobs=True))
+    assert output["sample_kind"] == ["c1", "c1", "c2", "c2"]
+    # first call (c1) has -0.1, second (c2) -0.2; one entry per completion token
+    assert output["logprobs"] == [[-0.1, -0.0], [-0.1, -0.01], [-0.2, -0.0], [-0.2, -0.01]]
+    assert all(len(lp) == len(ids) for lp, ids in zip(output["logprobs"], output["completion_ids"], strict=True))
+    without = SRRLRollout({prompt: PROBLEM}, ScriptedExecutor(), SRRLSettings(refine_share=0.5), CONFIG, None)
+    assert without.rollout([prompt], group_size=4, sampler=FakeSampler())["logprobs"] is None

@@ -1,13 +1,12 @@
-"""Offline preference optimisation on execution-ranked pairs (TRL's DPOTrainer with a LoRA adapter)."""
+"""Offline preference optimisation on execution-ranked pairs (TRL's DPOTrainer, LoRA or full weights)."""
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from execrl.lora import LoRASettings
-from execrl.training import MetricsFileCallback, last_checkpoint, resumable_run_kwargs
+from execrl.training import ExampleLog, MetricsFileCallback, finish_training, last_checkpoint, resumable_run_kwargs
 
 
 @dataclass(frozen=True)
@@ -20,6 +19,7 @@ class DPOSettings:
     learning_rate: float = 5e-5
     num_train_epochs: float = 1.0
     per_device_train_batch_size: int = 8
+    """Pairs per training process and micro-step (TRL's meaning: N processes train on N times as many)."""
     gradient_accumulation_steps: int = 1
     max_length: int = 512
     save_steps: int = 50
@@ -33,14 +33,19 @@ def train_dpo(
     model_path: str,
     pairs: list[dict],
     settings: DPOSettings,
-    lora: LoRASettings,
+    lora: LoRASettings | None,
     checkpoint_dir: str | Path,
     adapter_dir: str | Path,
     metrics_path: str | Path,
     wandb: dict | None = None,
     run_name: str | None = None,
 ) -> None:
-    """Train an adapter on (prompt, chosen, rejected) pairs, resuming from the newest checkpoint."""
+    """Train on (prompt, chosen, rejected) pairs, resuming from the newest checkpoint.
+
+    With `lora`, `adapter_dir` receives a LoRA adapter; with `lora=None` all weights train and
+    it receives the full model. Under `accelerate launch` each rank trains on its shard of every
+    batch and logs the indices of its pairs; rank 0 writes the folder, metrics and checkpoints.
+    """
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import DPOConfig, DPOTrainer
@@ -62,19 +67,22 @@ def train_dpo(
         gradient_accumulation_steps=settings.gradient_accumulation_steps,
         max_length=settings.max_length,
         gradient_checkpointing=settings.gradient_checkpointing,
+        # Keeps the `pair` index column up to the collator, which logs it and drops it.
+        remove_unused_columns=False,
         **resumable_run_kwargs(checkpoint_dir, settings.save_steps, settings.seed, wandb, run_name),
     )
-    dataset = Dataset.from_list([{k: p[k] for k in ("prompt", "chosen", "rejected")} for p in pairs])
+    dataset = Dataset.from_list(
+        [{"pair": index, **{k: p[k] for k in ("prompt", "chosen", "rejected")}} for index, p in enumerate(pairs)]
+    )
     metrics_in_progress = checkpoint_dir / "metrics.jsonl"
     trainer = DPOTrainer(
         model=model,
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
-        peft_config=lora.peft_config(),
+        peft_config=lora.peft_config() if lora else None,
         callbacks=[MetricsFileCallback(metrics_in_progress)],
     )
+    trainer.data_collator = ExampleLog(trainer.data_collator, "pair", drop=True)
     trainer.train(resume_from_checkpoint=last_checkpoint(checkpoint_dir))
-    trainer.save_model(str(adapter_dir))
-    tokenizer.save_pretrained(str(adapter_dir))
-    shutil.copyfile(metrics_in_progress, metrics_path)
+    finish_training(trainer, tokenizer, adapter_dir, metrics_in_progress, metrics_path)

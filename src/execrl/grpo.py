@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-import shutil
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +16,20 @@ from execrl.problems import Problem
 from execrl.prompting import PromptConfig, build_prompt, extract_code
 from execrl.rewards import ExecutionRewards, RewardSettings
 from execrl.srrl import SRRLRollout, SRRLSettings
-from execrl.training import MetricsFileCallback, last_checkpoint, resumable_run_kwargs
+from execrl.training import (
+    ExampleLog,
+    MetricsFileCallback,
+    finish_training,
+    last_checkpoint,
+    resumable_run_kwargs,
+    world_size,
+)
+
+# Where `python -m execrl.vllm_server` tells the training processes it runs (server mode).
+VLLM_SERVER_HOST_ENV = "EXECRL_VLLM_SERVER_HOST"
+VLLM_SERVER_PORT_ENV = "EXECRL_VLLM_SERVER_PORT"
+VLLM_GROUP_PORT_ENV = "EXECRL_VLLM_GROUP_PORT"
+VLLM_MODES = ("colocate", "server")
 
 
 @dataclass(frozen=True)
@@ -25,6 +38,8 @@ class GRPOSettings:
 
     num_generations: int = 8
     prompts_per_step: int = 8
+    """Prompts per optimiser step over all training processes; each of N processes samples
+    prompts_per_step / N of them (whole groups), so the process count does not change a step."""
     max_steps: int = 200
     learning_rate: float = 1e-4
     beta: float = 0.0
@@ -43,10 +58,59 @@ class GRPOSettings:
     """Held-out problems in the interval evaluation (one sample each: pass@1)."""
     use_vllm: bool = False
     vllm_mode: str = "colocate"
-    """`colocate` (vLLM inside the training process) or `server` (`trl vllm-serve` on other GPUs)."""
+    """`colocate` (vLLM inside the training process) or `server` (`trl vllm-serve` on other GPUs of
+    the job, started by `python -m execrl.vllm_server`)."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """Share of each training GPU's memory colocated vLLM may take (TRL's default). A server gets
+    its own GPUs and its own fraction (`execrl.vllm_server --gpu-memory-utilization`)."""
+    vllm_max_model_length: int | None = None
+    """vLLM's context window: longest prompt plus max_completion_length (None: the model's)."""
+    vllm_tensor_parallel_size: int = 1
+    """Colocate mode: GPUs each vLLM engine spans (must divide the training processes). Server
+    mode: the server's GPUs are set by the job (`execrl.vllm_server --gpus`), not by this."""
     gradient_checkpointing: bool = True
     """Trade compute for memory (TRL's default); small models train faster without it."""
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.vllm_mode not in VLLM_MODES:
+            raise ValueError(f"grpo.vllm_mode must be one of {VLLM_MODES}, got {self.vllm_mode!r}")
+        if not 0 < self.vllm_gpu_memory_utilization <= 1:
+            raise ValueError(f"grpo.vllm_gpu_memory_utilization must be in (0, 1], got {self.vllm_gpu_memory_utilization}")
+
+    def per_process_completions(self, processes: int) -> int:
+        """Completions each of `processes` training processes samples per step (whole groups only)."""
+        if self.prompts_per_step % processes:
+            raise ValueError(
+                f"grpo.prompts_per_step ({self.prompts_per_step}) must be a multiple of the training processes "
+                f"({processes}): each process samples whole groups"
+            )
+        return self.prompts_per_step // processes * self.num_generations
+
+    def vllm_args(self) -> dict:
+        """GRPOConfig's vLLM arguments; in server mode, the server's address from `execrl.vllm_server`."""
+        if not self.use_vllm:
+            return {"use_vllm": False}
+        args = {
+            "use_vllm": True,
+            "vllm_mode": self.vllm_mode,
+            "vllm_gpu_memory_utilization": self.vllm_gpu_memory_utilization,
+            "vllm_max_model_length": self.vllm_max_model_length,
+            "vllm_tensor_parallel_size": self.vllm_tensor_parallel_size,
+        }
+        if self.vllm_mode == "server":
+            missing = [name for name in (VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV, VLLM_GROUP_PORT_ENV) if name not in os.environ]
+            if missing:
+                raise ValueError(
+                    f"grpo.vllm_mode is 'server' but {', '.join(missing)} is not set: "
+                    "run the training command under `python -m execrl.vllm_server ... -- COMMAND`"
+                )
+            args.update(
+                vllm_server_host=os.environ[VLLM_SERVER_HOST_ENV],
+                vllm_server_port=int(os.environ[VLLM_SERVER_PORT_ENV]),
+                vllm_group_port=int(os.environ[VLLM_GROUP_PORT_ENV]),
+            )
+        return args
 
 
 def generate_with_merged_adapter(model) -> None:
@@ -116,34 +180,46 @@ class LengthChunkedGRPOTrainer(GRPOTrainer):
 
 
 class PolicySampler:
-    """One sample per prompt text from the policy being trained (SRRL's rollouts)."""
+    """One sample per prompt text from the policy being trained (SRRL's rollouts, interval evaluation).
+
+    Each sample is (prompt_ids, completion_ids, text, logprobs). With vLLM, `logprobs` holds the
+    sampled tokens' log-probabilities as vLLM computed them (TRL's own vLLM path keeps the same
+    top-1 entries), which TRL's importance-sampling correction compares with the trainer's; without
+    vLLM it is None, as in TRL's transformers path. Under vLLM's server mode sampling is a
+    collective over the training processes: every process must call with as many prompts.
+    """
+
+    batch = 64
 
     def __init__(self, trainer, settings: GRPOSettings):
         self.trainer = trainer
         self.settings = settings
         self.tokenizer = trainer.processing_class
 
-    def __call__(self, prompt_texts: list[str]) -> list[tuple[list[int], list[int], str]]:
+    def __call__(self, prompt_texts: list[str]) -> list[tuple[list[int], list[int], str, list[float] | None]]:
         prompt_ids = [self.tokenizer(text, add_special_tokens=False)["input_ids"] for text in prompt_texts]
-        completion_ids = []
-        batch = 64
-        for start in range(0, len(prompt_ids), batch):
-            completion_ids.extend(self._generate(prompt_ids[start : start + batch]))
+        completion_ids, logprobs = [], []
+        for start in range(0, len(prompt_ids), self.batch):
+            ids, lps = self._generate(prompt_ids[start : start + self.batch])
+            completion_ids.extend(ids)
+            logprobs.extend(lps)
         texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
-        return list(zip(prompt_ids, completion_ids, texts, strict=True))
+        return list(zip(prompt_ids, completion_ids, texts, logprobs, strict=True))
 
-    def _generate(self, prompt_ids: list[list[int]]) -> list[list[int]]:
+    def _generate(self, prompt_ids: list[list[int]]) -> tuple[list[list[int]], list]:
         if self.trainer.use_vllm:
-            _, completion_ids, _, _ = self.trainer.vllm_generation.generate(
+            _, completion_ids, logprobs, _ = self.trainer.vllm_generation.generate(
                 prompts=prompt_ids, images=None, num_generations=1
             )
-            return completion_ids
+            if logprobs is None:
+                return completion_ids, [None] * len(completion_ids)
+            return completion_ids, [[token[0] for token in sequence] for sequence in logprobs]
         from trl.models.utils import unwrap_model_for_generation
 
         from execrl.generation.transformers_backend import generate_token_ids
 
         with unwrap_model_for_generation(self.trainer.model_wrapped, self.trainer.accelerator) as model:
-            return generate_token_ids(
+            completion_ids = generate_token_ids(
                 model,
                 self.tokenizer,
                 prompt_ids,
@@ -151,10 +227,15 @@ class PolicySampler:
                 self.settings.top_p,
                 self.settings.max_completion_length,
             )
+        return completion_ids, [None] * len(completion_ids)
 
 
 class IntervalEvaluation(TrainerCallback):
-    """pass@1 on a held-out slice every N steps, logged with the training metrics."""
+    """pass@1 on a held-out slice every N steps, logged with the training metrics.
+
+    Each of N training processes samples and runs every N-th problem (the last shards padded to
+    equal length, since vLLM's server mode samples collectively) and the counts are summed.
+    """
 
     def __init__(self, problems: list[Problem], prompts: list[str], executor, settings: GRPOSettings, reasoning_format: bool):
         self.problems = problems
@@ -168,11 +249,17 @@ class IntervalEvaluation(TrainerCallback):
         every = self.settings.eval_every
         if not every or state.global_step % every or self.trainer is None:
             return
-        samples = PolicySampler(self.trainer, self.settings)(self.prompts)
+        accelerator = self.trainer.accelerator
+        rank, processes = accelerator.process_index, accelerator.num_processes
+        mine = list(range(rank, len(self.problems), processes))
+        shard_size = -(-len(self.problems) // processes)
+        padded = mine + [mine[0] if mine else 0] * (shard_size - len(mine))
+        samples = PolicySampler(self.trainer, self.settings)([self.prompts[i] for i in padded])
         results = self.executor.run_batch(
-            [(p, extract_code(text, self.reasoning_format)) for p, (_, _, text) in zip(self.problems, samples, strict=True)]
+            [(self.problems[i], extract_code(sample[2], self.reasoning_format)) for i, sample in zip(mine, samples)]
         )
-        self.trainer.log({"interval_eval/pass_at_1": sum(r.status == "pass" for r in results) / len(results)})
+        passed = accelerator.reduce(torch.tensor([sum(r.status == "pass" for r in results)], device=accelerator.device), "sum")
+        self.trainer.log({"interval_eval/pass_at_1": passed.item() / len(self.problems)})
 
 
 def train_grpo(
@@ -182,7 +269,7 @@ def train_grpo(
     prompt_config: PromptConfig,
     settings: GRPOSettings,
     reward_settings: RewardSettings,
-    lora: LoRASettings,
+    lora: LoRASettings | None,
     executor,
     checkpoint_dir: str | Path,
     adapter_dir: str | Path,
@@ -191,7 +278,13 @@ def train_grpo(
     wandb: dict | None = None,
     run_name: str | None = None,
 ) -> None:
-    """Train a LoRA adapter with GRPO (or SRRL when `srrl` is given), resuming from the newest checkpoint."""
+    """Train with GRPO (or SRRL when `srrl` is given), resuming from the newest checkpoint.
+
+    With `lora`, `adapter_dir` receives a LoRA adapter; with `lora=None` all weights train and it
+    receives the full model. Under `accelerate launch` each process samples its own prompts of every
+    step (and logs their problem ids), rewards them with `executor` (each process has its own) and
+    rank 0 writes the folder, metrics and checkpoints.
+    """
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
@@ -207,10 +300,9 @@ def train_grpo(
     rewards = ExecutionRewards({p.id: p for p in problems}, executor, reward_settings, prompt_config.reasoning_format)
     reward_funcs, reward_weights = rewards.reward_functions()
     checkpoint_dir = Path(checkpoint_dir)
-    completions_per_step = settings.prompts_per_step * settings.num_generations
     args = GRPOConfig(
         num_generations=settings.num_generations,
-        per_device_train_batch_size=completions_per_step,
+        per_device_train_batch_size=settings.per_process_completions(world_size()),
         gradient_accumulation_steps=settings.gradient_accumulation_steps,
         max_steps=settings.max_steps,
         learning_rate=settings.learning_rate,
@@ -225,8 +317,7 @@ def train_grpo(
         num_iterations=settings.num_iterations,
         gradient_checkpointing=settings.gradient_checkpointing,
         reward_weights=reward_weights,
-        use_vllm=settings.use_vllm,
-        vllm_mode=settings.vllm_mode,
+        **settings.vllm_args(),
         **resumable_run_kwargs(checkpoint_dir, settings.save_steps, settings.seed, wandb, run_name),
     )
     metrics_in_progress = checkpoint_dir / "metrics.jsonl"
@@ -248,14 +339,14 @@ def train_grpo(
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
-        peft_config=lora.peft_config(),
+        peft_config=lora.peft_config() if lora else None,
         rollout_func=rollout,
         callbacks=[MetricsFileCallback(metrics_in_progress), interval],
     )
+    trainer.data_collator = ExampleLog(trainer.data_collator, "problem_id", drop=False)
     interval.trainer = trainer
-    if not settings.use_vllm:
+    # Merging in place would write into ZeRO-3's gathered copies of sharded weights.
+    if lora and not settings.use_vllm and not trainer.is_deepspeed_enabled:
         generate_with_merged_adapter(trainer.model)
     trainer.train(resume_from_checkpoint=last_checkpoint(checkpoint_dir))
-    trainer.save_model(str(adapter_dir))
-    tokenizer.save_pretrained(str(adapter_dir))
-    shutil.copyfile(metrics_in_progress, metrics_path)
+    finish_training(trainer, tokenizer, adapter_dir, metrics_in_progress, metrics_path)

@@ -1,83 +1,67 @@
-"""How a training job starts its processes: plain Python on CPU or one GPU, `accelerate launch`
-with DDP or DeepSpeed ZeRO-3 on several GPUs of one Slurm job.
+"""How a training job starts its processes: always `accelerate launch`, with a config chosen by the model.
 
-The accelerate config files live in ``workflow/accelerate/``: ``ddp.yaml`` when the model fits
-on one GPU (every GPU holds a replica and trains on a share of each batch), ``zero3.yaml`` when it
-does not (weights, gradients and optimizer state are sharded across the GPUs). A training rule
-asks for the job's GPU count and the model's size and puts the prefix before its script::
+The `train` rule runs, for 1 or many processes, on CPU or GPU alike::
 
-    launch = training_launch(resources.gpu, params_b, config_dir=workflow.basedir + "/accelerate")
-    shell: f"{launch.shell_prefix} workflow/scripts/train.py ..."
+    accelerate launch --config_file <accelerate_config(...)> --num_processes <training_processes(...)> \\
+        --num_machines 1 --main_process_port 0 -m execrl.train_job METHOD ...
+
+The config files live in ``workflow/accelerate/``:
+
+- ``cpu.yaml``: processes on CPU with the gloo backend (models small enough for CPU);
+- ``ddp.yaml``: every GPU holds the whole model and trains on a share of each batch, when
+  training the model fits one GPU;
+- ``zero3.yaml``: DeepSpeed ZeRO-3 shards weights, gradients and optimizer state across the
+  GPUs, when it does not (large models, and full-weight training of all but small ones).
+
+The choice depends on the device class, the model's size and full-weight training only, never on
+the process count, so changing a job's GPUs leaves the rule's params (and its results) alone.
+``--main_process_port 0`` lets two jobs share a node.
 """
 
 from __future__ import annotations
 
 import math
-import shlex
-from dataclasses import dataclass
 from pathlib import Path
 
-from execrl.resources import GPU_MEMORY_GB, GPU_GB_PER_B
+from execrl.resources import GPU_MEMORY_GB, gpu_gb
 
 # workflow/accelerate in a checkout (the package is installed editable from src/).
 DEFAULT_CONFIG_DIR = Path(__file__).resolve().parents[2] / "workflow" / "accelerate"
 
-CONFIG_FILES = {"ddp": "ddp.yaml", "zero3": "zero3.yaml"}
+DEVICES = ("cpu", "gpu")
 
 
-@dataclass(frozen=True)
-class Launch:
-    """The launcher of one training job."""
-
-    strategy: str
-    """``single`` (one process), ``ddp`` or ``zero3``."""
-    num_processes: int
-    config_file: Path | None
-    prefix: tuple[str, ...]
-    """The command up to the training script (or ``-m module``)."""
-
-    @property
-    def shell_prefix(self) -> str:
-        return shlex.join(self.prefix)
+def fits_one_gpu(params_b: float, full_weight: bool = False, gpu_memory_gb: float = GPU_MEMORY_GB) -> bool:
+    """Whether training a model this size (LoRA, or all weights) fits in one GPU's memory."""
+    return math.ceil(gpu_gb("train", params_b, full_weight)) <= gpu_memory_gb
 
 
-def fits_one_gpu(params_b: float, gpu_memory_gb: float = GPU_MEMORY_GB) -> bool:
-    """Whether LoRA training of a model this size fits in one GPU's memory."""
-    return math.ceil(params_b * GPU_GB_PER_B["train"]) <= gpu_memory_gb
-
-
-def training_launch(
-    num_gpus: int,
-    params_b: float,
-    config_dir: str | Path | None = None,
-    python: str = "python",
-    accelerate: str = "accelerate",
-) -> Launch:
-    """The accelerate config and command prefix for a training job with ``num_gpus`` GPUs.
-
-    0 or 1 GPU: one plain process. Several GPUs: DDP when the model fits one GPU, DeepSpeed
-    ZeRO-3 when it does not. ``--main_process_port 0`` lets two jobs share a node.
-    """
-    if num_gpus < 0:
-        raise ValueError(f"num_gpus must be non-negative, got {num_gpus}")
+def accelerate_config(device: str, params_b: float, full_weight: bool = False, config_dir: str | Path | None = None) -> Path:
+    """The accelerate config file of a training job: ``cpu.yaml``, ``ddp.yaml`` or ``zero3.yaml``."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     if params_b < 0:
         raise ValueError(f"params_b must be non-negative, got {params_b}")
-    if num_gpus <= 1:
-        return Launch("single", 1, None, (python,))
-    strategy = "ddp" if fits_one_gpu(params_b) else "zero3"
-    config_file = Path(config_dir or DEFAULT_CONFIG_DIR) / CONFIG_FILES[strategy]
-    if not config_file.is_file():
-        raise FileNotFoundError(f"accelerate config {config_file} not found")
-    prefix = (
-        accelerate,
-        "launch",
-        "--config_file",
-        str(config_file),
-        "--num_processes",
-        str(num_gpus),
-        "--num_machines",
-        "1",
-        "--main_process_port",
-        "0",
-    )
-    return Launch(strategy, num_gpus, config_file, prefix)
+    if device == "cpu":
+        name = "cpu.yaml"
+    else:
+        name = "ddp.yaml" if fits_one_gpu(params_b, full_weight) else "zero3.yaml"
+    path = Path(config_dir or DEFAULT_CONFIG_DIR) / name
+    if not path.is_file():
+        raise FileNotFoundError(f"accelerate config {path} not found")
+    return path
+
+
+def training_processes(gpus: int, vllm_server_gpus: int = 0, cpu_processes: int = 1) -> int:
+    """Training processes of a job: one per GPU not serving vLLM; `cpu_processes` on CPU."""
+    if gpus < 0 or vllm_server_gpus < 0:
+        raise ValueError(f"GPU counts must be non-negative, got gpus={gpus}, vllm_server_gpus={vllm_server_gpus}")
+    if cpu_processes < 1:
+        raise ValueError(f"cpu_processes must be at least 1, got {cpu_processes}")
+    if gpus == 0:
+        if vllm_server_gpus:
+            raise ValueError("a vLLM server needs GPUs, and the job has none")
+        return cpu_processes
+    if vllm_server_gpus >= gpus:
+        raise ValueError(f"the vLLM server's {vllm_server_gpus} GPU(s) leave none of the job's {gpus} for training")
+    return gpus - vllm_server_gpus

@@ -21,6 +21,10 @@ CPU_ONLY_BELOW_B = 0.1
 # GPU memory per billion parameters: bf16 weights plus KV cache for generation and merging,
 # bf16 weights plus LoRA gradients, optimizer state and activations for training.
 GPU_GB_PER_B = {"generate": 2.5, "train": 6.0, "merge": 2.5}
+# Training all weights with Adam in mixed precision: bf16 weights and gradients (2 + 2 bytes), fp32
+# master weights and two moments (12 bytes) per parameter, plus activations: 18 GB per billion.
+# ZeRO-3 shards all of it, so the job's GPUs need this much together.
+FULL_WEIGHT_TRAIN_GB_PER_B = 18.0
 GPU_MEMORY_GB = 80
 # One node: `accelerate launch` and vLLM's tensor parallelism stay inside one job on one node.
 MAX_GPUS = 8
@@ -48,13 +52,19 @@ _CPU_STAGE = {
 _CPU_MODEL = (2, 8000, 60)  # a GPU stage of a model small enough for CPU
 
 
-def gpus_for(stage: str, params_b: float) -> int:
+def gpu_gb(stage: str, params_b: float, full_weight: bool = False) -> float:
+    """GPU memory (GB) one job of a GPU stage needs in all; `full_weight` counts only for training."""
+    per_b = FULL_WEIGHT_TRAIN_GB_PER_B if full_weight and stage == "train" else GPU_GB_PER_B[stage]
+    return params_b * per_b
+
+
+def gpus_for(stage: str, params_b: float, full_weight: bool = False) -> int:
     """GPUs one job of a GPU stage needs: enough 80 GB devices for the model, as a power of two."""
     if stage not in GPU_STAGES:
         raise ValueError(f"{stage!r} is not a GPU stage ({', '.join(GPU_STAGES)})")
     if params_b < CPU_ONLY_BELOW_B:
         return 0
-    gpus = max(1, math.ceil(params_b * GPU_GB_PER_B[stage] / GPU_MEMORY_GB))
+    gpus = max(1, math.ceil(gpu_gb(stage, params_b, full_weight) / GPU_MEMORY_GB))
     gpus = 1 << (gpus - 1).bit_length()  # powers of two suit tensor and data parallelism
     return min(gpus, MAX_GPUS)
 
@@ -63,11 +73,12 @@ def _runtime(minutes: float, attempt: int) -> int:
     return int(min(minutes * attempt, MAX_RUNTIME_MINUTES))
 
 
-def stage_resources(stage: str, params_b: float, attempt: int = 1) -> dict[str, int]:
+def stage_resources(stage: str, params_b: float, attempt: int = 1, full_weight: bool = False) -> dict[str, int]:
     """Slurm resources for one job: GPUs, CPUs, memory (MB) and runtime (minutes).
 
     GPU stages (generation, training, merging) get GPUs, CPUs and host memory from the model's
-    size; CPU stages (data, execution, report) never get a GPU. Runtime grows with the attempt,
+    size; training all weights (`full_weight`) needs about three times LoRA's GPU memory. CPU
+    stages (data, execution, report) never get a GPU. Runtime grows with the attempt,
     so a job retried after a timeout or preemption asks for longer, up to MAX_RUNTIME_MINUTES.
     Models under 0.1B parameters run on CPU everywhere.
     """
@@ -80,7 +91,7 @@ def stage_resources(stage: str, params_b: float, attempt: int = 1) -> dict[str, 
     if stage in CPU_STAGES or params_b < CPU_ONLY_BELOW_B:
         cpus, mem_mb, minutes = _CPU_STAGE[stage] if stage in CPU_STAGES else _CPU_MODEL
         return {"gpu": 0, "cpus_per_task": cpus, "mem_mb": mem_mb, "runtime": _runtime(minutes, attempt)}
-    gpus = gpus_for(stage, params_b)
+    gpus = gpus_for(stage, params_b, full_weight)
     host_gb = max(_MIN_GPU_JOB_GB, _HOST_GB_PER_GPU * gpus + _HOST_GB_PER_B * params_b)
     minutes = _BASE_MINUTES[stage] * max(1.0, params_b / _REFERENCE_B)
     return {

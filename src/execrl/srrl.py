@@ -5,6 +5,10 @@ refinements. Every c1 is executed; each failed c1 yields a refinement prompt (th
 failed code, the error, the failed tests the config allows, and a trace); the G2 slots are dealt
 round-robin over the failed c1s. When no c1 failed, the unused c2 budget goes back to c1, so a
 group always holds G completions and GRPO and SRRL are compared at equal sampling cost.
+
+Under vLLM the rollout hands TRL the sampling log-probabilities of every completion (c2 ones
+under their refinement prompt, the context they were sampled in and are scored in), so TRL's
+vLLM importance-sampling correction applies to SRRL as it does to GRPO.
 """
 
 from __future__ import annotations
@@ -121,8 +125,9 @@ class SRRLRollout:
         self.settings = settings
         self.prompt_config = prompt_config
         self.make_sampler = make_sampler
-        """trainer -> sampler: a callable mapping prompt texts to one (prompt_ids, completion_ids, text)
-        each, with a `tokenizer` attribute."""
+        """trainer -> sampler: a callable mapping prompt texts to one (prompt_ids, completion_ids, text,
+        logprobs) each, `logprobs` being the sampled tokens' log-probabilities or None; with a
+        `tokenizer` attribute."""
 
     def __call__(self, prompts: list[str], trainer) -> dict:
         group_size = trainer.num_generations
@@ -136,14 +141,14 @@ class SRRLRollout:
         n_first, n_refine = budget(group_size, self.settings.refine_share)
         problems = [self.problems_by_prompt[p] for p in unique_prompts]
         first = sampler([p for p in unique_prompts for _ in range(n_first)])
-        first_results = self._execute([(problems[i // n_first], text) for i, (_, _, text) in enumerate(first)])
+        first_results = self._execute([(problems[i // n_first], sample[2]) for i, sample in enumerate(first)])
 
         second_prompts, second_kinds, owners = [], [], []
         for g, prompt in enumerate(unique_prompts):
             group_results = first_results[g * n_first : (g + 1) * n_first]
             slots, returned = assign_refinements([r["status"] == "pass" for r in group_results], n_refine)
             for index in slots:
-                _, _, text = first[g * n_first + index]
+                text = first[g * n_first + index][2]
                 code = extract_code(text, self.prompt_config.reasoning_format)
                 second_prompts.append(
                     refinement_prompt(
@@ -157,9 +162,9 @@ class SRRLRollout:
                 second_kinds.append("c1")
                 owners.append(g)
         second = sampler(second_prompts) if second_prompts else []
-        second_results = self._execute([(problems[g], text) for g, (_, _, text) in zip(owners, second, strict=True)])
+        second_results = self._execute([(problems[g], sample[2]) for g, sample in zip(owners, second, strict=True)])
 
-        output = {"prompt_ids": [], "completion_ids": [], "logprobs": None, "execution": [], "sample_kind": []}
+        output = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "execution": [], "sample_kind": []}
         for g in range(len(unique_prompts)):
             members = [(first[g * n_first + i], first_results[g * n_first + i], "c1") for i in range(n_first)]
             members += [
@@ -169,11 +174,15 @@ class SRRLRollout:
             ]
             if len(members) != group_size:
                 raise AssertionError(f"group {g} has {len(members)} completions, expected {group_size}")
-            for (prompt_ids, completion_ids, _), result, kind in members:
+            for (prompt_ids, completion_ids, _, logprobs), result, kind in members:
                 output["prompt_ids"].append(prompt_ids)
                 output["completion_ids"].append(completion_ids)
+                output["logprobs"].append(logprobs)
                 output["execution"].append(result)
                 output["sample_kind"].append(kind)
+        # TRL takes None for "no sampling log-probabilities" (its transformers path); never a partial list.
+        if any(logprobs is None for logprobs in output["logprobs"]):
+            output["logprobs"] = None
         return output
 
     def _execute(self, items: list[tuple[Problem, str]]) -> list[dict]:

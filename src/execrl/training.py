@@ -1,4 +1,5 @@
-"""What every TRL-based training stage shares: device flags, logging targets, metrics files, resume."""
+"""What every TRL-based training stage shares: device flags, logging targets, metrics files, resume,
+and the process layout under `accelerate launch`."""
 
 from __future__ import annotations
 
@@ -6,11 +7,21 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
 
 from transformers import TrainerCallback
+
+
+def world_size() -> int:
+    """Training processes of this job: `accelerate launch` (torchrun) sets WORLD_SIZE in each."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def process_rank() -> int:
+    return int(os.environ.get("RANK", "0"))
 
 
 def device_kwargs() -> dict:
@@ -65,6 +76,43 @@ def last_checkpoint(output_dir: str | Path) -> str | None:
 def settings_digest(settings: dict) -> str:
     """A short, stable name for a set of training settings (keys checkpoints to them)."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def finish_training(trainer, tokenizer, output_dir, metrics_in_progress: Path, metrics_path) -> None:
+    """Write the trained folder (adapter or full model, plus tokenizer) and the metrics file, once.
+
+    `save_model` runs on every rank because under ZeRO-3 it gathers the sharded weights, a
+    collective; it writes on rank 0 only. The tokenizer and the metrics copy are rank 0's alone.
+    """
+    trainer.save_model(str(output_dir))
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(str(output_dir))
+        shutil.copyfile(metrics_in_progress, metrics_path)
+    trainer.accelerator.wait_for_everyone()
+
+
+class ExampleLog:
+    """Wraps a data collator so each rank logs the ids of the examples its data loader loads.
+
+    Under `accelerate launch` every rank's data loader yields its own shard of each batch; the
+    line `rank R/N loads ID ...` in the job's log shows which. (The loader reads one batch ahead,
+    so the last line of a run may name examples no step used.) With `drop` the id column is
+    removed before collating.
+    """
+
+    def __init__(self, collate, key: str, drop: bool):
+        self.collate = collate
+        self.key = key
+        self.drop = drop
+
+    def __call__(self, rows: list[dict]):
+        ids = list(dict.fromkeys(str(row[self.key]) for row in rows))
+        # One write per line, so lines of processes sharing the log do not interleave.
+        sys.stderr.write(f"rank {process_rank()}/{world_size()} loads {' '.join(ids)}\n")
+        sys.stderr.flush()
+        if self.drop:
+            rows = [{k: v for k, v in row.items() if k != self.key} for row in rows]
+        return self.collate(rows)
 
 
 class MetricsFileCallback(TrainerCallback):

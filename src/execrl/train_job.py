@@ -1,0 +1,188 @@
+"""One training job from the command line: what the workflow's `train` rule runs under `accelerate launch`.
+
+    accelerate launch --config_file workflow/accelerate/cpu.yaml --num_processes 2 --num_machines 1 \\
+        --main_process_port 0 -m execrl.train_job grpo --model MODEL --settings '{"grpo": {...}, ...}' \\
+        --problems train.jsonl --eval-problems test.jsonl --output trained/ --metrics metrics.jsonl \\
+        --checkpoint-root results/checkpoints --run-name grpo/mbpp/qwen/0
+
+`--settings` holds everything that can change the result; checkpoints go to
+`CHECKPOINT_ROOT/RUN_NAME/<digest of method, model and settings>`, so a job killed and started
+again resumes there, and one with other settings starts afresh. The other options (sandbox
+workers, threads, logging) only change how the job runs and never reach the digest.
+Malformed settings fail here, naming the key, before any model loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+METHODS = ("dpo", "grpo", "srrl")
+WANDB_MODES = ("disabled", "online", "offline")
+
+
+def section(settings: dict, name: str, cls, *, nullable: bool = False):
+    """The dataclass `cls` built from `settings[name]`, or a ValueError naming the offending key."""
+    if name not in settings:
+        raise ValueError(f"settings: missing section {name!r}")
+    value = settings[name]
+    if value is None and nullable:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError(f"settings.{name} must be an object{' or null' if nullable else ''}, got {value!r}")
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise ValueError(f"settings.{name}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    try:
+        return cls(**value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"settings.{name}: {error}") from error
+
+
+def parse_settings(method: str, settings: dict) -> dict:
+    """The settings objects of `method`, checked: exactly the method's sections, known keys only."""
+    from execrl.dpo import DPOSettings
+    from execrl.grpo import GRPOSettings
+    from execrl.lora import LoRASettings
+    from execrl.prompting import PromptConfig
+    from execrl.rewards import RewardSettings
+    from execrl.sandbox import ExecutionLimits
+    from execrl.srrl import SRRLSettings
+
+    if not isinstance(settings, dict):
+        raise ValueError(f"--settings must be a JSON object, got {type(settings).__name__}")
+    sections = {"dpo": ("dpo", "lora")}.get(method, ("grpo", "rewards", "lora", "prompt", "execution"))
+    if method == "srrl":
+        sections += ("srrl",)
+    unknown = sorted(set(settings) - set(sections))
+    if unknown:
+        raise ValueError(f"settings: section(s) {', '.join(unknown)} do not belong to {method} (expected {', '.join(sections)})")
+    if method == "dpo":
+        return {"dpo": section(settings, "dpo", DPOSettings), "lora": section(settings, "lora", LoRASettings, nullable=True)}
+    execution = settings.get("execution")
+    if isinstance(execution, dict) and "workers" in execution:
+        raise ValueError("settings.execution.workers changes no result: pass it as --sandbox-workers")
+    parsed = {
+        "grpo": section(settings, "grpo", GRPOSettings),
+        "rewards": section(settings, "rewards", RewardSettings),
+        "lora": section(settings, "lora", LoRASettings, nullable=True),
+        "prompt": section(settings, "prompt", PromptConfig),
+        "execution": section(settings, "execution", ExecutionLimits),
+    }
+    if method == "srrl":
+        parsed["srrl"] = section(settings, "srrl", SRRLSettings)
+    return parsed
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m execrl.train_job", description=__doc__.split("\n")[0])
+    parser.add_argument("method", choices=METHODS)
+    parser.add_argument("--model", required=True, help="base model: a folder or a hub id")
+    parser.add_argument("--settings", required=True, help="JSON object of every result-changing setting")
+    parser.add_argument("--problems", "--pairs", "--data", dest="data", required=True, type=Path,
+                        help="training data: problems (grpo, srrl) or preference pairs (dpo), JSONL")
+    parser.add_argument("--eval-problems", type=Path, help="held-out problems of the interval evaluation (grpo, srrl)")
+    parser.add_argument("--output", required=True, type=Path, help="the trained folder (adapter or full model, and tokenizer)")
+    parser.add_argument("--metrics", required=True, type=Path, help="per-step training metrics (JSONL)")
+    parser.add_argument("--checkpoint-root", required=True, type=Path)
+    parser.add_argument("--run-name", required=True, help="checkpoint subfolder and W&B run name")
+    parser.add_argument("--sandbox-workers", type=positive_int, default=2, help="sandbox workers of each process (grpo, srrl)")
+    parser.add_argument("--threads", type=positive_int, help="torch threads of each process")
+    parser.add_argument("--wandb-mode", choices=WANDB_MODES, default="disabled")
+    parser.add_argument("--wandb-project", default="execrl")
+    return parser
+
+
+def checkpoint_dir(args, settings: dict) -> Path:
+    from execrl.training import settings_digest
+
+    return args.checkpoint_root / args.run_name / settings_digest({"method": args.method, "model": args.model, "settings": settings})
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli = parser()
+    args = cli.parse_args(argv)
+    try:
+        raw = json.loads(args.settings)
+    except json.JSONDecodeError as error:
+        cli.error(f"--settings is not JSON: {error}")
+    try:
+        settings = parse_settings(args.method, raw)
+    except ValueError as error:
+        cli.error(str(error))
+    if args.method != "dpo" and args.eval_problems is None:
+        cli.error(f"{args.method} needs --eval-problems")
+    if args.method == "dpo" and args.eval_problems is not None:
+        cli.error("dpo has no interval evaluation: drop --eval-problems")
+
+    from execrl.training import world_size
+
+    if args.method != "dpo":
+        try:
+            settings["grpo"].per_process_completions(world_size())
+            settings["grpo"].vllm_args()
+        except ValueError as error:
+            cli.error(str(error))
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    wandb = {"mode": args.wandb_mode, "project": args.wandb_project}
+    where = checkpoint_dir(args, raw)
+    print(f"{args.method} job: checkpoints in {where}, {world_size()} process(es)", file=sys.stderr, flush=True)
+    if args.method == "dpo":
+        from execrl.dpo import train_dpo
+        from execrl.jsonl import read_jsonl
+
+        train_dpo(
+            model_path=args.model,
+            pairs=read_jsonl(args.data),
+            settings=settings["dpo"],
+            lora=settings["lora"],
+            checkpoint_dir=where,
+            adapter_dir=args.output,
+            metrics_path=args.metrics,
+            wandb=wandb,
+            run_name=args.run_name,
+        )
+        return
+
+    from execrl.grpo import train_grpo
+    from execrl.problems import read_problems
+    from execrl.sandbox import Executor
+
+    grpo = settings["grpo"]
+    # Each training process rewards its own completions with its own sandbox workers.
+    with Executor(workers=args.sandbox_workers, limits=settings["execution"]) as executor:
+        train_grpo(
+            model_path=args.model,
+            problems=read_problems(args.data),
+            eval_problems=read_problems(args.eval_problems)[: grpo.eval_problems],
+            prompt_config=settings["prompt"],
+            settings=grpo,
+            reward_settings=settings["rewards"],
+            lora=settings["lora"],
+            executor=executor,
+            checkpoint_dir=where,
+            adapter_dir=args.output,
+            metrics_path=args.metrics,
+            srrl=settings.get("srrl"),
+            wandb=wandb,
+            run_name=args.run_name,
+        )
+
+
+if __name__ == "__main__":
+    main()
