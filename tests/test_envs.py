@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import importlib.util
 import os
 import re
 import sys
@@ -24,10 +25,9 @@ REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "workflow" / "rules"
 ENVS = REPO / "workflow" / "envs"
 
-# Where an environment deliberately differs from pyproject.toml, and why.
-EXCEPTIONS = {
-    ("generate", "transformers"): "vllm 0.33.0 requires transformers<5.21.0",
-}
+# Where an environment deliberately differs from pyproject.toml, and why: none, every
+# environment has the project's versions (.ci/resolve_envs.py proves they resolve together).
+EXCEPTIONS: dict[tuple[str, str], str] = {}
 # What packages not installed in the test venv bring with them (the rest is read from metadata).
 NOT_INSTALLED_PROVIDES = {
     "vllm": {"torch", "transformers", "tokenizers", "numpy", "tqdm", "pyyaml", "safetensors", "huggingface-hub"},
@@ -82,7 +82,8 @@ def env_names() -> list[str]:
 
 def test_every_rule_that_runs_code_has_an_existing_env():
     rules = rule_blocks()
-    assert {"prepare_dataset", "generate_candidates", "annotate_candidates", "train_dpo", "render_report"} <= set(rules)
+    assert {"prepare_dataset", "generate_candidates", "annotate_candidates", "render_report"} <= set(rules)
+    assert any(name.startswith("train") for name in rules)
     for name, rule in rules.items():
         if not rule.get("script"):
             continue
@@ -240,3 +241,102 @@ def test_env_holds_what_the_rule_imports(rule):
         if not any(d in available for d in DISTRIBUTIONS.get(module, [canonicalize_name(module)]))
     }
     assert not missing, f"rule {rule} imports {sorted(missing)}, which workflow/envs/{env}.yaml does not install"
+
+
+# ---------------------------------------------------------------- the GPU install and its check
+
+
+def resolve_envs():
+    """.ci/resolve_envs.py, the check CI runs against the package registry."""
+    spec = importlib.util.spec_from_file_location("resolve_envs", REPO / ".ci" / "resolve_envs.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("resolve_envs", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def project_extra(name: str) -> dict[str, Requirement]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return {canonicalize_name(Requirement(line).name): Requirement(line) for line in project["optional-dependencies"][name]}
+
+
+def test_gpu_extra_has_vllm_in_trls_range_deepspeed_and_the_cpu_installs_torch():
+    gpu = project_extra("gpu")
+    assert "vllm" in gpu["trl"].extras and gpu["trl"].specifier == pyproject_requirements()["trl"].specifier
+    assert {"vllm", "deepspeed", "torch"} <= set(gpu)
+    assert gpu["torch"].specifier == project_extra("cpu")["torch"].specifier
+    # TRL's own `vllm` extra says which vLLM releases it works with.
+    trl_vllm = [Requirement(r) for r in importlib.metadata.requires("trl") or [] if r.startswith("vllm")]
+    assert trl_vllm, "trl declares no vllm extra"
+    (vllm_pin,) = gpu["vllm"].specifier
+    assert all(r.specifier.contains(vllm_pin.version) for r in trl_vllm), f"vllm=={vllm_pin.version} is outside TRL's {trl_vllm}"
+
+
+def test_ci_resolves_the_gpu_install_and_every_env_before_the_tests():
+    run = (REPO / ".ci" / "run").read_text()
+    assert "resolve_envs.py" in run and run.index("resolve_envs.py") < run.index("make test")
+    names = {target.name for target in resolve_envs().targets()}
+    assert names == {"gpu"} | {f"env:{name}" for name in env_names()}
+
+
+def make_wheel(directory: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> None:
+    import zipfile
+
+    dist = f"{name}-{version}.dist-info"
+    files = {
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires),
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files[f"{dist}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{dist}/RECORD"])
+    with zipfile.ZipFile(directory / f"{name}-{version}-py3-none-any.whl", "w") as wheel:
+        for path, text in files.items():
+            wheel.writestr(path, text)
+
+
+@pytest.fixture
+def local_index(tmp_path):
+    """A registry on disk: alpha 1.0 needs beta<2; beta 1.0 and 2.0."""
+    make_wheel(tmp_path, "alpha", "1.0", ("beta<2",))
+    make_wheel(tmp_path, "beta", "1.0")
+    make_wheel(tmp_path, "beta", "2.0")
+    module = resolve_envs()
+    env = module.pip_environment({})
+    args = ["--no-index", "--find-links", str(tmp_path)]
+    return lambda target: module.resolve(target, env, args, timeout=120)
+
+
+def test_resolution_check_names_the_conflicting_pins(local_index):
+    module = resolve_envs()
+    target = module.Target("env:demo", ["alpha==1.0", "beta==2.0"], {"alpha": "1.0", "beta": "2.0"})
+    result = local_index(target)
+    assert result.returncode != 0
+    (problem,) = result.problems
+    assert "env:demo: the pins do not resolve together" in problem
+    assert "the pin beta==2.0 but alpha 1.0 requires beta<2" in problem
+    assert "alpha==1.0, beta==2.0" in problem
+
+
+def test_resolution_check_reports_a_version_other_than_the_projects(local_index):
+    module = resolve_envs()
+    drifting = module.Target("env:demo", ["alpha==1.0"], {"alpha": "1.0"}, expected={"beta": "2.0"})
+    result = local_index(drifting)
+    assert result.returncode == 0 and result.resolved == {"alpha": "1.0", "beta": "1.0"}
+    assert result.problems == ["beta resolves to 1.0 (brought in by other packages), but pyproject.toml pins beta==2.0"]
+    holding = module.Target("env:demo", ["alpha==1.0"], {"alpha": "1.0"}, expected={"beta": "1.0", "gamma": "3.0"})
+    assert local_index(holding).problems == []
+
+
+def test_resolution_uses_the_registry_only():
+    module = resolve_envs()
+    environ = {
+        "HOME": os.environ.get("HOME", "/root"),
+        "PATH": "/bin",
+        "PIP_FIND_LINKS": "/opt/wheels",
+        "PIP_CONSTRAINT": "/etc/constraints.txt",
+        "PIP_EXTRA_INDEX_URL": "file:///opt/simple https://mirror.example/simple",
+    }
+    settings = module.pip_settings(environ)
+    assert settings["PIP_EXTRA_INDEX_URL"] == "https://mirror.example/simple"
+    env = module.pip_environment(settings, environ)
+    assert env["PIP_CONFIG_FILE"] == os.devnull and env["PATH"] == "/bin"
+    assert "PIP_FIND_LINKS" not in env and "PIP_CONSTRAINT" not in env
