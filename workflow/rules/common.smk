@@ -114,13 +114,16 @@ def model_config(wildcards):
     return config["models"][wildcards.model]
 
 
+# tiny (built here), local (a folder) or hub (staged by `stage_model` before any job uses it).
+MODEL_KINDS = {name: model_kind(m["source"]) for name, m in config["models"].items()}
+
+
 def is_tiny_model(name):
-    return model_kind(config["models"][name]["source"]) == "tiny"
+    return MODEL_KINDS[name] == "tiny"
 
 
 def is_hub_model(name):
-    """A hub id, staged by `stage_model` before any job uses it."""
-    return model_kind(config["models"][name]["source"]) == "hub"
+    return MODEL_KINDS[name] == "hub"
 
 
 def is_full_weight(wildcards):
