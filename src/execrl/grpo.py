@@ -24,11 +24,8 @@ from execrl.training import (
     resumable_run_kwargs,
     world_size,
 )
+from execrl.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
 
-# Where `python -m execrl.vllm_server` tells the training processes it runs (server mode).
-VLLM_SERVER_HOST_ENV = "EXECRL_VLLM_SERVER_HOST"
-VLLM_SERVER_PORT_ENV = "EXECRL_VLLM_SERVER_PORT"
-VLLM_GROUP_PORT_ENV = "EXECRL_VLLM_GROUP_PORT"
 VLLM_MODES = ("colocate", "server")
 
 

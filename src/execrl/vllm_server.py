@@ -1,0 +1,204 @@
+"""A vLLM server on some GPUs of a job, beside the training command on the others (GRPO/SRRL server mode).
+
+    python -m execrl.vllm_server --model MODEL --gpus 1 --log logs/vllm.log -- \\
+        accelerate launch ... -m execrl.train_job grpo ...
+
+The server takes the last `--gpus` devices of the job's CUDA_VISIBLE_DEVICES and COMMAND gets the
+rest. Both ports (vLLM's HTTP port and the port of TRL's weight-sync group) are picked free, so
+two jobs on one node do not collide. The server (`trl vllm-serve`) must answer on `/health`
+within `--timeout` seconds, or the job fails naming the server's log; then COMMAND runs with the
+server's address in EXECRL_VLLM_SERVER_HOST, EXECRL_VLLM_SERVER_PORT and EXECRL_VLLM_GROUP_PORT,
+which `execrl.train_job` reads into TRL's GRPOConfig. The server is stopped when COMMAND ends, when
+it fails, and when the job is told to stop (SIGTERM from Slurm, SIGINT, SIGHUP); the exit status is
+COMMAND's (128 + the signal's number when stopped by one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from contextlib import ExitStack
+from pathlib import Path
+
+# How COMMAND learns where the server is (read by execrl.grpo into TRL's GRPOConfig).
+VLLM_SERVER_HOST_ENV = "EXECRL_VLLM_SERVER_HOST"
+VLLM_SERVER_PORT_ENV = "EXECRL_VLLM_SERVER_PORT"
+VLLM_GROUP_PORT_ENV = "EXECRL_VLLM_GROUP_PORT"
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class ServerError(RuntimeError):
+    """The server did not come up."""
+
+
+class Stopped(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def visible_gpus(environ) -> list[str]:
+    """The job's GPUs as CUDA_VISIBLE_DEVICES names them (Slurm sets it for `--gpus`)."""
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        return [gpu for gpu in environ["CUDA_VISIBLE_DEVICES"].split(",") if gpu.strip()]
+    import torch
+
+    return [str(index) for index in range(torch.cuda.device_count())]
+
+
+def split_gpus(gpus: list[str], server_gpus: int) -> tuple[list[str], list[str]]:
+    """(training GPUs, server GPUs): the server takes the last `server_gpus`, training keeps at least one."""
+    if server_gpus < 1:
+        raise ValueError(f"the server needs at least one GPU, got --gpus {server_gpus}")
+    if len(gpus) <= server_gpus:
+        raise ValueError(
+            f"the job has {len(gpus)} GPU(s) ({','.join(gpus) or 'none'}): a server on {server_gpus} leaves none for training"
+        )
+    return gpus[:-server_gpus], gpus[-server_gpus:]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct ports free right now (held open together so they differ)."""
+    with ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind((host, 0))
+        return [sock.getsockname()[1] for sock in sockets]
+
+
+def serve_command(trl: str, args, port: int) -> list[str]:
+    """`trl vllm-serve` with the flags of TRL's ScriptArguments (checked against them in tests)."""
+    command = [
+        trl, "vllm-serve",
+        "--model", args.model,
+        "--tensor_parallel_size", str(args.gpus),
+        "--host", args.host,
+        "--port", str(port),
+        "--gpu_memory_utilization", str(args.gpu_memory_utilization),
+        "--dtype", args.dtype,
+    ]
+    if args.max_model_len is not None:
+        command += ["--max_model_len", str(args.max_model_len)]
+    return command
+
+
+def wait_until_healthy(url: str, server: subprocess.Popen, timeout_s: float, log: Path) -> None:
+    """Return once GET `url` answers 200; ServerError when the server exits or the deadline passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if server.poll() is not None:
+            raise ServerError(f"the vLLM server exited with status {server.returncode} before answering; see its log {log}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if time.monotonic() >= deadline:
+            raise ServerError(f"the vLLM server did not answer {url} within {timeout_s:g} s; see its log {log}")
+        time.sleep(0.5)
+
+
+def stop(process: subprocess.Popen | None, grace_s: float = 30.0) -> None:
+    """SIGTERM to the process's group (it was started in a session of its own), SIGKILL after `grace_s`."""
+    if process is None or process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    except ProcessLookupError:
+        pass
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m execrl.vllm_server", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="model folder or hub id the server loads")
+    parser.add_argument("--gpus", type=int, required=True, help="GPUs of the job the server takes (the last ones)")
+    parser.add_argument("--host", default="127.0.0.1", help="address the server listens on (training runs on the same node)")
+    parser.add_argument("--port", type=int, help="HTTP port (default: a free one)")
+    parser.add_argument("--group-port", type=int, help="port of TRL's weight-sync group (default: a free one)")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of its GPUs' memory the server may use")
+    parser.add_argument("--max-model-len", type=int, help="vLLM's context window (default: the model's)")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds the server may take to answer /health")
+    parser.add_argument("--log", type=Path, help="the server's log (default: a new file in the temporary folder)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND...: the training command")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    cli = parser()
+    args = cli.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        cli.error("give the training command after --")
+    trl = shutil.which("trl")
+    if trl is None:
+        cli.error("`trl` is not on PATH (the training environment installs it)")
+    try:
+        training_gpus, server_gpus = split_gpus(visible_gpus(os.environ), args.gpus)
+    except ValueError as error:
+        cli.error(str(error))
+    picked = iter(free_ports(2, args.host))
+    port = args.port or next(picked)
+    group_port = args.group_port or next(picked)
+    log = args.log or Path(tempfile.mkstemp(prefix="vllm-server-", suffix=".log")[1])
+    log.parent.mkdir(parents=True, exist_ok=True)
+
+    def on_signal(signum, frame):
+        raise Stopped(signum)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, on_signal)
+    server = job = None
+    try:
+        with log.open("ab") as server_log:
+            server_command = serve_command(trl, args, port)
+            print(f"vLLM server on GPU(s) {','.join(server_gpus)}, port {port}, log {log}: {' '.join(server_command)}",
+                  file=sys.stderr, flush=True)
+            server = subprocess.Popen(
+                server_command, stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True,
+                env={**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(server_gpus)},
+            )
+        wait_until_healthy(f"http://{args.host}:{port}/health", server, args.timeout, log)
+        print(f"vLLM server is up; training on GPU(s) {','.join(training_gpus)}", file=sys.stderr, flush=True)
+        job = subprocess.Popen(
+            command, start_new_session=True,
+            env={
+                **os.environ,
+                "CUDA_VISIBLE_DEVICES": ",".join(training_gpus),
+                VLLM_SERVER_HOST_ENV: args.host,
+                VLLM_SERVER_PORT_ENV: str(port),
+                VLLM_GROUP_PORT_ENV: str(group_port),
+            },
+        )
+        status = job.wait()
+        return 128 - status if status < 0 else status
+    except ServerError as error:
+        print(f"execrl.vllm_server: {error}", file=sys.stderr, flush=True)
+        return 1
+    except Stopped as stopped:
+        print(f"execrl.vllm_server: {stopped}: stopping the training command and the server", file=sys.stderr, flush=True)
+        return 128 + stopped.signum
+    finally:
+        # A second signal must not cut the cleanup short.
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+        stop(job)
+        stop(server)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""`execrl.train_job`'s settings: malformed ones fail before a model loads, naming the key; the
+checkpoint folder follows the settings and nothing else."""
+
+import json
+
+import pytest
+
+from execrl import train_job
+from execrl.grpo import GRPOSettings
+from execrl.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
+
+GRPO = {
+    "grpo": {"num_generations": 2, "prompts_per_step": 4, "seed": 0},
+    "rewards": {"binary": 1.0},
+    "lora": None,
+    "prompt": {"num_tests_shown": 1},
+    "execution": {"timeout_s": 2, "memory_mb": 512},
+}
+DPO = {"dpo": {"beta": 0.1, "seed": 0}, "lora": {"r": 4}}
+
+
+def argv(method, settings, *extra):
+    data = ["--pairs", "p.jsonl"] if method == "dpo" else ["--problems", "p.jsonl", "--eval-problems", "e.jsonl"]
+    return [method, "--model", "m", "--settings", json.dumps(settings), *data, "--output", "out", "--metrics",
+            "m.jsonl", "--checkpoint-root", "ck", "--run-name", "r", *extra]
+
+
+def error_of(argv_, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        train_job.main(argv_)
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.fixture(autouse=True)
+def never_trains(monkeypatch):
+    """A test reaching training would be a test of a malformed setting that got through."""
+    def refuse(**kwargs):
+        raise AssertionError("training started")
+
+    monkeypatch.setattr("execrl.dpo.train_dpo", refuse)
+    monkeypatch.setattr("execrl.grpo.train_grpo", refuse)
+    for name in ("WORLD_SIZE", VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV, VLLM_GROUP_PORT_ENV):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize(
+    "method, settings, message",
+    [
+        ("grpo", {**GRPO, "grpo": {**GRPO["grpo"], "lerning_rate": 1e-5}}, "settings.grpo: unknown key(s) lerning_rate"),
+        ("grpo", {k: v for k, v in GRPO.items() if k != "rewards"}, "missing section 'rewards'"),
+        ("grpo", {**GRPO, "srrl": {}}, "section(s) srrl do not belong to grpo"),
+        ("srrl", GRPO, "missing section 'srrl'"),
+        ("srrl", {**GRPO, "srrl": {"refine_share": 1.5}}, "settings.srrl: srrl.refine_share must be in [0, 1)"),
+        ("grpo", {**GRPO, "execution": {"timeout_s": 2, "workers": 4}}, "pass it as --sandbox-workers"),
+        ("grpo", {**GRPO, "grpo": {**GRPO["grpo"], "vllm_mode": "remote"}}, "grpo.vllm_mode must be one of"),
+        ("grpo", {**GRPO, "lora": []}, "settings.lora must be an object or null"),
+        ("dpo", {**DPO, "dpo": {"beta": 0.1, "loss": "sigmoid"}}, "settings.dpo: unknown key(s) loss"),
+        ("dpo", [1, 2], "--settings must be a JSON object"),
+    ],
+)
+def test_malformed_settings_are_named(method, settings, message, capsys):
+    assert message in error_of(argv(method, settings), capsys)
+
+
+def test_settings_that_are_not_json(capsys):
+    bad = argv("dpo", DPO)
+    bad[bad.index("--settings") + 1] = "{'dpo': 1}"
+    assert "--settings is not JSON" in error_of(bad, capsys)
+
+
+def test_data_options_follow_the_method(capsys):
+    no_eval = argv("grpo", GRPO)
+    index = no_eval.index("--eval-problems")
+    del no_eval[index : index + 2]
+    assert "grpo needs --eval-problems" in error_of(no_eval, capsys)
+    assert "dpo has no interval evaluation" in error_of(argv("dpo", DPO, "--eval-problems", "e.jsonl"), capsys)
+
+
+def test_prompts_per_step_must_share_out_over_the_processes(monkeypatch, capsys):
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    assert "prompts_per_step (4) must be a multiple of the training processes (3)" in error_of(argv("grpo", GRPO), capsys)
+    assert GRPOSettings(num_generations=8, prompts_per_step=16).per_process_completions(4) == 32
+
+
+def test_server_mode_needs_the_server_the_vllm_server_command_starts(monkeypatch, capsys):
+    server = {**GRPO, "grpo": {**GRPO["grpo"], "use_vllm": True, "vllm_mode": "server"}}
+    assert "run the training command under `python -m execrl.vllm_server" in error_of(argv("grpo", server), capsys)
+    monkeypatch.setenv(VLLM_SERVER_HOST_ENV, "127.0.0.1")
+    monkeypatch.setenv(VLLM_SERVER_PORT_ENV, "8123")
+    monkeypatch.setenv(VLLM_GROUP_PORT_ENV, "51999")
+    args = GRPOSettings(**server["grpo"]).vllm_args()
+    assert args["vllm_server_host"] == "127.0.0.1" and args["vllm_server_port"] == 8123 and args["vllm_group_port"] == 51999
+
+
+def test_checkpoints_follow_settings_not_runtime_options():
+    def where(settings, *extra):
+        args = train_job.parser().parse_args(argv("grpo", settings, *extra))
+        return train_job.checkpoint_dir(args, json.loads(args.settings))
+
+    base = where(GRPO)
+    assert base.parent.as_posix() == "ck/r"
+    assert where(GRPO, "--threads", "8", "--sandbox-workers", "16", "--wandb-mode", "offline") == base
+    assert where({**GRPO, "grpo": {**GRPO["grpo"], "seed": 1}}) != base
+    changed_model = train_job.parser().parse_args(argv("grpo", GRPO))
+    changed_model.model = "other"
+    assert train_job.checkpoint_dir(changed_model, GRPO) != base

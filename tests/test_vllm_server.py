@@ -1,0 +1,159 @@
+"""`python -m execrl.vllm_server`: GPUs, ports, the health wait, failures and stopping, with a stand-in
+`trl` executable; its command line checked with the installed TRL's own `vllm-serve` parser."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from trl.scripts.vllm_serve import ScriptArguments, build_command, make_parser
+
+from execrl.vllm_server import free_ports, serve_command, split_gpus
+
+# Stand-in for `trl`: records how it was started, then behaves as FAKE_TRL asks:
+# `serve` answers /health on --port, `exit` fails at once, `hang` never listens.
+FAKE_TRL = f"""#!{sys.executable}
+import http.server, json, os, sys, time
+record = {{"argv": sys.argv[1:], "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid()}}
+with open(os.environ["FAKE_TRL_RECORD"], "w") as handle:
+    json.dump(record, handle)
+mode = os.environ["FAKE_TRL"]
+print("stand-in vllm-serve starting", flush=True)
+if mode == "exit":
+    print("CUDA out of memory", flush=True)
+    sys.exit(3)
+if mode == "hang":
+    time.sleep(600)
+argv = sys.argv[1:]
+host, port = argv[argv.index("--host") + 1], int(argv[argv.index("--port") + 1])
+
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+
+time.sleep(1)  # a real server takes a while: the job must wait for it
+http.server.HTTPServer((host, port), Health).serve_forever()
+"""
+
+# The training command's stand-in: reports its environment and that the server answers there.
+COMMAND = """
+import json, os, sys, time, urllib.request
+env = {k: v for k, v in os.environ.items() if k.startswith("EXECRL_VLLM") or k == "CUDA_VISIBLE_DEVICES"}
+url = f"http://{env['EXECRL_VLLM_SERVER_HOST']}:{env['EXECRL_VLLM_SERVER_PORT']}/health"
+env["health"] = urllib.request.urlopen(url).status
+env["pid"] = os.getpid()
+json.dump(env, open(sys.argv[1], "w"))
+if len(sys.argv) > 2:
+    time.sleep(float(sys.argv[2]))
+sys.exit(7)
+"""
+
+
+@pytest.fixture
+def stand_in(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "trl").write_text(FAKE_TRL)
+    (bin_dir / "trl").chmod(0o755)
+
+    def start(mode, *options, command_args=(), gpus="0,1,2,3"):
+        env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": gpus,
+               "FAKE_TRL": mode, "FAKE_TRL_RECORD": str(tmp_path / "server.json")}
+        argv = [sys.executable, "-m", "execrl.vllm_server", "--model", "some/model", "--log", str(tmp_path / "vllm.log"),
+                *options, "--", sys.executable, "-c", COMMAND, str(tmp_path / "command.json"), *command_args]
+        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    return start
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_server_gets_the_last_gpus_and_the_command_its_address(stand_in, tmp_path):
+    job = stand_in("serve", "--gpus", "1", "--max-model-len", "4096", "--dtype", "bfloat16",
+                   "--gpu-memory-utilization", "0.85", gpus="4,5,6,7")
+    _, err = job.communicate(timeout=120)
+    assert job.returncode == 7, err  # the command's status
+    server = json.loads((tmp_path / "server.json").read_text())
+    command = json.loads((tmp_path / "command.json").read_text())
+    assert server["cuda"] == "7" and command["CUDA_VISIBLE_DEVICES"] == "4,5,6"
+    assert command["health"] == 200  # the command started after the server answered, at the address it was given
+    port, group_port = int(command["EXECRL_VLLM_SERVER_PORT"]), int(command["EXECRL_VLLM_GROUP_PORT"])
+    assert port != group_port
+    assert command["EXECRL_VLLM_SERVER_HOST"] == "127.0.0.1"
+
+    # What the server was started with, read by TRL's own `trl vllm-serve` parser: unknown flags fail it.
+    assert server["argv"][0] == "vllm-serve"
+    (parsed,) = make_parser().parse_args_and_config(args=server["argv"][1:])
+    assert isinstance(parsed, ScriptArguments)
+    assert (parsed.model, parsed.tensor_parallel_size, parsed.port, parsed.host) == ("some/model", 1, port, "127.0.0.1")
+    assert (parsed.gpu_memory_utilization, parsed.max_model_len, parsed.dtype) == (0.85, 4096, "bfloat16")
+    # ...and what TRL makes of them for `vllm serve`.
+    vllm = build_command(parsed)
+    assert vllm[vllm.index("--tensor-parallel-size") + 1] == "1" and vllm[vllm.index("--max-model-len") + 1] == "4096"
+
+    assert not alive(server["pid"])  # stopped after the command
+
+
+def test_a_server_that_dies_fails_the_job_naming_its_log(stand_in, tmp_path):
+    job = stand_in("exit", "--gpus", "2", "--timeout", "60")
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == 1
+    assert "exited with status 3" in err and str(tmp_path / "vllm.log") in err
+    assert "CUDA out of memory" in (tmp_path / "vllm.log").read_text()
+    assert not (tmp_path / "command.json").exists()  # training never started
+
+
+def test_a_server_that_never_answers_fails_at_the_deadline(stand_in, tmp_path):
+    start = time.monotonic()
+    job = stand_in("hang", "--gpus", "1", "--timeout", "2")
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == 1 and time.monotonic() - start < 30
+    assert "did not answer" in err and "within 2 s" in err and str(tmp_path / "vllm.log") in err
+    assert not alive(json.loads((tmp_path / "server.json").read_text())["pid"])
+    assert not (tmp_path / "command.json").exists()
+
+
+def test_sigterm_stops_the_command_and_the_server(stand_in, tmp_path):
+    job = stand_in("serve", "--gpus", "1", command_args=("120",))
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "command.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(0.2)
+    command = json.loads((tmp_path / "command.json").read_text())
+    job.send_signal(signal.SIGTERM)  # as Slurm does at the time limit or on scancel
+    job.communicate(timeout=60)
+    assert job.returncode == 128 + signal.SIGTERM
+    assert not alive(command["pid"])
+    assert not alive(json.loads((tmp_path / "server.json").read_text())["pid"])
+
+
+def test_gpu_split_and_ports():
+    assert split_gpus(["0", "1", "2", "3", "4", "5", "6", "7"], 1) == (["0", "1", "2", "3", "4", "5", "6"], ["7"])
+    assert split_gpus(["3", "5"], 1) == (["3"], ["5"])
+    with pytest.raises(ValueError, match="leaves none for training"):
+        split_gpus(["0"], 1)
+    with pytest.raises(ValueError, match="at least one GPU"):
+        split_gpus(["0", "1"], 0)
+    first, second = free_ports(2)
+    assert first != second
+
+
+def test_every_flag_is_a_field_of_trls_script_arguments():
+    class Args:
+        model, gpus, host, gpu_memory_utilization, dtype, max_model_len = "m", 2, "127.0.0.1", 0.9, "auto", 2048
+
+    command = serve_command("trl", Args, 8000)
+    flags = {arg[2:] for arg in command if arg.startswith("--")}
+    assert flags <= {field.name for field in ScriptArguments.__dataclass_fields__.values()}
+    assert Path(command[0]).name == "trl" and command[1] == "vllm-serve"
