@@ -20,7 +20,7 @@ DEFAULT_CONFIG = Path("config") / "config.yaml"
 """Relative to the working directory, as in the Snakefile."""
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
-RUNTIME_SETTINGS = {"execution": ("workers",), "wandb": ("mode", "project")}
+RUNTIME_SETTINGS = {"execution": ("workers",), "wandb": ("mode", "project"), "grpo": ("vllm_server_gpus",)}
 """Settings that cannot change a result (logging, parallelism): they never reach a rule's
 `params:` nor a checkpoint's key, so changing them reruns nothing."""
 
