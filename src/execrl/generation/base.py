@@ -25,14 +25,29 @@ class GenerationSettings:
     """Sequences per forward pass (transformers backend)."""
 
 
+@dataclass(frozen=True)
+class VLLMSettings:
+    """How the vLLM backend loads the model (its engine arguments); the tensor-parallel size is the job's GPUs."""
+
+    gpu_memory_utilization: float = 0.9
+    """Share of each GPU's memory vLLM may take for weights, activations and KV cache (vLLM's default)."""
+    max_model_len: int | None = None
+    """Context window, prompt plus completion (None: the model's own, which may not fit in memory)."""
+    dtype: str = "auto"
+    """Weights' dtype: `auto` (the model's, fp16 for fp32 checkpoints), `bfloat16`, `float16`, `float32`."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(f"vllm.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+
+
 class GenerationBackend(ABC):
     """Loads a model once and samples n completions for each prompt."""
 
     name: str
 
-    def __init__(self, model_path: str, adapter_path: str | None = None):
+    def __init__(self, model_path: str):
         self.model_path = model_path
-        self.adapter_path = adapter_path
 
     @property
     @abstractmethod
@@ -42,19 +57,6 @@ class GenerationBackend(ABC):
     @abstractmethod
     def generate(self, prompts: list[str], settings: GenerationSettings) -> list[list[str]]:
         """For each prompt, `settings.num_samples` completions, deterministic for a seed."""
-
-
-def get_backend(name: str, model_path: str, adapter_path: str | None = None) -> GenerationBackend:
-    """Instantiate a backend by name; vLLM is imported only when chosen."""
-    if name == "transformers":
-        from execrl.generation.transformers_backend import TransformersBackend
-
-        return TransformersBackend(model_path, adapter_path)
-    if name == "vllm":
-        from execrl.generation.vllm_backend import VLLMBackend
-
-        return VLLMBackend(model_path, adapter_path)
-    raise ValueError(f"unknown generation backend {name!r}; choose one of {BACKENDS}")
 
 
 def candidate_records(

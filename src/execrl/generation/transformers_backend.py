@@ -12,19 +12,14 @@ from execrl.generation.base import GenerationBackend, GenerationSettings
 class TransformersBackend(GenerationBackend):
     name = "transformers"
 
-    def __init__(self, model_path: str, adapter_path: str | None = None):
-        super().__init__(model_path, adapter_path)
+    def __init__(self, model_path: str):
+        super().__init__(model_path)
         import torch
         from transformers import AutoModelForCausalLM
 
         self._device = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = torch.bfloat16 if self._device == "cuda" else torch.float32
-        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
-        if adapter_path:
-            from peft import PeftModel
-
-            model = PeftModel.from_pretrained(model, adapter_path)
-        self.model = model.to(self._device).eval()
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self._device).eval()
 
     @cached_property
     def tokenizer(self):

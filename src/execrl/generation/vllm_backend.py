@@ -1,18 +1,24 @@
-"""Sampling with vLLM on GPUs: a base model, a merged model, or a base model plus a LoRA adapter."""
+"""Sampling with vLLM on the job's GPUs, from a base model or a merged one."""
 
 from __future__ import annotations
 
-from execrl.generation.base import GenerationBackend, GenerationSettings
+from execrl.generation.base import GenerationBackend, GenerationSettings, VLLMSettings
 
 
 class VLLMBackend(GenerationBackend):
     name = "vllm"
 
-    def __init__(self, model_path: str, adapter_path: str | None = None):
-        super().__init__(model_path, adapter_path)
+    def __init__(self, model_path: str, tensor_parallel_size: int, settings: VLLMSettings):
+        super().__init__(model_path)
         from vllm import LLM
 
-        self.llm = LLM(model=model_path, enable_lora=adapter_path is not None)
+        self.llm = LLM(
+            model=model_path,
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=settings.gpu_memory_utilization,
+            max_model_len=settings.max_model_len,
+            dtype=settings.dtype,
+        )
 
     @property
     def tokenizer(self):
@@ -20,7 +26,6 @@ class VLLMBackend(GenerationBackend):
 
     def generate(self, prompts: list[str], settings: GenerationSettings) -> list[list[str]]:
         from vllm import SamplingParams
-        from vllm.lora.request import LoRARequest
 
         params = SamplingParams(
             n=settings.num_samples,
@@ -29,6 +34,5 @@ class VLLMBackend(GenerationBackend):
             max_tokens=settings.max_new_tokens,
             seed=settings.seed,
         )
-        lora = LoRARequest("adapter", 1, self.adapter_path) if self.adapter_path else None
-        results = self.llm.generate(prompts, params, lora_request=lora, use_tqdm=True)
+        results = self.llm.generate(prompts, params, use_tqdm=True)
         return [[choice.text for choice in result.outputs] for result in results]
