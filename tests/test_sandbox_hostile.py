@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -23,6 +24,60 @@ SECRET = "execrl-fake-secret-7f3a9c"
 ADD = Problem(id="hostile/add", prompt="Add two numbers.", test_type="assert",
               tests=["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(-1, 1) == 0"])
 GOOD = "def add(a, b):\n    return a + b\n"
+
+# The problems a hostile program can name on its `# problem:` line (default: add), each with
+# a correct solution that must pass on the same worker right after the hostile program.
+PROBLEMS = {
+    "add": (ADD, GOOD),
+    "area": (Problem(id="hostile/area", prompt="Area of a circle.", test_type="assert", setup_code="import math",
+                     tests=["assert math.isclose(area(2), 12.566370614359172, rel_tol=1e-3)",
+                            "assert math.isclose(area(1), 3.141592653589793, rel_tol=1e-3)"]),
+             "import math\ndef area(r):\n    return math.pi * r * r\n"),
+    "setup_helper": (Problem(id="hostile/setup", prompt="Three items.", test_type="assert",
+                             setup_code="def check(xs):\n    return len(xs) == 3 and sorted(xs) == [1, 2, 3]\n",
+                             tests=["assert check(items())", "assert len(items()) == 3"]),
+                     "def items():\n    return [3, 1, 2]\n"),
+    "replayed": (Problem(id="hostile/replayed", prompt="Double it.", test_type="assert",
+                         tests=["x = f(3)\nassert x == 6", "assert all(f(i) == 2 * i for i in range(4))"]),
+                 "def f(x):\n    return 2 * x\n"),
+    "half": (Problem(id="hostile/half", prompt="Half.", test_type="call", entry_point="half",
+                     tests=[{"args": [1], "expected": 0.5}, {"args": [3], "expected": 1.5}]),
+             "def half(x):\n    return x / 2\n"),
+    "judge_bomb": (Problem(id="hostile/bomb", prompt="Identity.", test_type="assert",
+                           tests=["assert sum(range(f(3))) == 3", "assert 2 ** f(4) == 16",
+                                  "assert len([0] * f(5)) == 5", "assert math.factorial(f(6)) == 720"]),
+                   "def f(x):\n    return x\n"),
+    "echo": (Problem(id="hostile/echo", prompt="Echo.", test_type="stdio",
+                     tests=[{"input": f"{k}\n", "output": f"{k}\n"} for k in range(6)]),
+             "print(input())\n"),
+}
+
+OBSERVER = """import os
+def _leftovers():
+    found = [os.path.join(d, x) for d in ('/tmp', '/dev/shm', os.getcwd()) for x in os.listdir(d)
+             if os.path.join(d, x) != os.getcwd()]
+    if os.getuid() != 0:  # hidepid=2: only the sandbox uid's processes are visible
+        found += [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]
+    for kind in ('shm', 'msg', 'sem'):
+        with open('/proc/sysvipc/' + kind) as fh:
+            found += fh.read().splitlines()[1:]
+    try:
+        with open('/proc/keys') as fh:
+            found += [line for line in fh if 'execrl' in line]
+    except OSError:
+        pass
+    for d in ('/tmp', '/dev/shm'):  # room to work
+        with open(os.path.join(d, 'probe'), 'wb') as fh:
+            fh.write(b'x' * 300000)
+        os.unlink(os.path.join(d, 'probe'))
+    return found
+_LEFT = _leftovers()
+if _LEFT:
+    raise RuntimeError(f'left behind by the previous program: {_LEFT[:5]}')
+"""
+"""Prepended to the correct solution run after each hostile program: it passes only if no
+file, process, IPC object or key of the previous run is visible and the scratch space is
+usable."""
 LIMITS = ExecutionLimits(timeout_s=0.5, wall_timeout_s=2.0, memory_mb=256, max_processes=16,
                          max_open_files=64, file_size_mb=4, max_output_bytes=1 << 16)
 
@@ -75,12 +130,27 @@ def sandbox(tmp_path_factory):
 
 
 def _render(name: str, sandbox: dict) -> tuple[str, set[str]]:
+    code, expected, _problem = _render_case(name, sandbox)
+    return code, expected
+
+
+def _render_case(name: str, sandbox: dict) -> tuple[str, set[str], str]:
     text = (HOSTILE_DIR / f"{name}.py").read_text()
     expect = next(line for line in text.splitlines() if line.startswith("# expect:"))
+    problem = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("# problem:")),
+                   "add")
     code = (text.replace("__PORT__", str(sandbox["listener"].port))
             .replace("__SENTINEL__", str(sandbox["sentinel"]))
             .replace("__SECRET__", SECRET))
-    return code, set(expect.split(":", 1)[1].split())
+    return code, set(expect.split(":", 1)[1].split()), problem
+
+
+def _host_ipc() -> dict:
+    out = {}
+    for kind in ("shm", "msg", "sem"):
+        with open(f"/proc/sysvipc/{kind}") as fh:
+            out[kind] = fh.read()
+    return out
 
 
 def _sandbox_uids(ex: Executor) -> set[int]:
@@ -120,26 +190,34 @@ def _host_state(sentinel: Path) -> dict:
 @pytest.mark.parametrize("name", CASES)
 def test_hostile_program_is_contained(sandbox, name):
     ex: Executor = sandbox["ex"]
-    code, expected_statuses = _render(name, sandbox)
+    code, expected_statuses, problem_name = _render_case(name, sandbox)
+    problem, good_code = PROBLEMS[problem_name]
     before = _host_state(sandbox["sentinel"])
+    ipc_before = _host_ipc()
     workers_before = {(h.proc.pid, h.forker_pid) for h in ex._handles}
     start = time.monotonic()
-    result = ex.run(ADD, code)
+    result = ex.run(problem, code)
     elapsed = time.monotonic() - start
 
     assert result.status != "pass", result
     assert result.tests_passed < result.tests_total
+    if problem is not ADD:  # these programs are built to pass nothing: no test may be forged
+        assert result.tests_passed == 0, result
     assert result.status in expected_statuses, (result.status, result.error_type, result.error_message)
     assert elapsed < 10, "the limits must stop it quickly"
+    json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")  # writable as an annotation
+    assert len(result.stdout) <= 1 << 16 and len(result.stderr) <= 1 << 16
     assert _leftovers(ex) == []
     assert _host_state(sandbox["sentinel"]) == before
+    assert _host_ipc() == ipc_before
     assert sandbox["listener"].connections == 0
-    # the worker survived (a candidate cannot signal it) and judges the next program correctly
+    # the worker survived (a candidate cannot signal it) and judges the next program correctly,
+    # seeing nothing of the previous run
     assert {(h.proc.pid, h.forker_pid) for h in ex._handles} == workers_before
     assert ex.respawns == 0
-    good = ex.run(ADD, GOOD)
+    good = ex.run(problem, OBSERVER + good_code)
     assert good.status == "pass", good
-    assert good.tests_passed == 3
+    assert good.tests_passed == good.tests_total == len(problem.tests)
 
 
 def test_timeouts_are_reported_as_timeouts(sandbox):
