@@ -1,0 +1,115 @@
+"""Interval evaluation: pass@1 of the policy being trained on held-out problems, before the first
+step, every N steps and after the last, logged with the training metrics.
+
+It samples at its own temperature, `samples` times per problem, so the curve measures the
+policy rather than the training sampler; the interval is the normal approximation over problems
+(each problem's pass rate is one observation), which is what varies between evaluations of the
+same policy on another draw of problems.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from transformers import TrainerCallback
+
+from execrl.problems import Problem
+from execrl.prompting import extract_code
+
+Z_95 = 1.959964
+
+
+def pass_at_1_interval(passes: list[int], samples: int) -> tuple[float, float, float]:
+    """Mean per-problem pass rate and its 95% interval (normal approximation over problems)."""
+    if not passes:
+        raise ValueError("no problems were evaluated")
+    rates = [c / samples for c in passes]
+    mean = sum(rates) / len(rates)
+    if len(rates) == 1:
+        return mean, mean, mean
+    variance = sum((r - mean) ** 2 for r in rates) / (len(rates) - 1)
+    half = Z_95 * math.sqrt(variance / len(rates))
+    return mean, max(0.0, mean - half), min(1.0, mean + half)
+
+
+class IntervalEvaluation(TrainerCallback):
+    """Logs `interval_eval/pass_at_1` (with `_low`/`_high`) and `interval_eval/problems_passed`.
+
+    `sample(prompts, temperature)` returns one completion text per prompt from the current
+    policy. With several training processes each samples and runs every N-th problem (shards
+    padded to one length, since vLLM's server mode samples collectively) and the counts are
+    summed across processes.
+    """
+
+    def __init__(
+        self,
+        problems: list[Problem],
+        prompts: list[str],
+        executor,
+        sample: Callable[[list[str], float], list[str]],
+        every: int,
+        samples: int,
+        temperature: float,
+        reasoning_format: bool = False,
+    ):
+        if samples < 1:
+            raise ValueError(f"interval evaluation needs at least one sample per problem, got {samples}")
+        self.problems = problems
+        self.prompts = prompts
+        self.executor = executor
+        self.sample = sample
+        self.every = every
+        self.samples = samples
+        self.temperature = temperature
+        self.reasoning_format = reasoning_format
+        self.trainer = None
+        self._last_step: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.every and self.problems and self.trainer is not None)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.active and state.global_step == 0:
+            self.evaluate(0)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.active and state.global_step % self.every == 0:
+            self.evaluate(state.global_step)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.active and self._last_step != state.global_step:
+            self.evaluate(state.global_step)
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        import torch
+
+        accelerator = self.trainer.accelerator
+        rank, processes = accelerator.process_index, accelerator.num_processes
+        mine = list(range(rank, len(self.problems), processes))
+        shard = -(-len(self.problems) // processes)
+        padded = mine + [mine[0] if mine else 0] * (shard - len(mine))
+        texts = self.sample([self.prompts[i] for i in padded for _ in range(self.samples)], self.temperature)
+        items = [
+            (self.problems[i], extract_code(text, self.reasoning_format))
+            for position, i in enumerate(mine)
+            for text in texts[position * self.samples : (position + 1) * self.samples]
+        ]
+        results = self.executor.run_batch(items)
+        counts = torch.zeros(len(self.problems), device=accelerator.device)
+        for position, i in enumerate(mine):
+            verdicts = results[position * self.samples : (position + 1) * self.samples]
+            counts[i] = sum(r.status == "pass" for r in verdicts)
+        counts = accelerator.reduce(counts, "sum")
+        passes = [int(c) for c in counts.tolist()]
+        mean, low, high = pass_at_1_interval(passes, self.samples)
+        metrics = {
+            "interval_eval/pass_at_1": mean,
+            "interval_eval/pass_at_1_low": low,
+            "interval_eval/pass_at_1_high": high,
+            "interval_eval/problems_passed": float(sum(c > 0 for c in passes)),
+        }
+        self._last_step = step
+        self.trainer.log(metrics)
+        return metrics
