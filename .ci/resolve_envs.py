@@ -265,6 +265,8 @@ def parse_dependency(text: str) -> tuple[str, SpecifierSet] | None:
 
 def disjoint(a: SpecifierSet, b: SpecifierSet) -> bool:
     """No version meets both, judged on the versions their bounds name (and just above them)."""
+    if not len(a) or not len(b):  # a bare name takes any version
+        return False
     probes = set()
     for specifier in (*a, *b):
         version = specifier.version.rstrip(".*")

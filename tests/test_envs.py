@@ -340,3 +340,24 @@ def test_resolution_uses_the_registry_only():
     env = module.pip_environment(settings, environ)
     assert env["PIP_CONFIG_FILE"] == os.devnull and env["PATH"] == "/bin"
     assert "PIP_FIND_LINKS" not in env and "PIP_CONSTRAINT" not in env
+
+
+def test_conflict_names_the_two_constraints_no_version_meets():
+    # pip's words when the Slurm plugin 2.8.0 meets vLLM 0.31.0 on Python 3.11
+    output = """The conflict is caused by:
+    vllm 0.31.0 depends on numpy
+    snakemake-executor-plugin-slurm 2.8.0 depends on numpy<3 and >=2.4.5
+    numba 0.65.0 depends on numpy<2.5 and >=1.22
+    torchvision 0.28.0 depends on numpy
+    mistral-common 1.13.1 depends on numpy<2.4 and >=1.25; python_version <= "3.12"
+    mistral-common 1.13.0 depends on numpy<2.4 and >=1.25; python_version <= "3.12"
+
+ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution/
+"""
+    module = resolve_envs()
+    assert module.clashes(module.conflict_lines(output)) == [
+        "snakemake-executor-plugin-slurm 2.8.0 requires numpy<3 and >=2.4.5 but mistral-common 1.13.1 requires numpy<2.4 and >=1.25"
+    ]
+    target = module.Target("gpu", ["."], {"vllm": "0.31.0", "snakemake-executor-plugin-slurm": "2.8.0", "numpy": "2.3.5"})
+    message = module.conflict_message(target, output)
+    assert "pinned here and named in the conflict: snakemake-executor-plugin-slurm==2.8.0, vllm==0.31.0" in message
