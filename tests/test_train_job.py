@@ -57,17 +57,20 @@ def write_jsonl(path, rows):
     return path
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny")
+def build_tiny(root, config=TinyModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                            num_key_value_heads=1, intermediate_size=64)):
+    """A tiny model in root/model, and the write recorder in root/hook."""
     texts = [p["prompt"] + "\n" + p["reference"] for p in PROBLEMS] * 20
     train_tokenizer(texts, 300, root / "tokenizer")
-    config = TinyModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                             intermediate_size=64)
     init_model(root / "tokenizer", config, seed=0, out_dir=root / "model")
     (root / "hook").mkdir()
     (root / "hook" / "sitecustomize.py").write_text(WRITE_RECORDER)
     return root
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return build_tiny(tmp_path_factory.mktemp("tiny"))
 
 
 def pairs(n):
@@ -98,10 +101,10 @@ def grpo_settings():
     }
 
 
-def job(tiny, workdir, method, settings, data, processes=2, extra=()):
+def job(tiny, workdir, method, settings, data, processes=2, extra=(), config="cpu.yaml", prefix=()):
     """The `train` rule's command line, and an environment that records every process's writes."""
     command = [
-        ACCELERATE, "launch", "--config_file", str(DEFAULT_CONFIG_DIR / "cpu.yaml"),
+        *prefix, ACCELERATE, "launch", "--config_file", str(DEFAULT_CONFIG_DIR / config),
         "--num_processes", str(processes), "--num_machines", "1", "--main_process_port", "0",
         "-m", "execrl.train_job", method, "--model", str(tiny / "model"), "--settings", json.dumps(settings),
         "--pairs" if method == "dpo" else "--problems", str(data),

@@ -1,0 +1,127 @@
+"""Where CUDA is present: vLLM sampling, GRPO/SRRL with colocated vLLM, and training on 2 GPUs through
+`accelerate launch` (DDP, ZeRO-3, and GRPO beside a vLLM server), all from a locally built tiny model.
+
+    .venv/bin/python -m pytest -m gpu tests/test_gpu.py
+
+Each test says what it needs (GPUs, vLLM, DeepSpeed) and is skipped where that is missing.
+"""
+
+import importlib.util
+import json
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from execrl.generation import GenerationSettings, VLLMSettings, candidate_records, get_backend  # noqa: E402
+from execrl.grpo import GRPOSettings, train_grpo  # noqa: E402
+from execrl.lora import LoRASettings  # noqa: E402
+from execrl.problems import Problem  # noqa: E402
+from execrl.prompting import PromptConfig  # noqa: E402
+from execrl.rewards import RewardSettings  # noqa: E402
+from execrl.sandbox import Executor  # noqa: E402
+from execrl.srrl import SRRLSettings  # noqa: E402
+from execrl.tiny_model import TinyModelConfig  # noqa: E402
+from test_train_job import (  # noqa: E402
+    LORA,
+    PROBLEMS,
+    build_tiny,
+    dpo_settings,
+    grpo_settings,
+    job,
+    loaded_by_rank,
+    pairs,
+    run,
+    step_records,
+    write_jsonl,
+    writers,
+)
+
+GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPUS == 0, reason="needs a CUDA GPU")]
+needs_two = pytest.mark.skipif(GPUS < 2, reason="needs 2 CUDA GPUs")
+needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (the gpu extra)")
+
+# vLLM's attention kernels take head sizes of 64 and up: 128 / 2 heads.
+VLLM_SHAPE = TinyModelConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                             intermediate_size=256, max_position_embeddings=512)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return build_tiny(tmp_path_factory.mktemp("tiny"), VLLM_SHAPE)
+
+
+@needs_vllm
+def test_vllm_sampling_from_a_local_tiny_model(tiny):
+    problems = [Problem(**{k: v for k, v in p.items() if k != "reference"}) for p in PROBLEMS]
+    backend = get_backend("vllm", str(tiny / "model"), gpus=1,
+                          vllm=VLLMSettings(gpu_memory_utilization=0.3, max_model_len=256, dtype="float32"))
+    settings = GenerationSettings(num_samples=4, max_new_tokens=16, seed=3)
+    first = candidate_records(problems, backend, settings, PromptConfig(num_tests_shown=1))
+    again = candidate_records(problems, backend, settings, PromptConfig(num_tests_shown=1))
+    assert len(first) == 4 * len(problems)
+    assert [r["completion"] for r in first] == [r["completion"] for r in again]  # seeded
+    assert backend.llm.llm_engine.model_config.max_model_len == 256
+
+
+@needs_vllm
+@pytest.mark.parametrize("method", ["grpo", "srrl"])
+def test_two_steps_with_colocated_vllm(tiny, tmp_path, method):
+    problems = [Problem(**p) for p in PROBLEMS]
+    settings = GRPOSettings(num_generations=4, prompts_per_step=2, max_steps=2, max_completion_length=16, save_steps=1,
+                            gradient_checkpointing=False, use_vllm=True, vllm_mode="colocate",
+                            vllm_gpu_memory_utilization=0.3, vllm_max_model_length=256)
+    with Executor(workers=2) as executor:
+        train_grpo(str(tiny / "model"), problems, problems[:2], PromptConfig(num_tests_shown=1), settings,
+                   RewardSettings(), LoRASettings(**LORA), executor, tmp_path / "ck", tmp_path / "trained",
+                   tmp_path / "metrics.jsonl", srrl=SRRLSettings() if method == "srrl" else None)
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in records if "train_runtime" not in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    assert all("sampling/importance_sampling_ratio/mean" in r for r in steps)  # vLLM's log-probs were used
+    assert (tmp_path / "trained" / "adapter_config.json").is_file()
+
+
+@needs_two
+@pytest.mark.parametrize("config", ["ddp.yaml", "zero3.yaml"])
+def test_two_gpu_training_through_accelerate(tiny, tmp_path, config):
+    if config == "zero3.yaml":
+        pytest.importorskip("deepspeed")
+    data = write_jsonl(tmp_path / "pairs.jsonl", pairs(16))
+    log = run(*job(tiny, tmp_path, "dpo", dpo_settings(), data, config=config), tmp_path)
+    batches = loaded_by_rank(log)
+    shards = {rank: [pair for batch in rank_batches for pair in batch] for rank, rank_batches in batches.items()}
+    assert sorted(map(int, shards[0] + shards[1])) == list(range(16))
+    assert writers(tmp_path, tmp_path / "trained", tmp_path / "metrics.jsonl") == {"0"}
+    assert step_records(tmp_path) == [1, 2, 3, 4]
+    assert (tmp_path / "trained" / "adapter_config.json").is_file()
+
+
+@needs_two
+def test_full_weight_zero3_saves_a_loadable_model(tiny, tmp_path):
+    pytest.importorskip("deepspeed")
+    from transformers import AutoModelForCausalLM
+
+    data = write_jsonl(tmp_path / "pairs.jsonl", pairs(16))
+    run(*job(tiny, tmp_path, "dpo", dpo_settings(lora=None), data, config="zero3.yaml"), tmp_path)
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "trained")  # the 16-bit weights gathered from the shards
+    assert sum(p.numel() for p in model.parameters()) > 0
+
+
+@needs_two
+@needs_vllm
+def test_grpo_beside_a_vllm_server(tiny, tmp_path):
+    """1 training process on GPU 0, `trl vllm-serve` on GPU 1, as seed 004 runs 7 + 1."""
+    settings = grpo_settings()
+    settings["grpo"].update(use_vllm=True, vllm_mode="server", prompts_per_step=2)
+    data = write_jsonl(tmp_path / "problems.jsonl", PROBLEMS)
+    server = (sys.executable, "-m", "execrl.vllm_server", "--model", str(tiny / "model"), "--gpus", "1",
+              "--gpu-memory-utilization", "0.3", "--max-model-len", "256", "--log", str(tmp_path / "vllm.log"), "--")
+    command, env = job(tiny, tmp_path, "grpo", settings, data, processes=1, config="ddp.yaml", prefix=server,
+                       extra=("--eval-problems", str(data), "--sandbox-workers", "1"))
+    env["CUDA_VISIBLE_DEVICES"] = "0,1"
+    run(command, env, tmp_path)
+    assert step_records(tmp_path) == [1, 2]
+    assert "Application startup complete" in (tmp_path / "vllm.log").read_text()
