@@ -134,10 +134,10 @@ def test_comparison_counts_fixed_and_broken_problems(per_problem):
 
 
 def test_changed_problems_name_what_was_fixed_and_broken(per_problem):
-    changes = stats.changed_problems(per_problem).query("split == 'test'")
+    changes = stats.changed_problems(per_problem, stats.base_pairs(per_problem["method"])).query("split == 'test'")
     # base never passed toy/0 (grpo did) and toy/1 passed under base but never under grpo.
     assert set(changes.query("method == 'grpo'").itertuples(index=False, name=None)) == {
-        ("toy", "m", "test", "grpo", "fixed", "toy/0"), ("toy", "m", "test", "grpo", "broken", "toy/1"),
+        ("toy", "m", "test", "grpo", "base", "fixed", "toy/0"), ("toy", "m", "test", "grpo", "base", "broken", "toy/1"),
     }
     assert set(changes.query("method == 'srrl'")["problem_id"]) == {"toy/0", "toy/4"}
 
@@ -165,7 +165,8 @@ def test_summary_table_has_one_row_per_method_and_formats_once(evaluations, per_
     curves = stats.pass_at_k_curves(per_problem, n_boot=200)
     comparison = stats.compare_to_baseline(per_problem, n_boot=200)
     records = tables.summary_records(
-        curves, comparison, outcome_table(evaluations), ks=[1, 2, 4], changes=stats.changed_problems(per_problem)
+        curves, comparison, outcome_table(evaluations), ks=[1, 2, 4],
+        changes=stats.changed_problems(per_problem, stats.base_pairs(per_problem["method"])),
     )
     columns, rows = tables.main_table_rows(records, "test", [1, 2, 4])
     assert [r["attrs"]["method"] for r in rows] == ["base", "grpo", "srrl"]

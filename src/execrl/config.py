@@ -55,6 +55,15 @@ def check_references(config: dict[str, Any]) -> None:
     for name in experiment["methods"]:
         if name not in METHODS:
             raise ConfigError(f"experiment.methods names {name!r}, which is not a method (methods: {', '.join(METHODS)})")
+    for pair in config.get("report", {}).get("comparisons", []):
+        for name in pair:
+            if name not in experiment["methods"]:
+                raise ConfigError(
+                    f"report.comparisons names {name!r} in {pair}, which experiment.methods does not run "
+                    f"(methods: {', '.join(experiment['methods'])})"
+                )
+        if pair[0] == pair[1]:
+            raise ConfigError(f"report.comparisons compares {pair[0]!r} with itself")
     for section, key in (("datasets", "datasets"), ("models", "models")):
         for name in experiment[key]:
             if name not in config[section]:

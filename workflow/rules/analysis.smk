@@ -62,6 +62,11 @@ rule bootstrap_pass_at_k:
             caption="../report/vs_base_table.rst",
             category="Evaluation",
         ),
+        comparisons=report(
+            "results/tables/comparisons.tsv",
+            caption="../report/comparisons_table.rst",
+            category="Evaluation",
+        ),
     log:
         "logs/bootstrap_pass_at_k.log",
     benchmark:
@@ -73,6 +78,7 @@ rule bootstrap_pass_at_k:
     params:
         n_boot=config["report"]["bootstrap_samples"],
         seed=0,
+        comparisons=config["report"]["comparisons"],
     script:
         "../scripts/bootstrap_pass_at_k.py"
 

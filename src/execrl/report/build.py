@@ -87,7 +87,8 @@ def build(
     rl_data = rl_data_table(inputs.manifests)
 
     split = summary.main_split(experiment.get("eval_splits", ["test"]))
-    changes = stats.changed_problems(read_tsv(inputs.per_problem)) if inputs.per_problem else None
+    per_problem = read_tsv(inputs.per_problem) if inputs.per_problem else None
+    changes = stats.changed_problems(per_problem, stats.base_pairs(per_problem["method"])) if per_problem is not None else None
     records = tables.summary_records(
         curves, comparison, outcomes, ks, diversity=diversity, cost_per_method=per_method, changes=changes
     )

@@ -1,11 +1,19 @@
-"""pass@k curves with bootstrap confidence intervals, and each method against the baseline.
+"""pass@k curves with bootstrap confidence intervals, and methods compared pairwise.
 
 For one dataset, model, split and method, seeds × problems form a matrix of per-problem pass@k
 values (the unbiased estimator from each run's (n, c)). The point estimate is their mean. The
 interval resamples problems with replacement and, where there are several seeds, seeds too
 (a two-level bootstrap), so it covers both which problems were drawn and sampling/training
-noise across seeds. Differences to the baseline resample the same problems for both methods
-(a paired bootstrap), which is what makes small differences on a shared problem set resolvable.
+noise across seeds. A comparison of two methods (each trained method against `base`, SRRL
+against GRPO, and the pairs the config names) resamples the same problems and the same seeds
+for both (a paired bootstrap of the per-seed, per-problem differences), which is what makes
+small differences on a shared problem set resolvable.
+
+Seed-to-seed noise: with several seeds, each seed gives its own difference (mean over the shared
+problems). A difference is inside seed-to-seed noise when its mean is no larger than the standard
+deviation of these per-seed differences, |Δ| ≤ sd: one more seed would then often land on the
+other side of zero (about one time in six under a normal spread), however narrow the problem
+interval is. With one seed it is not measured.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import pandas as pd
 from execrl.passk import pass_at_k
 
 BASELINE = "base"
+SRRL_AGAINST_GRPO = ("srrl", "grpo")
 CONFIDENCE = 0.95
 CURVE_COLUMNS = [
     "dataset", "model", "split", "method", "k", "mean", "sd_seeds", "ci_low", "ci_high",
@@ -23,6 +32,7 @@ CURVE_COLUMNS = [
 ]
 COMPARISON_COLUMNS = [
     "dataset", "model", "split", "method", "baseline", "k", "delta", "ci_low", "ci_high",
+    "sd_seeds", "seeds_ahead", "seeds_behind", "within_seed_noise", "n_seeds",
     "n_problems", "fixed", "broken", "improved", "worse", "solved", "baseline_solved",
 ]
 
@@ -98,69 +108,119 @@ def problem_rates(per_problem: pd.DataFrame) -> pd.DataFrame:
     return pooled.reset_index()
 
 
-def compare_to_baseline(
+def base_pairs(methods, baseline: str = BASELINE) -> list[tuple[str, str]]:
+    """(method, baseline) for every method but the baseline, in name order."""
+    return [(method, baseline) for method in sorted(set(methods) - {baseline})]
+
+
+def comparison_pairs(methods, configured=()) -> list[tuple[str, str]]:
+    """The pairwise comparisons beside those with base: SRRL against GRPO whenever both run (the
+    question the experiment asks), then every configured [method, baseline] pair, each once."""
+    pairs = [SRRL_AGAINST_GRPO] if set(SRRL_AGAINST_GRPO) <= set(methods) else []
+    for method, baseline in configured:
+        if (method, baseline) not in pairs:
+            pairs.append((method, baseline))
+    return pairs
+
+
+def _fixed_broken(mine, theirs) -> tuple[np.ndarray, np.ndarray]:
+    """Per problem (pass rates pooled over seeds): fixed - the baseline never passed, the method
+    did; broken - the reverse."""
+    mine, theirs = np.asarray(mine), np.asarray(theirs)
+    return (theirs == 0) & (mine > 0), (theirs > 0) & (mine == 0)
+
+
+def seed_spread(per_seed: np.ndarray) -> list[dict]:
+    """Per k, from the per-seed differences (seeds × k): their sd over seeds, how many seeds are
+    ahead and behind, and whether the mean difference is inside seed-to-seed noise (|Δ| ≤ sd;
+    None with one seed, where the noise is not measured)."""
+    spread = []
+    for values in per_seed.T:
+        sd = float(values.std(ddof=1)) if len(values) > 1 else float("nan")
+        spread.append(
+            {
+                "sd_seeds": sd, "seeds_ahead": int((values > 0).sum()), "seeds_behind": int((values < 0).sum()),
+                "within_seed_noise": None if np.isnan(sd) else bool(abs(values.mean()) <= sd),
+            }
+        )
+    return spread
+
+
+def compare_methods(
     per_problem: pd.DataFrame,
-    baseline: str = BASELINE,
+    pairs,
     n_boot: int = 2000,
     confidence: float = CONFIDENCE,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Each method minus the baseline: pass@k difference with a paired bootstrap interval, and
-    how many problems it fixed (baseline never passed, method did), broke, improved or worsened."""
+    """Per (method, baseline) pair, dataset, model and split where both ran: the pass@k difference
+    on the problems and seeds both have, with a paired bootstrap interval, its spread over seeds,
+    and how many problems the method fixed, broke, improved or worsened against the baseline."""
     rows = []
-    rates = problem_rates(per_problem)
     for (dataset, model, split), group in per_problem.groupby(["dataset", "model", "split"], sort=True):
-        if baseline not in set(group["method"]):
-            continue
-        base_matrix, _, base_problems, base_n = run_matrix(group[group["method"] == baseline])
-        base_rates = rates[
-            (rates["dataset"] == dataset) & (rates["model"] == model) & (rates["split"] == split) & (rates["method"] == baseline)
-        ].set_index("problem_id")["rate"]
-        for method in sorted(set(group["method"]) - {baseline}):
-            matrix, _, problems, n = run_matrix(group[group["method"] == method])
-            shared = sorted(set(problems) & set(base_problems))
-            if not shared:
+        present = set(group["method"])
+        for method, baseline in pairs:
+            if method not in present or baseline not in present:
                 continue
-            a = matrix[:, [problems.index(p) for p in shared], :]
-            b = base_matrix[:, [base_problems.index(p) for p in shared], :]
+            matrix, seeds, problems, n = run_matrix(group[group["method"] == method])
+            base_matrix, base_seeds, base_problems, base_n = run_matrix(group[group["method"] == baseline])
+            shared = sorted(set(problems) & set(base_problems))
+            shared_seeds = sorted(set(seeds) & set(base_seeds))
+            if not shared or not shared_seeds:
+                continue
             ks = min(n, base_n)
-            a, b = a[:, :, :ks], b[:, :, :ks]
+            a = matrix[np.ix_([seeds.index(s) for s in shared_seeds], [problems.index(p) for p in shared], range(ks))]
+            b = base_matrix[np.ix_([base_seeds.index(s) for s in shared_seeds], [base_problems.index(p) for p in shared], range(ks))]
+            # The same problem and seed weights for both methods: resample the differences.
             rng = np.random.default_rng(seed)
-            weights = _weights(rng, len(shared), n_boot)
-            draws = bootstrap_means(a, weights, rng) - bootstrap_means(b, weights, rng)
+            draws = bootstrap_means(a - b, _weights(rng, len(shared), n_boot), rng)
             low, high = _interval(draws, confidence)
-            delta = a.mean(axis=(0, 1)) - b.mean(axis=(0, 1))
-            method_rates = rates[
-                (rates["dataset"] == dataset) & (rates["model"] == model) & (rates["split"] == split) & (rates["method"] == method)
-            ].set_index("problem_id")["rate"]
-            mine, theirs = method_rates.reindex(shared), base_rates.reindex(shared)
+            per_seed = (a - b).mean(axis=1)  # seeds × k
+            delta = per_seed.mean(axis=0)
+            spread = seed_spread(per_seed)
+            mine, theirs = a[:, :, 0].mean(axis=0), b[:, :, 0].mean(axis=0)  # pass@1 = pass rate
+            fixed, broken = _fixed_broken(mine, theirs)
             counts = {
-                "fixed": int(((theirs == 0) & (mine > 0)).sum()),
-                "broken": int(((theirs > 0) & (mine == 0)).sum()),
-                "improved": int((mine > theirs).sum()),
-                "worse": int((mine < theirs).sum()),
-                "solved": int((mine > 0).sum()),
-                "baseline_solved": int((theirs > 0).sum()),
+                "fixed": int(fixed.sum()), "broken": int(broken.sum()),
+                "improved": int((mine > theirs).sum()), "worse": int((mine < theirs).sum()),
+                "solved": int((mine > 0).sum()), "baseline_solved": int((theirs > 0).sum()),
             }
             for k in range(1, ks + 1):
                 rows.append(
                     {
                         "dataset": dataset, "model": model, "split": split, "method": method, "baseline": baseline,
                         "k": k, "delta": float(delta[k - 1]), "ci_low": float(low[k - 1]), "ci_high": float(high[k - 1]),
-                        "n_problems": len(shared), **counts,
+                        **spread[k - 1],
+                        "n_seeds": len(shared_seeds), "n_problems": len(shared), **counts,
                     }
                 )
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 
-def changed_problems(per_problem: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
-    """The problems each method fixed (the baseline never passed, the method did) or broke (the
-    reverse), pooled over seeds: dataset, model, split, method, change, problem_id."""
+def compare_to_baseline(
+    per_problem: pd.DataFrame, baseline: str = BASELINE, n_boot: int = 2000, confidence: float = CONFIDENCE, seed: int = 0
+) -> pd.DataFrame:
+    """Each method against the baseline (`compare_methods` over `base_pairs`)."""
+    pairs = base_pairs(per_problem["method"].unique(), baseline)
+    return compare_methods(per_problem, pairs, n_boot=n_boot, confidence=confidence, seed=seed)
+
+
+def changed_problems(per_problem: pd.DataFrame, pairs) -> pd.DataFrame:
+    """The problems each method fixed or broke against its baseline, per (method, baseline) pair,
+    pooled over seeds: dataset, model, split, method, baseline, change, problem_id."""
     rates = problem_rates(per_problem)
-    base = rates[rates["method"] == baseline][["dataset", "model", "split", "problem_id", "rate"]]
-    pairs = rates[rates["method"] != baseline].merge(base, on=["dataset", "model", "split", "problem_id"], suffixes=("", "_base"))
-    pairs["change"] = np.where(
-        (pairs["rate_base"] == 0) & (pairs["rate"] > 0), "fixed", np.where((pairs["rate_base"] > 0) & (pairs["rate"] == 0), "broken", "")
-    )
-    changed = pairs[pairs["change"] != ""][["dataset", "model", "split", "method", "change", "problem_id"]]
-    return changed.sort_values(["dataset", "model", "split", "method", "change", "problem_id"]).reset_index(drop=True)
+    keys = ["dataset", "model", "split", "problem_id"]
+    frames = []
+    for method, baseline in pairs:
+        pair = rates[rates["method"] == method].merge(
+            rates[rates["method"] == baseline][[*keys, "rate"]], on=keys, suffixes=("", "_baseline")
+        )
+        fixed, broken = _fixed_broken(pair["rate"], pair["rate_baseline"])
+        pair["baseline"] = baseline
+        pair["change"] = np.select([fixed, broken], ["fixed", "broken"], "")
+        frames.append(pair[pair["change"] != ""])
+    columns = ["dataset", "model", "split", "method", "baseline", "change", "problem_id"]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    changed = pd.concat(frames)[columns]
+    return changed.sort_values(columns).reset_index(drop=True)

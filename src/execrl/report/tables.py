@@ -94,7 +94,8 @@ def summary_records(
             }
             if changes is not None:
                 mine = changes[
-                    (changes["dataset"] == dataset) & (changes["model"] == model) & (changes["split"] == split) & (changes["method"] == method)
+                    (changes["dataset"] == dataset) & (changes["model"] == model) & (changes["split"] == split)
+                    & (changes["method"] == method) & (changes["baseline"] == row["baseline"])
                 ]
                 for change in ("fixed", "broken"):
                     record["vs_baseline"][f"{change}_problems"] = sorted(mine[mine["change"] == change]["problem_id"])
