@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -349,3 +350,238 @@ def test_no_isolation_mode_still_judges():
         p = assert_problem(["assert f() == 1"])
         assert plain.run(p, "def f():\n    return 1\n").status == "pass"
         assert plain.run(p, "while True: pass\n").status == "timeout"
+
+
+# --------------------------------------------------------------------------------------
+# Comparisons: integers exactly, floats with tolerance (issue #14)
+# --------------------------------------------------------------------------------------
+
+def test_integer_tokens_are_compared_exactly():
+    assert not stdio_equal("1000000000", "1000000007")
+    assert not stdio_equal("1 1000000000\n", "1 1000000007\n")
+    assert stdio_equal("7.0", "7") and stdio_equal("+7", "7")
+    assert stdio_equal("1000000000.0000001", "1000000000.0")  # a real float keeps its tolerance
+    assert not call_equal(1000000000.0, 1000000007)
+    assert not call_equal([1000000000], [1000000007])
+    assert call_equal(3.0, 3) and call_equal([0.30000000000000004], [0.3])
+    assert not call_equal(1 << 1100, 0.5)  # no OverflowError
+
+
+def test_integer_outputs_through_the_executor(ex):
+    p = stdio_problem([("x\n", "1000000007\n")])
+    assert ex.run(p, "print(10**9)\n").status == "fail"
+    assert ex.run(p, "print(10**9 + 7)\n").status == "pass"
+    c = call_problem([([], 1000000007)], entry="f")
+    assert ex.run(c, "def f():\n    return 1e9\n").status == "fail"
+    assert ex.run(c, "def f():\n    return 1000000007\n").status == "pass"
+
+
+# --------------------------------------------------------------------------------------
+# Correct programs that used to fail (issue #14)
+# --------------------------------------------------------------------------------------
+
+FAST_IO = """import atexit, io, os, sys
+class FastIO:
+    def __init__(self):
+        self.buffer = io.BytesIO()
+    def write(self, s):
+        self.buffer.write(s.encode())
+    def flush(self):
+        os.write(1, self.buffer.getvalue())
+        self.buffer = io.BytesIO()
+out = FastIO()
+atexit.register(out.flush)
+out.write(str(int(input()) * 2) + "\\n")
+"""
+
+
+def test_output_at_exit_and_from_threads_is_kept(ex):
+    p = stdio_problem([("2\n", "4\n"), ("5\n", "10\n")])
+    assert ex.run(p, FAST_IO).status == "pass"
+    threaded = ("import sys, threading\nsys.setrecursionlimit(10**6)\nthreading.stack_size(1 << 26)\n"
+                "def main():\n    print(int(input()) * 2)\nthreading.Thread(target=main).start()\n")
+    assert ex.run(p, threaded).status == "pass"
+
+
+def test_argv_and_cmdline_look_like_a_plain_program(ex):
+    p = stdio_problem([("3\n", "3\n")])
+    reads_argv = "import sys\nsrc = open(sys.argv[1]) if len(sys.argv) > 1 else sys.stdin\nprint(src.readline().strip())\n"
+    assert ex.run(p, reads_argv).status == "pass"
+    q = assert_problem(["assert leaked() == []"])
+    code = ("import sys\n"
+            "def leaked():\n"
+            "    with open('/proc/self/cmdline', 'rb') as fh:\n"
+            "        text = fh.read().decode(errors='replace') + repr(sys.argv) + repr(sys.orig_argv)\n"
+            "    return [k for k in ('isolation', 'tmpfs_mb', 'seccomp', 'hash_seed', 'uid') if k in text]\n")
+    r = ex.run(q, code)
+    assert r.status == "pass", r
+
+
+def test_third_party_packages_and_multiprocessing_work(ex):
+    p = assert_problem(["assert f() == 6"])
+    code = ("import numpy as np\nfrom multiprocessing import Pool\n"
+            "def sq(x):\n    return x * x\n"
+            "def f():\n    with Pool(2) as pool:\n        return int(np.sum(pool.map(sq, [1, 1, 2]))) \n")
+    r = ex.run(p, code)
+    assert r.status == "pass", r
+
+
+def test_a_virtualenv_under_the_temp_dir_is_importable():
+    import tempfile
+    import venv
+    root = Path(tempfile.mkdtemp(prefix="execrl-venv-", dir="/tmp"))  # mode 0700
+    try:
+        venv.EnvBuilder(system_site_packages=False, with_pip=False, symlinks=True).create(root)
+        site = next(root.glob("lib/python*/site-packages"))
+        (site / "execrl_probe_pkg").mkdir()
+        (site / "execrl_probe_pkg" / "__init__.py").write_text("VALUE = 41\n")
+        script = ("from execrl.problems import Problem\nfrom execrl.sandbox import Executor, WorkerStartError\n"
+                  "p = Problem(id='v', prompt='x', test_type='assert', tests=['assert f() == 42'])\n"
+                  "try:\n"
+                  "    with Executor(workers=1) as ex:\n"
+                  "        r = ex.run(p, 'import execrl_probe_pkg\\ndef f():\\n    return execrl_probe_pkg.VALUE + 1\\n')\n"
+                  "    print(r.status, r.error_message)\n"
+                  "except WorkerStartError as e:\n"
+                  "    print('WorkerStartError', e)\n")
+
+        def run() -> str:
+            proc = subprocess.run([str(root / "bin" / "python"), "-c", script], capture_output=True, text=True,
+                                  env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "src")}, timeout=120)
+            assert proc.returncode == 0, proc.stderr
+            return proc.stdout
+
+        if os.geteuid() == 0:  # the sandbox uid cannot enter a 0700 directory: fail loudly at start-up
+            out = run()
+            assert out.startswith("WorkerStartError") and "not visible in the sandbox" in out, out
+        root.chmod(0o755)
+        out = run()
+        assert out.split()[0] == "pass", out
+    finally:
+        subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+def test_a_padded_program_is_judged_quickly(ex):
+    p = assert_problem(["assert sum(10, 15) == 6", "assert f(2) == 3"])
+    code = "def sum(a, b):\n    return 6\n" + "\n" * 40000 + "# sum = x\n" * 2000 + "def f(x):\n    return x + 1\n"
+    start = time.process_time()
+    r = ex.run(p, code)
+    assert r.status == "pass", r
+    assert time.process_time() - start < 1.0
+
+
+# --------------------------------------------------------------------------------------
+# What the judge keeps (issue #14): expected values, setup helpers, redefinitions
+# --------------------------------------------------------------------------------------
+
+def test_expected_values_never_reach_the_child():
+    from execrl.sandbox.split import prepare
+    p = assert_problem(["assert math.isclose(area(2), 12.566370614359172, rel_tol=1e-3)",
+                        "x = f(3)\nexpected = 987654\nassert x == expected",
+                        "assert all(f(i) == 2 * i + 555555 for i in range(4))",
+                        "assert check(f(1)) and 123456 in f(2)"],
+                       setup="import math\ndef check(v):\n    return sorted(v) == [424242]\n")
+    spec = json.dumps(prepare(p).child_spec)
+    for secret in ("12.566", "987654", "555555", "424242", "123456"):
+        assert secret not in spec, (secret, spec)
+
+
+def test_setup_is_split_between_judge_and_child(ex):
+    from execrl.sandbox.split import prepare
+    setup = ("import math\nLIMIT = 3\ndef check(v):\n    return sorted(v) == list(range(LIMIT))\n"
+             "root = Node(LIMIT)\n")
+    p = assert_problem(["assert check(f(root))"], setup=setup)
+    child_setup = prepare(p).child_spec["setup"]
+    assert "root = Node(LIMIT)" in child_setup and "LIMIT = 3" in child_setup and "check" not in child_setup
+    code = ("class Node:\n    def __init__(self, v):\n        self.v = v\n"
+            "def f(node):\n    return [2, 0, 1][:node.v]\n")
+    assert ex.run(p, code).status == "pass"
+    rigged = "import builtins\nbuiltins.sorted = lambda *a, **k: [0, 1, 2]\n" + code.replace("[2, 0, 1]", "[7]")
+    assert ex.run(p, rigged).status == "fail"
+
+
+def test_redefinitions_come_from_the_syntax_tree(ex):
+    p = assert_problem(["assert sum(10, 15) == 6", "assert f([3, 1]) == sorted([1, 3])"])
+    # MBPP task 126: the program's own `sum` is the function under test
+    assert ex.run(p, "def sum(a, b):\n    return 6\ndef f(x):\n    return sorted(x)\n").status == "pass"
+    # a comment or a string mentioning a redefinition is not one
+    commented = "# sum = lambda *a: 6\nS = 'sum = 1'\ndef f(x):\n    return sorted(x)\n"
+    assert ex.run(p, commented).error_type == "TypeError"
+    # a redefined builtin never decides the expected side of a test that calls the candidate
+    rigged = "def sorted(x):\n    return 'same'\ndef sum(a, b):\n    return 6\ndef f(x):\n    return 'same'\n"
+    r = ex.run(p, rigged)
+    assert [o["status"] for o in r.test_outcomes] == ["pass", "fail"]
+
+
+def test_replayed_tests_follow_python(ex):
+    p = assert_problem([
+        "s = Stack()\ns.push(1)\ns.push(2)\nassert s.pop() == 2\nassert s.size() == 1",
+        "try:\n    f(-1)\nexcept ValueError:\n    pass\nelse:\n    assert False",
+        "assert f(1) == 1 or f(-1) == 0",
+        "for i in range(3):\n    assert f(i) == i",
+        "assert [f(i) for i in range(3)] == [0, 1, 2]\nassert any(f(i) == 2 for i in range(5))",
+    ])
+    code = ("class Stack:\n    def __init__(self):\n        self.items = []\n"
+            "    def push(self, x):\n        self.items.append(x)\n"
+            "    def pop(self):\n        return self.items.pop()\n"
+            "    def size(self):\n        return len(self.items)\n"
+            "def f(x):\n    if x < 0:\n        raise ValueError('negative')\n    return x\n")
+    r = ex.run(p, code)
+    assert r.status == "pass", r
+    wrong = ex.run(p, code.replace("return x\n", "return x + 1\n"))
+    # f(1) == 1 is false, so Python evaluates f(-1), which raises
+    assert [o["status"] for o in wrong.test_outcomes] == ["pass", "pass", "error", "fail", "fail"]
+    assert wrong.error_type == "ValueError"
+    assert wrong.test_outcomes[3]["message"] == "assertion is false: f(i) = 1"
+    crash = ex.run(p, code.replace("raise ValueError('negative')", "raise KeyError('x')"))
+    assert crash.test_outcomes[1]["status"] == "error" and crash.test_outcomes[1]["error_type"] == "KeyError"
+
+
+def test_judge_failures_are_the_candidates_error(ex):
+    c = call_problem([([1], 0.5)], entry="half")
+    items = [(c, "def half(x):\n    return 1 << 1100\n"), (c, "def half(x):\n    return x / 2\n")]
+    assert [r.status for r in ex.run_batch(items)] == ["fail", "pass"]
+    p = assert_problem(["assert f() == 1"])
+    bad_syntax = ex.run(p, "x = '\ud800'\ndef f():\n    return 1\n")
+    json.dumps(bad_syntax.to_dict(), ensure_ascii=False).encode("utf-8")
+
+
+def test_cli_writes_annotations_for_hostile_candidates(tmp_path):
+    probs = [assert_problem(["assert f() == 1"], pid="cli/a"),
+             Problem(id="cli/c", prompt="half", test_type="call", entry_point="half",
+                     tests=[{"args": [1], "expected": 0.5}])]
+    write_problems(probs, tmp_path / "p.jsonl")
+    cands = [{"problem_id": "cli/a", "sample_index": 0, "code": "def f():\n    raise ValueError('\\ud800')\n"},
+             {"problem_id": "cli/c", "sample_index": 0, "code": "def half(x):\n    return 1 << 1100\n"},
+             {"problem_id": "cli/a", "sample_index": 1, "code": "def f():\n    return 1\n"}]
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cands))
+    proc = subprocess.run([sys.executable, "-m", "execrl.sandbox", "--problems", str(tmp_path / "p.jsonl"),
+                           "--candidates", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "a.jsonl"),
+                           "--workers", "1", "--timeout", "2", "--no-progress"],
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "src")},
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["error", "fail", "pass"]
+
+
+# --------------------------------------------------------------------------------------
+# The seccomp filter
+# --------------------------------------------------------------------------------------
+
+def test_seccomp_refuses_what_a_solution_never_needs(ex):
+    from execrl.sandbox.seccomp import build_filter
+    assert build_filter("x86_64") and build_filter("aarch64") and build_filter("mips") is None
+    assert ex.isolation["seccomp"] is True
+    p = assert_problem(["assert refused() == [1, 1, 1, 1, 1, 1, 1, 38]"])
+    code = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "def errno_of(ret):\n    return ctypes.get_errno() if ret == -1 else 0\n"
+            "def refused():\n"
+            "    out = [errno_of(libc.ptrace(16, os.getppid() or 1, 0, 0)),\n"
+            "           errno_of(libc.shmget(0, 4096, 0o1600)), errno_of(libc.msgget(0, 0o1600)),\n"
+            "           errno_of(libc.syscall(248, b'user', b'k', b'v', 1, -4)),\n"
+            "           errno_of(libc.unshare(0x08000000)), errno_of(libc.syscall(319, b'm', 0)),\n"
+            "           errno_of(libc.syscall(56, 0x8000 | 17, 0, 0, 0, 0)),\n"
+            "           errno_of(libc.syscall(435, 0, 0))]\n"
+            "    return out\n")
+    r = ex.run(p, code)
+    assert r.status == "pass", r

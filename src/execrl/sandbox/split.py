@@ -389,6 +389,11 @@ class _Splitter:
                     return self.probe(node, materialize=in_safe_call)
                 kw.value = self.visit(kw.value, True)
             return node
+        if isinstance(node, (ast.BoolOp, ast.IfExp)) and any(
+                unsafe(v) for v in (node.values[1:] if isinstance(node, ast.BoolOp) else (node.body, node.orelse))):
+            # Python may never evaluate these operands, the child would evaluate every probe:
+            # replayed instead, where the judge takes only the values it uses
+            raise _NotSplittable
         if isinstance(node, _STRUCTURAL):
             for name, value in ast.iter_fields(node):
                 if isinstance(value, ast.AST):
@@ -473,16 +478,26 @@ class _Sites:
 
     def find(self, node: ast.AST) -> None:
         if isinstance(node, ast.expr) and not isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)):
-            if not self.depends(node):
-                return
-            if not (isinstance(node, ast.Name) and node.id in self.tainted) and not any(
-                    isinstance(n, (ast.Compare, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await))
-                    for n in ast.walk(node)):
+            if not self.depends(node) or (isinstance(node, ast.Name) and node.id in self.tainted):
+                return  # the judge computes it (a tainted local already holds a recorded value)
+            if self._site(node):
                 self.ids[id(node)] = len(self.sources)
                 self.sources.append(ast.unparse(node))
                 return
         for child in ast.iter_child_nodes(node):
             self.find(child)
+
+    def _site(self, node: ast.expr) -> bool:
+        """Record ``node`` as a whole, or look for smaller expressions inside it? As small
+        as the probes of a split assert: the judge's functions and operators stay with the
+        judge (so neither setup helpers nor expected values reach the child)."""
+        if isinstance(node, ast.Call) and not self.depends(node.func):
+            values = [*node.args, *(kw.value for kw in node.keywords)]
+            return any(isinstance(a, (ast.Name, ast.Attribute, ast.Lambda)) and self.depends(a) for a in values)
+        if isinstance(node, _STRUCTURAL) or isinstance(node, _SCOPES):
+            return False
+        return not any(isinstance(n, (ast.Compare, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await))
+                       for n in ast.walk(node))
 
 
 def _call(name: str, *args: ast.expr) -> ast.Call:
@@ -538,7 +553,13 @@ class _ChildVersion(ast.NodeTransformer):
         if isinstance(node, _COMPS):
             gens = [self.visit(g) for g in node.generators]
             return ast.ListComp(elt=self.reduce(node.elt), generators=gens)
-        return self.visit(node)
+        if isinstance(node, (ast.Lambda, ast.DictComp)):
+            return self.visit(node)
+        # anything else only evaluates its recorded parts: the judge's functions and
+        # operators stay with the judge
+        parts = [c for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr) and self.sites.depends(c)]
+        parts += [kw.value for kw in getattr(node, "keywords", ()) if self.sites.depends(kw.value)]
+        return ast.Tuple([self.reduce(c) for c in parts], ast.Load())
 
 
 class _JudgeVersion(ast.NodeTransformer):
