@@ -123,5 +123,5 @@ def test_grpo_beside_a_vllm_server(tiny, tmp_path):
                        extra=("--eval-problems", str(data), "--sandbox-workers", "1"))
     env["CUDA_VISIBLE_DEVICES"] = "0,1"
     run(command, env, tmp_path)
-    assert step_records(tmp_path) == [1, 2]
+    assert step_records(tmp_path) == [0, 1, 2]  # the interval evaluation before the first step, then each step
     assert "Application startup complete" in (tmp_path / "vllm.log").read_text()

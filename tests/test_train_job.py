@@ -181,10 +181,10 @@ def test_grpo_on_two_processes(tiny, tmp_path):
     assert (tmp_path / "trained" / "adapter_config.json").is_file()
     assert writers(tmp_path, tmp_path / "trained", tmp_path / "metrics.jsonl", tmp_path / "checkpoints") == {"0"}
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert step_records(tmp_path) == [1, 2]
-    # The interval evaluation's 3 problems are shared out and summed: a pass rate in thirds.
+    assert step_records(tmp_path) == [0, 1, 2]  # the evaluation before the first step, then one record a step
+    # The interval evaluation's 3 problems are shared out over the ranks and summed: a pass rate in thirds.
     rates = [r["interval_eval/pass_at_1"] for r in records if "interval_eval/pass_at_1" in r]
-    assert len(rates) == 2 and all(round(rate * 3, 6) == round(rate * 3) for rate in rates)
+    assert len(rates) == 3 and all(round(rate * 3, 6) == round(rate * 3) for rate in rates)
 
 
 def checkpoints(workdir):

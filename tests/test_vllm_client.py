@@ -98,7 +98,8 @@ def server_mode(monkeypatch):
 def test_server_mode_reaches_the_client_and_the_correction_sees_the_sampling_logprobs(method, tiny_model, tmp_path,
                                                                                       server_mode):
     settings = GRPOSettings(num_generations=4, prompts_per_step=2, max_steps=1, max_completion_length=3, save_steps=100,
-                            gradient_checkpointing=False, use_vllm=True, vllm_mode="server")
+                            gradient_checkpointing=False, use_vllm=True, vllm_mode="server", temperature=0.9,
+                            eval_every=1, eval_problems=1, eval_temperature=0.2)
     with Executor(workers=1) as executor:
         train_grpo(tiny_model, PROBLEMS, PROBLEMS[:1], PromptConfig(num_tests_shown=1), settings, RewardSettings(),
                    LoRASettings(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]), executor, tmp_path / "ck",
@@ -107,11 +108,14 @@ def test_server_mode_reaches_the_client_and_the_correction_sees_the_sampling_log
 
     (client,) = StandInClient.instances
     assert client.init["base_url"] == "http://127.0.0.1:18123" and client.init["group_port"] == 51999
-    assert client.weight_syncs >= 1  # the policy's weights went to the server before sampling
-    # GRPO asks once per step for n=4 per prompt; SRRL asks for each c1 and then each c2/returned c1 with n=1.
-    assert [call["n"] for call in client.generated] == ([4] if method == "grpo" else [1, 1])
+    # The interval evaluation before step 1 and after it, each from the weights of its step (2 syncs),
+    # around the step's own sampling: GRPO asks once for n=4 per prompt, SRRL for the c1s, then the
+    # c2s (and returned c1s), n=1 each.
+    assert client.weight_syncs == 2
+    training = [(4, 0.9)] if method == "grpo" else [(1, 0.9), (1, 0.9)]
+    assert [(call["n"], call["temperature"]) for call in client.generated] == [(1, 0.2), *training, (1, 0.2)]
     assert all(call["max_tokens"] == 3 and call["logprobs"] == 0 for call in client.generated)
-    (record,) = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines() if "reward" in line]
+    (record,) = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"reward"' in line]
     # TRL's importance-sampling correction ran on the sampling log-probs: exp(trainer's log-prob - (-2)) per sequence.
     assert "sampling/importance_sampling_ratio/mean" in record
     assert record["sampling/sampling_logp_difference/mean"] > 0

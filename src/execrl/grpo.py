@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import TrainerCallback
 from trl import GRPOTrainer
 
+from execrl.interval_eval import IntervalEvaluation
 from execrl.lora import LoRASettings
 from execrl.problems import Problem
-from execrl.prompting import PromptConfig, build_prompt, extract_code
+from execrl.prompting import PromptConfig, build_prompt
 from execrl.rewards import ExecutionRewards, RewardSettings
 from execrl.srrl import SRRLRollout, SRRLSettings
 from execrl.training import (
@@ -52,7 +52,11 @@ class GRPOSettings:
     eval_every: int = 0
     """Interval evaluation every this many steps (0: none)."""
     eval_problems: int = 64
-    """Held-out problems in the interval evaluation (one sample each: pass@1)."""
+    """Held-out problems in the interval evaluation."""
+    eval_samples: int = 1
+    """Samples per problem in the interval evaluation (its pass@1 averages them)."""
+    eval_temperature: float = 0.2
+    """Sampling temperature of the interval evaluation (0: greedy)."""
     use_vllm: bool = False
     vllm_mode: str = "colocate"
     """`colocate` (vLLM inside the training process) or `server` (`trl vllm-serve` on other GPUs of
@@ -193,21 +197,38 @@ class PolicySampler:
         self.settings = settings
         self.tokenizer = trainer.processing_class
 
-    def __call__(self, prompt_texts: list[str]) -> list[tuple[list[int], list[int], str, list[float] | None]]:
+    def __call__(
+        self, prompt_texts: list[str], temperature: float | None = None
+    ) -> list[tuple[list[int], list[int], str, list[float] | None]]:
+        """Samples at the training temperature, or at `temperature` (0: greedy) when given."""
+        temperature = self.settings.temperature if temperature is None else temperature
         prompt_ids = [self.tokenizer(text, add_special_tokens=False)["input_ids"] for text in prompt_texts]
         completion_ids, logprobs = [], []
         for start in range(0, len(prompt_ids), self.batch):
-            ids, lps = self._generate(prompt_ids[start : start + self.batch])
+            ids, lps = self._generate(prompt_ids[start : start + self.batch], temperature)
             completion_ids.extend(ids)
             logprobs.extend(lps)
         texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         return list(zip(prompt_ids, completion_ids, texts, logprobs, strict=True))
 
-    def _generate(self, prompt_ids: list[list[int]]) -> tuple[list[list[int]], list]:
-        if self.trainer.use_vllm:
-            _, completion_ids, logprobs, _ = self.trainer.vllm_generation.generate(
-                prompts=prompt_ids, images=None, num_generations=1
-            )
+    def texts(self, prompt_texts: list[str], temperature: float) -> list[str]:
+        """One completion text per prompt (the interval evaluation's sampler)."""
+        return [sample[2] for sample in self(prompt_texts, temperature)]
+
+    def _generate(self, prompt_ids: list[list[int]], temperature: float) -> tuple[list[list[int]], list]:
+        trainer = self.trainer
+        if trainer.use_vllm:
+            # TRL pushes the weights to vLLM before its own sampling only; an evaluation after a
+            # step must not sample from the previous step's weights. (A no-op inside rollouts.)
+            if trainer.state.global_step != trainer._last_loaded_step:
+                trainer.vllm_generation.sync_weights()
+                trainer._last_loaded_step = trainer.state.global_step
+            vllm, training_temperature = trainer.vllm_generation, trainer.vllm_generation.temperature
+            vllm.temperature = temperature
+            try:
+                _, completion_ids, logprobs, _ = vllm.generate(prompts=prompt_ids, images=None, num_generations=1)
+            finally:
+                vllm.temperature = training_temperature
             if logprobs is None:
                 return completion_ids, [None] * len(completion_ids)
             return completion_ids, [[token[0] for token in sequence] for sequence in logprobs]
@@ -215,48 +236,11 @@ class PolicySampler:
 
         from execrl.generation.transformers_backend import generate_token_ids
 
-        with unwrap_model_for_generation(self.trainer.model_wrapped, self.trainer.accelerator) as model:
+        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
             completion_ids = generate_token_ids(
-                model,
-                self.tokenizer,
-                prompt_ids,
-                self.settings.temperature,
-                self.settings.top_p,
-                self.settings.max_completion_length,
+                model, self.tokenizer, prompt_ids, temperature, self.settings.top_p, self.settings.max_completion_length
             )
         return completion_ids, [None] * len(completion_ids)
-
-
-class IntervalEvaluation(TrainerCallback):
-    """pass@1 on a held-out slice every N steps, logged with the training metrics.
-
-    Each of N training processes samples and runs every N-th problem (the last shards padded to
-    equal length, since vLLM's server mode samples collectively) and the counts are summed.
-    """
-
-    def __init__(self, problems: list[Problem], prompts: list[str], executor, settings: GRPOSettings, reasoning_format: bool):
-        self.problems = problems
-        self.prompts = prompts
-        self.executor = executor
-        self.settings = settings
-        self.reasoning_format = reasoning_format
-        self.trainer = None
-
-    def on_step_end(self, args, state, control, **kwargs):
-        every = self.settings.eval_every
-        if not every or state.global_step % every or self.trainer is None:
-            return
-        accelerator = self.trainer.accelerator
-        rank, processes = accelerator.process_index, accelerator.num_processes
-        mine = list(range(rank, len(self.problems), processes))
-        shard_size = -(-len(self.problems) // processes)
-        padded = mine + [mine[0] if mine else 0] * (shard_size - len(mine))
-        samples = PolicySampler(self.trainer, self.settings)([self.prompts[i] for i in padded])
-        results = self.executor.run_batch(
-            [(self.problems[i], extract_code(sample[2], self.reasoning_format)) for i, sample in zip(mine, samples)]
-        )
-        passed = accelerator.reduce(torch.tensor([sum(r.status == "pass" for r in results)], device=accelerator.device), "sum")
-        self.trainer.log({"interval_eval/pass_at_1": passed.item() / len(self.problems)})
 
 
 def train_grpo(
@@ -322,8 +306,11 @@ def train_grpo(
         eval_problems,
         [build_prompt(p, prompt_config, tokenizer) for p in eval_problems],
         executor,
-        settings,
-        prompt_config.reasoning_format,
+        sample=lambda prompts, temperature: PolicySampler(interval.trainer, settings).texts(prompts, temperature),
+        every=settings.eval_every,
+        samples=settings.eval_samples,
+        temperature=settings.eval_temperature,
+        reasoning_format=prompt_config.reasoning_format,
     )
     rollout = None
     if srrl is not None:

@@ -60,7 +60,7 @@ class TransformersBackend(GenerationBackend):
 
 
 def generate_token_ids(model, tokenizer, prompt_ids: list[list[int]], temperature: float, top_p: float, max_new_tokens: int) -> list[list[int]]:
-    """Sample one completion per prompt; each ends at (and keeps) its first end-of-sequence token."""
+    """Sample one completion per prompt (greedy at temperature 0); each ends at (and keeps) its first end-of-sequence token."""
     import torch
 
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -71,9 +71,9 @@ def generate_token_ids(model, tokenizer, prompt_ids: list[list[int]], temperatur
         generated = model.generate(
             input_ids=input_ids,
             attention_mask=attention_mask,
-            do_sample=True,
-            temperature=temperature,
-            top_p=top_p,
+            do_sample=temperature > 0,
+            temperature=temperature if temperature > 0 else None,
+            top_p=top_p if temperature > 0 else None,
             max_new_tokens=max_new_tokens,
             pad_token_id=pad_id,
         )
