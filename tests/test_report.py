@@ -239,11 +239,14 @@ def write_metrics(path, records):
 
 @pytest.fixture
 def metrics_files(tmp_path):
+    # num_tokens: 32 completions per step (GRPO below), each with a 40-token prompt (SRRL: 100).
     grpo = [{"step": s, "elapsed_s": s * 2.0, "loss": 0.1 / s, "reward": s / 10, "rewards/binary/mean": s / 10,
-             "execution/pass_rate": s / 10, "completions/mean_length": 20 + s} for s in range(1, 9)]
+             "execution/pass_rate": s / 10, "completions/mean_length": 20 + s,
+             "num_tokens": 32.0 * sum(40 + 20 + t for t in range(1, s + 1))} for s in range(1, 9)]
     grpo.append({"step": 4, "elapsed_s": 8.5, "interval_eval/pass_at_1": 0.25})
     grpo.append({"step": 8, "elapsed_s": 17.0, "train_runtime": 17.0, "train_loss": 0.05})
-    srrl = [{**r, "srrl/c1_pass_rate": 0.1 * s, "srrl/c2_pass_rate": 0.05 * s} for s, r in enumerate(grpo[:8], start=1)]
+    srrl = [{**r, "srrl/c1_pass_rate": 0.1 * s, "srrl/c2_pass_rate": 0.05 * s, "num_tokens": r["num_tokens"] + 32.0 * 60 * s}
+            for s, r in enumerate(grpo[:8], start=1)]
     dpo = [{"step": s, "elapsed_s": float(s), "loss": 0.7 - 0.05 * s, "rewards/margins": 0.1 * s, "rewards/accuracies": 0.5 + 0.05 * s}
            for s in range(1, 5)]
     sft = [{"step": 10 * s, "elapsed_s": float(s), "loss": 3.0 / s, "mean_token_accuracy": 0.2 * s} for s in range(1, 4)]
@@ -413,10 +416,13 @@ def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_probl
     from execrl.evaluation import summary_table
 
     (tmp_path / "t").mkdir()
-    paths = {name: tmp_path / "t" / f"{name}.tsv" for name in ("pass_at_k", "curves", "comparison", "outcomes", "training", "cost", "per_problem")}
+    paths = {name: tmp_path / "t" / f"{name}.tsv"
+             for name in ("pass_at_k", "curves", "comparison", "comparisons", "outcomes", "training", "cost", "per_problem")}
     summary_table(evaluations).to_csv(paths["pass_at_k"], sep="\t", index=False)
     stats.pass_at_k_curves(per_problem, n_boot=100).to_csv(paths["curves"], sep="\t", index=False)
     stats.compare_to_baseline(per_problem, n_boot=100).to_csv(paths["comparison"], sep="\t", index=False)
+    pairs = stats.comparison_pairs(per_problem["method"].unique(), [["grpo", "base"]])
+    stats.compare_methods(per_problem, pairs, n_boot=100).to_csv(paths["comparisons"], sep="\t", index=False)
     outcome_table(evaluations).to_csv(paths["outcomes"], sep="\t", index=False)
     per_problem.to_csv(paths["per_problem"], sep="\t", index=False)
     metrics = training.metrics_table(metrics_files["metrics"], GRPO)
@@ -434,14 +440,15 @@ def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_probl
     page, record, markdown = build(
         ReportInputs(pass_at_k=str(paths["pass_at_k"]), curves=str(paths["curves"]), comparison=str(paths["comparison"]),
                      outcomes=str(paths["outcomes"]), training=str(paths["training"]), cost_jobs=str(paths["cost"]),
-                     per_problem=str(paths["per_problem"]),
+                     per_problem=str(paths["per_problem"]), comparisons=str(paths["comparisons"]),
                      figures={"pass_at_k": str(figure), "cost": str(figure)}, refinements=[str(refinement)],
-                     manifests=[str(metrics_files["manifest"])]),
+                     manifests=[str(metrics_files["manifest"])], metrics=[str(p) for p in metrics_files["metrics"]]),
         title="A <title>", experiment={"name": "toy", "eval_splits": ["train", "test"]}, config={"k": 1}, ks=[1, 2, 4], n_boot=100,
+        grpo=GRPO,
     )
     json.dumps(record, allow_nan=False)  # strict JSON as written
     assert summary.json_safe({"a": [float("nan"), np.float64(1.5), np.int64(2)]}) == {"a": [None, 1.5, 2]}
-    assert record["main_split"] == "test" and len(record["findings"]) == 4
+    assert record["main_split"] == "test" and len(record["findings"]) == 6  # dataset, 2 against base, 2 pairwise, refinements
     assert record["findings"][-1] == (
         "toy · m: c2 pass rate on refinements of failed base attempts (1 prompts per seed): srrl 1.000 (1 samples)."
     )
@@ -464,6 +471,37 @@ def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_probl
     assert 'id="changed-problems"' in page and "toy/0" in page
     assert record["refinements"][0]["c2_pass_rate"] == 1.0
     assert record["cost"]["total"]["jobs"] == 1
+
+    # Pairwise comparisons: SRRL against GRPO first, then the configured pair, each per split.
+    assert [(c["method"], c["baseline"], c["split"]) for c in record["comparisons"]] == [
+        ("srrl", "grpo", "test"), ("grpo", "base", "test"), ("srrl", "grpo", "train"), ("grpo", "base", "train"),
+    ]
+    versus = record["comparisons"][0]
+    assert versus["title"] == "SRRL against GRPO" and set(versus["delta_pass_at_k"]) == {"1", "2", "4"}
+    assert versus["n_seeds"] == 2 and isinstance(versus["delta_pass_at_k"]["1"]["within_seed_noise"], bool)
+    # Pooled over seeds, grpo passes [3, 0, 5, 8, 8, 0] of 8 and srrl [7, 3, 8, 7, 0, 0].
+    assert (versus["fixed"], versus["broken"]) == (1, 1)
+    assert versus["fixed_problems"] == ["toy/1"] and versus["broken_problems"] == ["toy/4"]
+    assert versus["budget"]["budget"] == "equal completions per step (32)"
+    assert versus["budget"]["tokens"] == {"srrl": 32.0 * (8 * 60 + 36 + 60 * 8), "grpo": 32.0 * (8 * 60 + 36)}
+    assert record["comparisons"][1]["budget"] is None  # base samples nothing in training
+    assert '<h2 id="vs-srrl-grpo">SRRL against GRPO</h2>' in page and '<h2 id="vs-grpo-base">GRPO against base</h2>' in page
+    header, rows = parse_table(page, "comparison-srrl-grpo-toy-m")
+    assert [cells[0] for _, cells in rows] == ["1", "2", "4"]
+    for _, cells in rows:
+        shown, value = dict(zip(header, cells, strict=True)), versus["delta_pass_at_k"][cells[0]]
+        assert shown["Δ 95% paired CI"] == tables.fmt_interval(value["ci_low"], value["ci_high"], signed=True)
+        assert shown["Δ (mean ± sd over seeds)"] == f"{value['delta']:+.3f} ± {value['sd_seeds']:.3f}"
+        assert shown["verdict"] == value["verdict"] and shown["verdict"] in markdown
+    assert "## SRRL against GRPO" in markdown and record["seed_noise_rule"] in markdown
+    assert "equal completions are not equal compute" in record["findings"][3]
+    tokens = {r["method"]: r for r in record["token_budget"]["per_method"]}
+    assert tokens["srrl"]["prompt_tokens_per_step"] == pytest.approx(32 * 100)
+    assert tokens["grpo"]["completion_tokens"] == pytest.approx(32 * sum(20 + s for s in range(1, 9)))
+    header, rows = parse_table(page, "token-budget")
+    assert [cells[2] for _, cells in rows] == ["grpo", "srrl"]
+    assert dict(zip(header, rows[1][1], strict=True))["prompt tokens / completion"] == "100.0"
+    assert "## Tokens sampled in training" in markdown and "num_tokens" in record["token_budget"]["note"]
 
 
 def test_legacy_pass_at_k_rows_and_main_split():

@@ -2,13 +2,14 @@
 problems fixed and broken, the seed-noise rule, the config key, and the report's section."""
 
 import copy
+import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from execrl.config import ConfigError, check_references, merged_config
-from execrl.report import stats
+from execrl.report import budget, comparisons, stats
 
 N = 4
 
@@ -144,3 +145,78 @@ def test_config_rejects_a_comparison_the_experiment_does_not_run():
     good = copy.deepcopy(config)
     good["report"]["comparisons"] = [[m, "base"] for m in good["experiment"]["methods"] if m != "base"]
     check_references(good)
+
+
+GRPO_SETTINGS = {"prompts_per_step": 2, "num_generations": 8, "gradient_accumulation_steps": 1, "num_iterations": 1}
+PER_STEP = 16  # 2 prompts × 8 generations
+
+
+def write_token_metrics(root, method, seed, prompt_length, completion_length, steps=4):
+    """A metrics file as GRPOTrainer logs it: cumulative num_tokens, the batch's mean completion
+    length, an interval-evaluation record at step 2 and the end-of-training summary."""
+    records = []
+    for step in range(1, steps + 1):
+        if step == 2:
+            records.append({"step": step, "interval_eval/pass_at_1": 0.5})
+        records.append({"step": step, "loss": 0.1, "completions/mean_length": completion_length,
+                        "num_tokens": float(step * PER_STEP * (prompt_length + completion_length))})
+    records.append({"step": steps, "train_runtime": 3.0, "train_loss": 0.1})
+    path = root / "results" / "training" / "toy" / "m" / method / str(seed) / "metrics.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_token_budget_from_trl_logs(tmp_path):
+    paths = [
+        write_token_metrics(tmp_path, "grpo", 0, prompt_length=40, completion_length=22.5),
+        write_token_metrics(tmp_path, "grpo", 1, prompt_length=40, completion_length=27.5),
+        write_token_metrics(tmp_path, "srrl", 0, prompt_length=75, completion_length=25),
+    ]
+    dpo = tmp_path / "results/training/toy/m/dpo/0/metrics.jsonl"
+    dpo.parent.mkdir(parents=True)
+    dpo.write_text(json.dumps({"step": 1, "loss": 0.5, "num_tokens": 99.0}) + "\n")
+    untracked = tmp_path / "results/training/toy/m/srrl/1/metrics.jsonl"
+    untracked.parent.mkdir(parents=True)
+    untracked.write_text(json.dumps({"step": 1, "loss": 0.5}) + "\n")  # no num_tokens logged
+
+    runs_ = budget.token_budget([*paths, dpo, untracked], GRPO_SETTINGS).set_index(["method", "seed"])
+    assert set(runs_.index) == {("grpo", 0), ("grpo", 1), ("srrl", 0)}  # DPO samples nothing online
+    grpo = runs_.loc[("grpo", 0)]
+    assert grpo["steps"] == 4 and grpo["completions"] == 4 * PER_STEP
+    assert grpo["tokens"] == 4 * PER_STEP * 62.5
+    assert grpo["completion_tokens"] == pytest.approx(4 * PER_STEP * 22.5)
+    assert grpo["prompt_tokens"] == pytest.approx(4 * PER_STEP * 40) and grpo["mean_prompt_length"] == pytest.approx(40)
+    assert budget.token_budget(paths, None).empty  # without the GRPO settings, no per-completion figures
+
+    methods = budget.per_method(budget.token_budget(paths, GRPO_SETTINGS)).set_index("method")
+    assert methods.loc["grpo", "seeds"] == 2 and methods.loc["srrl", "seeds"] == 1
+    assert methods.loc["grpo", "tokens"] == pytest.approx(4 * PER_STEP * 65)  # mean of the two seeds
+    assert methods.loc["grpo", "tokens_per_step"] == pytest.approx(PER_STEP * 65)
+    assert methods.loc["srrl", "prompt_tokens_per_step"] == pytest.approx(PER_STEP * 75)
+    assert methods.loc["srrl", "completion_tokens_per_step"] == pytest.approx(PER_STEP * 25)
+
+    pair = budget.pair_budget(methods.reset_index(), "toy", "m", "srrl", "grpo")
+    assert pair["budget"] == "equal completions per step (16)"
+    assert pair["tokens"] == {"srrl": 4 * PER_STEP * 100, "grpo": 4 * PER_STEP * 65}
+    assert pair["token_ratio"] == pytest.approx(100 / 65)
+    assert budget.pair_budget(methods.reset_index(), "toy", "m", "srrl", "base") is None
+    record = {"method": "srrl", "baseline": "grpo", "budget": pair}
+    assert comparisons.budget_sentence(record) == (
+        "Budget: equal completions per step (16); tokens sampled in training (prompt and completion): SRRL 6,400, "
+        "GRPO 4,160 (1.54×), so equal completions are not equal compute."
+    )
+
+
+def test_verdicts_in_plain_language():
+    value = {"delta": 0.02, "ci_low": -0.01, "ci_high": 0.05, "within_seed_noise": None}
+    assert comparisons.verdict("srrl", "grpo", value) == (
+        "0 inside the interval: no difference resolved (one seed: seed-to-seed noise not measured)"
+    )
+    value.update(ci_low=0.01, within_seed_noise=False)
+    assert comparisons.verdict("srrl", "grpo", value) == "SRRL ahead of GRPO: the interval excludes 0 and |Δ| exceeds the sd over seeds"
+    value.update(within_seed_noise=True)
+    assert comparisons.verdict("srrl", "grpo", value).endswith("inside seed-to-seed noise (|Δ| ≤ sd over seeds): no difference resolved")
+    value.update(delta=-0.03, ci_low=-0.05, ci_high=-0.01, within_seed_noise=False)
+    assert comparisons.verdict("srrl", "grpo", value).startswith("SRRL behind GRPO")
+    assert comparisons.title("srrl", "base") == "SRRL against base"

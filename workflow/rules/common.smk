@@ -195,12 +195,14 @@ def get_report_inputs(wildcards):
         "pass_at_k": "results/tables/pass_at_k.tsv",
         "curves": "results/tables/pass_at_k_ci.tsv",
         "comparison": "results/tables/vs_base.tsv",
+        "comparisons": "results/tables/comparisons.tsv",
         "outcomes": "results/tables/outcomes.tsv",
         "per_problem": "results/tables/per_problem.tsv",
         "diversity": "results/tables/diversity.tsv",
         "cost": "results/tables/cost.tsv",
         "refinements": get_refinement_samples(),
         "manifests": get_rl_manifests(),
+        "metrics": get_training_metrics(),
         **{f"fig_{name}": path for name, path in get_report_figures().items()},
     }
     if TRAINED:

@@ -193,5 +193,6 @@ rule render_report:
         ks=config["evaluation"]["k"],
         n_boot=config["report"]["bootstrap_samples"],
         examples=4,
+        grpo=RESULT_CONFIG["grpo"],
     script:
         "../scripts/render_report.py"

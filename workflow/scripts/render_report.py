@@ -13,6 +13,7 @@ page, summary, markdown = build(
         pass_at_k=inputs.pass_at_k,
         curves=inputs.curves,
         comparison=inputs.comparison,
+        comparisons=inputs.comparisons,
         outcomes=inputs.outcomes,
         per_problem=inputs.per_problem,
         diversity=inputs.diversity,
@@ -20,6 +21,7 @@ page, summary, markdown = build(
         cost_jobs=inputs.cost,
         refinements=list(inputs.refinements),
         manifests=list(inputs.manifests),
+        metrics=list(inputs.metrics),
         figures={name[4:]: path for name, path in inputs.items() if name.startswith("fig_")},
     ),
     title=snakemake.params.title,
@@ -28,6 +30,7 @@ page, summary, markdown = build(
     ks=snakemake.params.ks,
     n_boot=snakemake.params.n_boot,
     n_examples=snakemake.params.examples,
+    grpo=snakemake.params.grpo,
 )
 write_json(summary, snakemake.output.summary)
 Path(snakemake.output.markdown).write_text(markdown, encoding="utf-8")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from execrl.jsonl import read_jsonl
-from execrl.report import cost, html, refinements, stats, summary, tables
+from execrl.report import budget, comparisons, cost, html, refinements, stats, summary, tables
 from execrl.report.evaluations import read_tsv
 
 _RL_RUN = re.compile(r"rl_data/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<seed>\d+)/manifest\.json$")
@@ -24,12 +24,14 @@ class ReportInputs:
     comparison: str
     outcomes: str
     figures: dict[str, str]
+    comparisons: str | None = None
     per_problem: str | None = None
     diversity: str | None = None
     training: str | None = None
     cost_jobs: str | None = None
     refinements: list[str] = field(default_factory=list)
     manifests: list[str] = field(default_factory=list)
+    metrics: list[str] = field(default_factory=list)
 
 
 def _optional_tsv(path: str | None) -> pd.DataFrame:
@@ -69,8 +71,10 @@ def build(
     ks: list[int],
     n_boot: int,
     n_examples: int = 4,
+    grpo: dict | None = None,
 ) -> tuple[str, dict, str]:
-    """The report's HTML, summary.json's record and summary.md's text."""
+    """The report's HTML, summary.json's record and summary.md's text. `grpo` (the GRPO settings
+    GRPO and SRRL trained with) turns their logged token counts into per-step figures."""
     pass_at_k = read_tsv(inputs.pass_at_k)
     curves = read_tsv(inputs.curves)
     comparison = read_tsv(inputs.comparison)
@@ -92,6 +96,13 @@ def build(
     records = tables.summary_records(
         curves, comparison, outcomes, ks, diversity=diversity, cost_per_method=per_method, changes=changes
     )
+    pairwise = _optional_tsv(inputs.comparisons)
+    tokens = budget.per_method(budget.token_budget(inputs.metrics, grpo))
+    comparison_records = []
+    if not pairwise.empty:
+        pairs = list(pairwise[["method", "baseline"]].drop_duplicates().itertuples(index=False, name=None))
+        pair_changes = stats.changed_problems(per_problem, pairs) if per_problem is not None else None
+        comparison_records = comparisons.comparison_records(pairwise, curves, ks, changes=pair_changes, token_methods=tokens)
     record = summary.build_summary(
         title=title,
         experiment=experiment,
@@ -105,6 +116,8 @@ def build(
         cost_per_method=per_method,
         rl_data=rl_data,
         provenance=html.provenance(),
+        pairwise=comparison_records,
+        token_budget=tokens,
     )
     page = html.render(
         title=title,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from execrl.report import tables
+from execrl.report import budget, comparisons, tables
 from execrl.report.evaluations import OUTCOME_LABELS
 from execrl.report.training import SUMMARY_LABELS
 
@@ -29,6 +29,7 @@ h3 { margin-bottom: .3rem; }
 table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .85rem; }
 th, td { border: 1px solid #d5d5d5; padding: .22rem .55rem; } th { background: #f3f3f3; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; } td.text { text-align: left; }
+td[data-key="verdict"] { white-space: normal; text-align: left; }
 figure { margin: 1rem 0 1.6rem; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption, .caption { color: #555; font-size: .85rem; max-width: 60rem; }
 pre { background: #f7f7f7; padding: .6rem .8rem; overflow-x: auto; font-size: .78rem; margin: .2rem 0 .6rem; white-space: pre-wrap; }
@@ -238,6 +239,49 @@ def changes_section(records: list[dict], split: str) -> str:
     )
 
 
+def section_id(method: str, baseline: str) -> str:
+    return f"vs-{method}-{baseline}"
+
+
+def comparison_sections(summary: dict, split: str) -> str:
+    """One section per pairwise comparison (titled for its question, e.g. SRRL against GRPO): per
+    dataset and model, the verdict at pass@1 with its budget, and Δ at every configured k."""
+    blocks = []
+    for heading, records in comparisons.by_title(summary["comparisons"], split):
+        first = records[0]
+        body = []
+        for record in records:
+            frame = comparisons.delta_frame(record)
+            table_id = f"comparison-{record['method']}-{record['baseline']}-{record['dataset']}-{record['model']}"
+            body.append(
+                f"<h3>{html.escape(record['dataset'])} · {html.escape(record['model'])}</h3>"
+                f'<p class="verdict">{html.escape(comparisons.finding(record) or "")}</p>'
+                f"{tables.frame_html(frame, table_id=table_id, text_columns=1)}"
+            )
+        blocks.append(
+            f'<h2 id="{section_id(first["method"], first["baseline"])}">{html.escape(heading)}</h2>'
+            f'<p class="caption">{html.escape(first["method"])} minus {html.escape(first["baseline"])} on the problems and seeds '
+            f"both have ({html.escape(split)} split). Interval: 95% paired bootstrap over problems and seeds (the same "
+            f"resamples for both methods). pass@k: mean ± sd over seeds, with its 95% interval. "
+            f"{html.escape(summary['seed_noise_rule'])} Fixed and broke: problems the baseline never passed that the method "
+            f"passed at least once, and the reverse (pooled over seeds).</p>"
+            + "".join(body)
+        )
+    return "".join(blocks)
+
+
+def token_section(summary: dict) -> str:
+    per_method = summary["token_budget"]["per_method"]
+    if not per_method:
+        return ""
+    frame = budget.table(pd.DataFrame(per_method))
+    return (
+        '<h3 id="tokens">Tokens sampled in training</h3>'
+        f"{tables.frame_html(frame, table_id='token-budget', text_columns=3, formats=budget.FORMATS)}"
+        f'<p class="caption">Per online method, means over seeds. {html.escape(summary["token_budget"]["note"])}</p>'
+    )
+
+
 def nav(sections: list[tuple[str, str]]) -> str:
     return "<nav>" + "".join(f'<a href="#{html.escape(i)}">{html.escape(t)}</a>' for i, t in sections) + "</nav>"
 
@@ -265,7 +309,8 @@ def render(
     fig = lambda name: figure_html(name, figures[name], caption_values) if name in figures else ""  # noqa: E731
     findings = "".join(f"<li>{html.escape(s)}</li>" for s in summary["findings"])
     total = summary["cost"]["total"]
-    sections = [("glance", "At a glance"), ("summary", "Summary"), ("pass-at-k", "pass@k"), ("per-problem", "Problems"),
+    pairs = [(section_id(r[0]["method"], r[0]["baseline"]), t) for t, r in comparisons.by_title(summary["comparisons"], split)]
+    sections = [("glance", "At a glance"), ("summary", "Summary"), *pairs, ("pass-at-k", "pass@k"), ("per-problem", "Problems"),
                 ("outcomes", "Outcomes"), ("training", "Training"), ("refinements", "Refinements"), ("diversity", "Diversity"),
                 ("cost", "Cost"), ("rl-data", "RL data"), ("configuration", "Configuration")]
     labels = tables.COST_LABELS
@@ -299,6 +344,7 @@ Fixed / broke: problems the base model never passed that the method passed at le
 distinct / n: distinct programs per problem as a share of the samples. Training hours: train, merge and RL-data jobs of the method.</p>
 {tables.html_table(columns, rows, table_id="summary-table", numeric_from=3)}
 <details><summary>Every split, with outcome shares</summary>{tables.frame_html(detail, table_id="all-splits", text_columns=4)}</details>
+{comparison_sections(summary, split)}
 <h2>Evaluation</h2>
 {fig("pass_at_k")}
 {fig("per_problem")}
@@ -306,6 +352,7 @@ distinct / n: distinct programs per problem as a share of the samples. Training 
 {fig("outcomes")}
 <h2>Training</h2>
 {training_table}
+{token_section(summary)}
 {fig("training_steps")}
 {fig("training_samples")}
 {fig("srrl")}

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from execrl.report import tables
+from execrl.report import budget, comparisons, tables
 from execrl.report.tables import fmt, fmt_hours, fmt_interval, fmt_signed
 
 
@@ -104,6 +104,11 @@ def findings(records: list[dict], split: str) -> list[str]:
     return sentences
 
 
+def comparison_findings(pairwise: list[dict], split: str) -> list[str]:
+    """One sentence per pairwise comparison on the main split, at pass@1."""
+    return [sentence for record in pairwise if record["split"] == split and (sentence := comparisons.finding(record))]
+
+
 def _records(frame: pd.DataFrame | None) -> list[dict]:
     if frame is None or frame.empty:
         return []
@@ -137,14 +142,20 @@ def build_summary(
     cost_per_method: pd.DataFrame | None = None,
     rl_data: pd.DataFrame | None = None,
     provenance: dict | None = None,
+    pairwise: list[dict] | None = None,
+    token_budget: pd.DataFrame | None = None,
 ) -> dict:
+    pairwise = pairwise or []
     return json_safe({
         "title": title,
         "experiment": experiment.get("name"),
         "grid": experiment,
         "main_split": split,
-        "findings": findings(records, split) + refinement_findings(refinements),
+        "findings": findings(records, split) + comparison_findings(pairwise, split) + refinement_findings(refinements),
         "summary": records,
+        "comparisons": pairwise,
+        "seed_noise_rule": comparisons.SEED_NOISE_RULE,
+        "token_budget": {"note": budget.NOTE, "per_method": _records(token_budget)},
         "pass_at_k": legacy_pass_at_k_rows(pass_at_k_table),
         "refinements": _records(refinements),
         "training": _records(training),
@@ -174,6 +185,15 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
     parts += ["## At a glance", ""] + [f"- {s}" for s in summary["findings"]] + [""]
     columns, rows = tables.main_table_rows(summary["summary"], split, ks)
     parts += [f"## Summary ({split} split)", "", tables.markdown_table(columns, [[r["cells"][c] for c in columns] for r in rows]), ""]
+    for heading, records in comparisons.by_title(summary["comparisons"], split):
+        parts += [f"## {heading}", ""]
+        for record in records:
+            parts += [comparisons.finding(record) or "", "", tables.frame_markdown(comparisons.delta_frame(record)), ""]
+        parts += [summary["seed_noise_rule"], ""]
+    if summary["token_budget"]["per_method"]:
+        frame = budget.table(pd.DataFrame(summary["token_budget"]["per_method"]))
+        parts += ["## Tokens sampled in training", "", tables.frame_markdown(frame, budget.FORMATS), "",
+                  summary["token_budget"]["note"], ""]
     detail = tables.all_splits_frame(summary["summary"], ks)
     if not detail.empty:
         parts += ["## Every split", "", tables.frame_markdown(detail), ""]
