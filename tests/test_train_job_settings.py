@@ -74,7 +74,6 @@ def test_data_options_follow_the_method(capsys):
     index = no_eval.index("--eval-problems")
     del no_eval[index : index + 2]
     assert "grpo needs --eval-problems" in error_of(no_eval, capsys)
-    assert "dpo has no interval evaluation" in error_of(argv("dpo", DPO, "--eval-problems", "e.jsonl"), capsys)
 
 
 def test_prompts_per_step_must_share_out_over_the_processes(monkeypatch, capsys):
@@ -105,3 +104,13 @@ def test_checkpoints_follow_settings_not_runtime_options():
     changed_model = train_job.parser().parse_args(argv("grpo", GRPO))
     changed_model.model = "other"
     assert train_job.checkpoint_dir(changed_model, GRPO) != base
+
+
+def test_processes_and_visible_gpus_must_agree(monkeypatch, capsys):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 4)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    message = error_of(argv("dpo", DPO), capsys)
+    assert "2 training process(es) but 4 GPU(s) visible (CUDA_VISIBLE_DEVICES=0,1,2,3)" in message
+    assert "`gpu` and `processes` resources together" in message

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -78,6 +79,18 @@ def parse_settings(method: str, settings: dict) -> dict:
     return parsed
 
 
+def check_gpus(processes: int) -> None:
+    """One training process per visible GPU: fewer leave GPUs idle, more share one and fail in NCCL."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.device_count() != processes:
+        raise ValueError(
+            f"{processes} training process(es) but {torch.cuda.device_count()} GPU(s) visible "
+            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}): set the train rule's "
+            "`gpu` and `processes` resources together (one process per GPU not serving vLLM)"
+        )
+
+
 def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -92,7 +105,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--settings", required=True, help="JSON object of every result-changing setting")
     parser.add_argument("--problems", "--pairs", "--data", dest="data", required=True, type=Path,
                         help="training data: problems (grpo, srrl) or preference pairs (dpo), JSONL")
-    parser.add_argument("--eval-problems", type=Path, help="held-out problems of the interval evaluation (grpo, srrl)")
+    parser.add_argument("--eval-problems", type=Path,
+                        help="held-out problems of the interval evaluation (grpo, srrl; dpo has none and does not read it)")
     parser.add_argument("--output", required=True, type=Path, help="the trained folder (adapter or full model, and tokenizer)")
     parser.add_argument("--metrics", required=True, type=Path, help="per-step training metrics (JSONL)")
     parser.add_argument("--checkpoint-root", required=True, type=Path)
@@ -123,17 +137,16 @@ def main(argv: list[str] | None = None) -> None:
         cli.error(str(error))
     if args.method != "dpo" and args.eval_problems is None:
         cli.error(f"{args.method} needs --eval-problems")
-    if args.method == "dpo" and args.eval_problems is not None:
-        cli.error("dpo has no interval evaluation: drop --eval-problems")
 
     from execrl.training import world_size
 
-    if args.method != "dpo":
-        try:
+    try:
+        check_gpus(world_size())
+        if args.method != "dpo":
             settings["grpo"].per_process_completions(world_size())
             settings["grpo"].vllm_args()
-        except ValueError as error:
-            cli.error(str(error))
+    except ValueError as error:
+        cli.error(str(error))
 
     import torch
 
