@@ -30,7 +30,8 @@ NOTE = (
     "Tokens sampled in training: TRL's logged num_tokens, the prompt and completion tokens of every sampled "
     "completion (a group of G completions counts its prompt G times; SRRL's refinements count their refinement "
     "prompts). TRL does not log prompt and completion tokens apart: completion tokens are its logged mean "
-    "completion length times the completions drawn, prompt tokens the logged total minus those."
+    "completion length times the completions drawn, prompt tokens the logged total minus those (exact when every "
+    "generation batch is logged, as it is at execrl's one log per step)."
 )
 RUN_COLUMNS = [
     "dataset", "model", "method", "seed", "steps", "completions_per_step", "completions", "tokens",
