@@ -66,12 +66,15 @@ def split_gpus(gpus: list[str], server_gpus: int) -> tuple[list[str], list[str]]
     return gpus[:-server_gpus], gpus[-server_gpus:]
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` distinct ports free right now (held open together so they differ)."""
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free right now on every interface (held open together so they differ).
+
+    Every interface, because the weight-sync group listens on the node's address, not loopback.
+    """
     with ExitStack() as stack:
         sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
         for sock in sockets:
-            sock.bind((host, 0))
+            sock.bind(("", 0))
         return [sock.getsockname()[1] for sock in sockets]
 
 
@@ -151,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         training_gpus, server_gpus = split_gpus(visible_gpus(os.environ), args.gpus)
     except ValueError as error:
         cli.error(str(error))
-    picked = iter(free_ports(2, args.host))
+    picked = iter(free_ports(2))
     port = args.port or next(picked)
     group_port = args.group_port or next(picked)
     log = args.log or Path(tempfile.mkstemp(prefix="vllm-server-", suffix=".log")[1])
