@@ -339,7 +339,7 @@ git {html.escape(meta["git_commit"])} · host {html.escape(meta["host"])} · Pyt
 <ul class="findings">{findings}</ul>
 <h2 id="summary">Summary ({html.escape(split)} split)</h2>
 <p class="caption">One row per dataset × model × method. pass@k: mean ± sd over seeds (sd only with several seeds; n = seeds);
-95% CI: bootstrap over problems and seeds. Δ: difference to the base model with a paired bootstrap interval over the same problems.
+95% CI: bootstrap over problems and seeds. Δ: difference to the base model with a paired bootstrap interval over the same problems and seeds.
 Fixed / broke: problems the base model never passed that the method passed at least once, and the reverse.
 distinct / n: distinct programs per problem as a share of the samples. Training hours: train, merge and RL-data jobs of the method.</p>
 {tables.html_table(columns, rows, table_id="summary-table", numeric_from=3)}
