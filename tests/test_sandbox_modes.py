@@ -536,6 +536,19 @@ def test_replayed_tests_follow_python(ex):
     assert crash.test_outcomes[1]["status"] == "error" and crash.test_outcomes[1]["error_type"] == "KeyError"
 
 
+def test_replies_are_capped():
+    with Executor(workers=1, limits=ExecutionLimits(timeout_s=2.0, max_output_bytes=2 << 20)) as big:
+        p = stdio_problem([("x\n", "y\n")] * 40)
+        # correct output padded with 2 MiB of newlines per test: 32 MiB per reply at most
+        r = big.run(p, "import sys\nsys.stdout.write('y' + '\\n' * ((2 << 20) - 1))\n")
+        assert r.status == "error" and r.error_type == "OutputLimitExceeded" and len(r.stdout) <= 64 << 10
+        statuses = [o["status"] for o in r.test_outcomes]
+        assert 10 <= statuses.count("pass") < 20 and statuses[-1] == "not_run"
+        q = assert_problem(["assert f() == []"])
+        r = big.run(q, "def f():\n    return list(range(1 << 20))\n")
+        assert r.status == "fail" and "value too large" in r.error_message
+
+
 def test_judge_failures_are_the_candidates_error(ex):
     c = call_problem([([1], 0.5)], entry="half")
     items = [(c, "def half(x):\n    return 1 << 1100\n"), (c, "def half(x):\n    return x / 2\n")]

@@ -50,6 +50,9 @@ _LEN = struct.Struct(">I")
 RESULT_FD = 997  # the child's result channel is moved here (close-on-exec)
 MAX_RECORD_BYTES = 4 << 20
 """Cap on everything one run reports (its result records): beyond it the run is an error."""
+MAX_REPLY_BYTES = 32 << 20
+"""Cap on what one candidate's reply carries over all its runs (stdio: outputs of every
+test); tests that would start beyond it are not run."""
 REAP_GRACE_S = 5.0
 """How long the forker may take to kill and reap a run's processes before it reports the
 worker as stuck (the executor then replaces the worker and kills everything of its uid)."""
@@ -453,6 +456,7 @@ def _load_program(compiled, sources: dict):
     """Execute the compiled candidate as ``__main__``; return its globals or exit."""
     module = type(sys)("__main__")
     module.__builtins__ = builtins
+    module.__file__ = "solution.py"  # as for ``python solution.py``
     sys.modules["__main__"] = module
     g = module.__dict__
     try:
@@ -617,6 +621,7 @@ def _run_stdio(code: str, compiled, token: str) -> None:
     sources = {"<solution>": code}
     module = type(sys)("__main__")
     module.__builtins__ = builtins
+    module.__file__ = "solution.py"
     sys.modules["__main__"] = module
     try:
         exec(compiled, module.__dict__)
@@ -780,12 +785,7 @@ class Worker:
         status, maxrss, minflt = 0, 0, 0
         deadline = time.monotonic() + grace
         while True:
-            for p in self._children():
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except OSError:
-                    pass
-            while True:
+            while True:  # reap whatever has exited (usually just the run's process: done)
                 try:
                     pid, st, ru = os.wait4(-1, os.WNOHANG)
                 except ChildProcessError:
@@ -798,9 +798,14 @@ class Worker:
                 maxrss = max(maxrss, ru.ru_maxrss)
                 if pid == first:
                     status = st
+            for p in self._children():  # still alive: kill them all, then reap again
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
             if time.monotonic() > deadline:
                 return status, utime, stime, maxrss, minflt, True
-            select.select([], [], [], 0.001)
+            select.select([], [], [], 0.0005)
 
     def run_cpu(self) -> float:
         """CPU seconds used so far by every live process of the run (and what they reaped),
@@ -900,14 +905,19 @@ class Worker:
             # One run per test, but one wall-clock budget for the candidate: a worker is never
             # held longer than ``total_wall`` by one candidate, however many tests it has.
             end = time.monotonic() + float(lim["total_wall"])
+            reply_bytes = 0
             for k, inp in enumerate(spec["inputs"]):
                 remaining = end - time.monotonic()
                 if remaining <= 0:
                     header["total_wall_exceeded"] = True
                     break
+                if reply_bytes > MAX_REPLY_BYTES:
+                    header["reply_limit_exceeded"] = True
+                    break
                 info, data = self.run_one(spec, code, compiled, lim, inp, wall_cap=remaining)
                 if k:  # only the first run's stderr is reported
                     data[2] = b""
+                reply_bytes += sum(len(b) for b in data)
                 runs.append(info)
                 blobs += data
                 if info["timeout"] or data[0].startswith(b'["c"'):

@@ -6,7 +6,7 @@ whatever they are: ``sum(range(f(3)))`` with ``f`` returning 3e8, ``2 ** f(x)``,
 ``math.factorial(f(x))``, a helper from the setup code looping on a value. Two bounds:
 
 * operations whose cost is not bounded by the size of their operands (repetition, powers,
-  shifts, big products, ``range`` consumed by a builtin, factorials) are rewritten into calls
+  shifts, big products, ``range`` consumed by a builtin, factorials, ``bytes(n)``) are rewritten into calls
   that check the size of the result before computing it (``JudgeLimitExceeded``);
 * Python-level code (comprehensions, lambdas, setup helpers, replayed tests) runs under a
   per-thread trace function that raises once ``JUDGE_TIME_LIMIT_S`` has passed.
@@ -26,7 +26,7 @@ import types
 from typing import Any
 
 JUDGE_TIME_LIMIT_S = 2.0
-MAX_ITEMS = 10_000_000
+MAX_ITEMS = 1_000_000
 """Largest sequence or range the judge builds or iterates for one test."""
 MAX_INT_BITS = 1 << 22
 """Largest integer (in bits) the judge computes for one test."""
@@ -78,6 +78,13 @@ def guarded_pow(base: Any, exp: Any, mod: Any = None) -> Any:
     return builtins.pow(base, exp, mod)
 
 
+def op_alloc(cls: Any, *args: Any, **kwargs: Any) -> Any:
+    """``bytes(n)`` / ``bytearray(n)`` (and whatever the name is bound to) with ``n`` bounded."""
+    if args and type(args[0]) is int and args[0] > MAX_ITEMS:
+        raise JudgeLimitExceeded(f"{getattr(cls, '__name__', 'buffer')} too large")
+    return cls(*args, **kwargs)
+
+
 def guarded_range(*args: Any) -> range:
     r = range(*args)
     if len(r) > MAX_ITEMS:
@@ -105,7 +112,7 @@ def _guarded_math() -> types.ModuleType:
 
 
 GUARDED_MATH = _guarded_math()
-_GUARDS = {"__op_mul__": op_mul, "__op_pow__": op_pow, "__op_lshift__": op_lshift}
+_GUARDS = {"__op_mul__": op_mul, "__op_pow__": op_pow, "__op_lshift__": op_lshift, "__op_alloc__": op_alloc}
 _OPS = {ast.Mult: "__op_mul__", ast.Pow: "__op_pow__", ast.LShift: "__op_lshift__"}
 
 
@@ -119,7 +126,16 @@ def judge_namespace(safe_builtins: dict[str, Any]) -> dict[str, Any]:
 
 
 class GuardOps(ast.NodeTransformer):
-    """Rewrites ``a * b``, ``a ** b``, ``a << b`` (and their augmented forms) into guarded calls."""
+    """Rewrites ``a * b``, ``a ** b``, ``a << b`` (and their augmented forms) and calls of
+    ``bytes``/``bytearray`` into guarded calls."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in ("bytes", "bytearray"):
+            call = ast.Call(func=ast.Name(id="__op_alloc__", ctx=ast.Load()), args=[node.func, *node.args],
+                            keywords=node.keywords)
+            return ast.copy_location(call, node)
+        return node
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)

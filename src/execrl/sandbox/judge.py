@@ -276,7 +276,7 @@ def _judge(prepared: Prepared, reply: dict, blobs: list[bytes], limits: dict) ->
     cpu = sum(r.info["cpu"] for r in runs)
     wall = sum(r.info["wall"] for r in runs)
     if prepared.test_type == "stdio":
-        result = _judge_stdio(prepared, runs, limits, reply.get("total_wall_exceeded", False))
+        result = _judge_stdio(prepared, runs, limits, reply)
     else:
         result = _judge_single(prepared, runs[0], limits)
     result.cpu_time_s = cpu
@@ -563,15 +563,19 @@ def _judge_call(prepared: Prepared, i: int, rec: list) -> tuple[dict, str]:
     return _outcome(i, "fail", "WrongAnswer", msg), _trace(call, msg)
 
 
-def _judge_stdio(prepared: Prepared, runs: list[_Run], limits: dict, total_exceeded: bool) -> ExecutionResult:
+def _judge_stdio(prepared: Prepared, runs: list[_Run], limits: dict, reply: dict) -> ExecutionResult:
     n = prepared.n_tests
     outcomes, first = [], None
     for i in range(n):
         if i >= len(runs):
-            if total_exceeded and first is None:  # the candidate's wall-clock budget ran out
+            if first is None and reply.get("total_wall_exceeded"):  # the candidate's budget ran out
                 msg = f"total wall-clock limit of {limits['total_wall']}s per program exceeded"
                 outcomes.append(_outcome(i, "timeout", "Timeout", msg))
                 first = dict(outcomes[-1], trace=f"Timeout: {msg}")
+            elif first is None and reply.get("reply_limit_exceeded"):
+                msg = "the outputs of the earlier tests exceeded the size limit of one reply"
+                outcomes.append(_outcome(i, "error", "OutputLimitExceeded", msg))
+                first = dict(outcomes[-1], trace=f"OutputLimitExceeded: {msg}")
             else:
                 outcomes.append(_outcome(i, "not_run"))
             continue

@@ -17,7 +17,7 @@ Which names belong to the candidate is decided from syntax trees, never from tex
   is expected. ``math`` and ``cmath`` are always the modules they are.
 
 The setup code is split statement by statement: what does not touch the candidate (helper
-functions, data, stdlib imports) runs in the judge; what does (``root = Node(1)``) runs in
+functions, data, imports) runs in the judge; what does (``root = Node(1)``) runs in
 the child, along with only those judge-side statements it or the probes need as input.
 
 Tests that cannot be split into probes (several statements, a comparison inside a
@@ -260,16 +260,6 @@ class _Setup:
         return "\n".join(reversed(keep)) or None
 
 
-def _stdlib_import(node: ast.stmt) -> bool:
-    if isinstance(node, ast.Import):
-        mods = [a.name for a in node.names]
-    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-        mods = [node.module]
-    else:
-        return False
-    return all(m.split(".")[0] in sys.stdlib_module_names for m in mods)
-
-
 def _split_setup(src: str) -> _Setup:
     env = judge_namespace(JUDGE_BUILTINS)
     if not src.strip():
@@ -284,9 +274,10 @@ def _split_setup(src: str) -> _Setup:
     for node in tree.body:
         bound = _module_bindings([node])
         loaded = _loaded_names(node) - (_stored_names(node) - bound)
-        judge_side = _stdlib_import(node) or (
-            not isinstance(node, (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal))
-            and loaded <= (SAFE_NAMES | judge_defined))
+        # imports too: a module the setup imports is the judge's (the program cannot patch
+        # the copy a test's comparison uses); one the judge cannot import is left to the child
+        judge_side = isinstance(node, (ast.Import, ast.ImportFrom)) or (
+            not isinstance(node, (ast.Global, ast.Nonlocal)) and loaded <= (SAFE_NAMES | judge_defined))
         if judge_side:
             module = GuardOps().visit(ast.Module(body=[copy.deepcopy(node)], type_ignores=[]))
             ast.fix_missing_locations(module)
