@@ -7,9 +7,9 @@ so it is kept small (fork cost on the target machines grows by ~50 us per MB of 
 memory) and it never holds anything a candidate must not see. The process the executor
 talks to (the controller, :class:`Worker`) forks a *forker* once (``_forker``), which forks
 the runs; see ``Worker`` for why. The worker never receives expected values: it gets the
-candidate-dependent sub-expressions of each test (``probes``), call arguments or stdin
-inputs, runs them in a forked child, and sends back the raw observations; the executor
-process judges them.
+candidate-dependent sub-expressions of each test (``probes``, or a replayed test reduced to
+its recorded expressions), call arguments or stdin inputs, runs them in a forked child, and
+sends back the raw observations; the executor process judges them.
 
 Wire format (both directions): 4-byte big-endian length + JSON. Replies carry the captured
 byte streams after the JSON header (lengths in the header).
@@ -21,7 +21,11 @@ Records written by the child on its result fd are JSON lines:
     ["v", i, [enc, ...]]                test i: encoded values of its probes (or call result)
     ["u", i, type_name, repr]           test i: a probe value is not a plain value
     ["e", i, etype, message, trace]     test i raised
-    ["o", i, token]                     test i (an in-child assert) completed
+    ["r", i, entries, exc]              test i (replayed): the values its recorded expressions
+                                        took, in order ([k, "v", enc], [k, "u", type, repr],
+                                        [k, "x", etype, message, trace, builtin base], and
+                                        ["a", j] / ["z", j] around assert j), and the exception
+                                        that ended the test outside them, if any
     ["d", n, token]                     the harness finished all n tests (written last)
 """
 

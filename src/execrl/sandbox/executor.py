@@ -201,7 +201,10 @@ class _WorkerHandle:
                 pass
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:  # unkillable for now: its uid's processes are killed next
+                pass
         for stream in (proc.stdin, proc.stdout):
             try:
                 stream.close()
