@@ -1,20 +1,24 @@
-"""A training job killed after its first checkpoint resumes from it when the rule runs again."""
+"""A training job killed after its first checkpoint resumes from it when the `train` rule runs again
+(the rule's own `accelerate launch` command; tests/test_train_job.py kills a 2-process job)."""
 
 import json
 import os
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import SNAKEMAKE, copy_workflow, run_snakemake
+from conftest import EMBEDDED, SNAKEMAKE, copy_workflow, run_snakemake
 from test_workflow import REDUCED, deep_update
 
 pytestmark = pytest.mark.slow
 
-ADAPTER = "results/models/builtin/tiny/dpo/0/adapter"
+TRAINED = "results/models/builtin/tiny/dpo/0/trained"
+CONFIG = ("--configfile", EMBEDDED, "config/test.yaml")
 PAIRS = "results/rl_data/builtin/tiny/0/pairs.jsonl"
 
 
@@ -46,30 +50,33 @@ def test_killed_dpo_job_resumes_from_its_checkpoint(tmp_path):
         },
     )
     (workdir / "config" / "test.yaml").write_text(yaml.safe_dump(config))
-    run_snakemake(workdir, PAIRS, "--configfile", "config/test.yaml")
+    run_snakemake(workdir, PAIRS, *CONFIG)
     # The reduced model may pass nothing; train on pairs made by hand so there is something to learn.
     (workdir / PAIRS).write_text("".join(json.dumps(p) + "\n" for p in handmade_pairs(60)))
 
-    command = [SNAKEMAKE, "--cores", "2", ADAPTER, "--configfile", "config/test.yaml"]
-    first = subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    command = [SNAKEMAKE, "--cores", "2", TRAINED, *CONFIG]
+    # As run_snakemake does: the rule's shell finds `accelerate` beside the tests' interpreter.
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    first = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
     deadline = time.monotonic() + 300
     while not checkpoints(workdir) and time.monotonic() < deadline and first.poll() is None:
         time.sleep(0.5)
     assert checkpoints(workdir), "no checkpoint appeared before the job ended"
     os.killpg(first.pid, signal.SIGKILL)  # as a preempted Slurm job would be
     first.wait()
-    assert not (workdir / ADAPTER).exists()
+    assert not (workdir / TRAINED).exists()
     saved_step = max(json.loads(p.read_text())["global_step"] for p in checkpoints(workdir))
     assert saved_step >= 3
 
     # The killed scheduler left its lock behind, as a killed session would.
-    run_snakemake(workdir, "--unlock", "--configfile", "config/test.yaml")
-    run_snakemake(workdir, ADAPTER, "--configfile", "config/test.yaml", "--rerun-incomplete")
-    log = (workdir / "logs/train_dpo/builtin/tiny/0.log").read_text()
+    run_snakemake(workdir, "--unlock", *CONFIG)
+    run_snakemake(workdir, TRAINED, *CONFIG, "--rerun-incomplete")
+    log = (workdir / "logs/train/builtin/tiny/dpo/0.log").read_text()
     assert "resuming from" in log and "checkpoint-" in log
     resumed_from = int(log.split("resuming from")[1].split("checkpoint-")[1].split()[0])
     assert resumed_from >= saved_step
     steps = [json.loads(line)["step"] for line in (workdir / "results/training/builtin/tiny/dpo/0/metrics.jsonl").read_text().splitlines()]
     assert steps == sorted(steps)
     assert steps[-1] == 30  # 60 pairs / batch 2, one epoch: the run finished where it would have without the kill
-    assert (workdir / ADAPTER / "adapter_config.json").exists()
+    assert (workdir / TRAINED / "adapter_config.json").exists()
