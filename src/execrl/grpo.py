@@ -38,6 +38,8 @@ class GRPOSettings:
     """Prompts per optimiser step over all training processes; each of N processes samples
     prompts_per_step / N of them (whole groups), so the process count does not change a step."""
     max_steps: int = 200
+    train_problems: int | None = None
+    """Train on the first N problems of the train split (None: all of them)."""
     learning_rate: float = 1e-4
     beta: float = 0.0
     epsilon: float = 0.2

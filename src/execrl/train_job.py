@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     with Executor(workers=args.sandbox_workers, limits=settings["execution"]) as executor:
         train_grpo(
             model_path=args.model,
-            problems=read_problems(args.data),
+            problems=read_problems(args.data)[: grpo.train_problems],
             eval_problems=read_problems(args.eval_problems)[: grpo.eval_problems],
             prompt_config=settings["prompt"],
             settings=grpo,
