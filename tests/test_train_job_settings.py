@@ -78,7 +78,9 @@ def test_data_options_follow_the_method(capsys):
 
 def test_prompts_per_step_must_share_out_over_the_processes(monkeypatch, capsys):
     monkeypatch.setenv("WORLD_SIZE", "3")
-    assert "prompts_per_step (4) must be a multiple of the training processes (3)" in error_of(argv("grpo", GRPO), capsys)
+    message = error_of(argv("grpo", GRPO), capsys)
+    assert "prompts_per_step (4) must be a multiple of the training processes (3)" in message
+    assert "Set it to 3 or 6" in message
     assert GRPOSettings(num_generations=8, prompts_per_step=16).per_process_completions(4) == 32
 
 

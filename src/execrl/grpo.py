@@ -84,9 +84,12 @@ class GRPOSettings:
     def per_process_completions(self, processes: int) -> int:
         """Completions each of `processes` training processes samples per step (whole groups only)."""
         if self.prompts_per_step % processes:
+            lower = self.prompts_per_step // processes * processes
+            nearest = " or ".join(str(n) for n in (lower, lower + processes) if n)
             raise ValueError(
                 f"grpo.prompts_per_step ({self.prompts_per_step}) must be a multiple of the training processes "
-                f"({processes}): each process samples whole groups"
+                f"({processes}): each process samples whole groups. Set it to {nearest}, or give the job "
+                f"GPUs whose training processes divide {self.prompts_per_step}"
             )
         return self.prompts_per_step // processes * self.num_generations
 
