@@ -87,6 +87,7 @@ def finish_training(trainer, tokenizer, output_dir, metrics_in_progress: Path, m
     trainer.save_model(str(output_dir))
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(str(output_dir))
+        Path(metrics_path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(metrics_in_progress, metrics_path)
     trainer.accelerator.wait_for_everyone()
 
