@@ -536,6 +536,18 @@ def test_replayed_tests_follow_python(ex):
     assert crash.test_outcomes[1]["status"] == "error" and crash.test_outcomes[1]["error_type"] == "KeyError"
 
 
+def test_replayed_tests_with_their_own_functions_and_imports(ex):
+    # the test's own functions run in the judge (their comparisons too); imports are the judge's
+    p = assert_problem(["def check(n):\n    return f(n) == 2 * n\nassert check(3)\nassert all(check(i) for i in range(3))",
+                        "g = lambda x: f(x) == 2 * x\nassert g(4)",
+                        "import math\nassert math.isclose(f(1), 2.0)\nassert f(2) == 4"])
+    assert ex.run(p, "def f(x):\n    return 2 * x\n").status == "pass"
+    rigged = ("import math\nmath.isclose = lambda *a, **k: True\n"
+              "class E:\n    def __eq__(s, o): return True\n    __hash__ = object.__hash__\n"
+              "def f(x):\n    return E()\n")
+    assert ex.run(p, rigged).tests_passed == 0
+
+
 def test_replies_are_capped():
     with Executor(workers=1, limits=ExecutionLimits(timeout_s=2.0, max_output_bytes=2 << 20)) as big:
         p = stdio_problem([("x\n", "y\n")] * 40)

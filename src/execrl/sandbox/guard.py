@@ -125,6 +125,22 @@ def judge_namespace(safe_builtins: dict[str, Any]) -> dict[str, Any]:
     return {"__builtins__": b, "math": GUARDED_MATH, "cmath": cmath, **_GUARDS}
 
 
+def scan_judge_tree(tree: ast.AST, helpers: frozenset[str] | set[str]) -> tuple[bool, bool]:
+    """(whether ``GuardOps`` has anything to rewrite in ``tree``, whether evaluating it runs
+    Python-level frames: comprehensions, lambdas, calls of setup helpers, which need the
+    time limit). Most tests need neither."""
+    guards = timed = False
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.BinOp, ast.AugAssign)) and type(n.op) in _OPS:
+            guards = True
+        elif isinstance(n, ast.Name) and n.id in ("bytes", "bytearray"):
+            guards = True
+        elif isinstance(n, (ast.Lambda, ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)) or (
+                isinstance(n, ast.Name) and n.id in helpers):
+            timed = True
+    return guards, timed
+
+
 class GuardOps(ast.NodeTransformer):
     """Rewrites ``a * b``, ``a ** b``, ``a << b`` (and their augmented forms) and calls of
     ``bytes``/``bytearray`` into guarded calls."""
@@ -153,13 +169,6 @@ class GuardOps(ast.NodeTransformer):
         load = ast.Name(id=node.target.id, ctx=ast.Load())
         value = ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=[load, node.value], keywords=[])
         return ast.copy_location(ast.Assign(targets=[node.target], value=value), node)
-
-
-def has_python_code(tree: ast.AST, helpers: frozenset[str] | set[str]) -> bool:
-    """Whether evaluating ``tree`` runs Python-level frames (comprehensions, lambdas, calls
-    of setup helpers), which need the time limit."""
-    return any(isinstance(n, (ast.Lambda, ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp))
-               or (isinstance(n, ast.Name) and n.id in helpers) for n in ast.walk(tree))
 
 
 def run_with_deadline(fn, *args: Any, limit: float = JUDGE_TIME_LIMIT_S) -> Any:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from execrl.problems import Problem
-from execrl.sandbox.guard import GuardOps, has_python_code, judge_namespace, run_with_deadline
+from execrl.sandbox.guard import GuardOps, judge_namespace, run_with_deadline, scan_judge_tree
 
 SAFE_BUILTIN_NAMES = (
     "abs", "all", "any", "ascii", "bin", "bool", "bytearray", "bytes", "chr", "complex", "dict",
@@ -60,6 +60,7 @@ JUDGE_BUILTINS.update({name: getattr(builtins, name) for name in dir(builtins)
                        if isinstance(getattr(builtins, name), type)
                        and issubclass(getattr(builtins, name), Exception)})
 JUDGE_BUILTINS["AssertionError"] = AssertionError
+JUDGE_BUILTINS["__import__"] = builtins.__import__  # imports in setup code and replayed tests are the judge's
 
 _STRUCTURAL = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.IfExp, ast.Tuple, ast.List,
                ast.Set, ast.Dict, ast.Subscript, ast.Slice, ast.JoinedStr, ast.FormattedValue,
@@ -180,6 +181,22 @@ def _loaded_names(tree: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+def _test_names(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """(names loaded, names the test binds itself) in one walk (the common case: one
+    assert, no bindings)."""
+    loaded, binds = set(), False
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            if isinstance(n.ctx, ast.Load):
+                loaded.add(n.id)
+            else:
+                binds = True
+        elif isinstance(n, (ast.stmt, ast.Lambda, ast.comprehension, ast.NamedExpr)) and not isinstance(
+                n, (ast.Assert, ast.Expr)):
+            binds = True
+    return loaded, (_stored_names(tree) if binds else set())
+
+
 def _module_bindings(body: list[ast.stmt]) -> set[str]:
     """Names bound at module level by these statements (function and class bodies bind
     locally, except for names they declare ``global``)."""
@@ -260,10 +277,14 @@ class _Setup:
         return "\n".join(reversed(keep)) or None
 
 
+_NO_SETUP_ENV = judge_namespace(JUDGE_BUILTINS)
+"""Shared by problems without setup code (evaluation copies it; nothing writes to it)."""
+
+
 def _split_setup(src: str) -> _Setup:
-    env = judge_namespace(JUDGE_BUILTINS)
     if not src.strip():
-        return _Setup(env, frozenset(), frozenset(), [])
+        return _Setup(_NO_SETUP_ENV, frozenset(), frozenset(), [])
+    env = judge_namespace(JUDGE_BUILTINS)
     try:
         tree = ast.parse(src)
     except (SyntaxError, ValueError):  # a broken dataset row: the child reports the error
@@ -281,13 +302,10 @@ def _split_setup(src: str) -> _Setup:
         if judge_side:
             module = GuardOps().visit(ast.Module(body=[copy.deepcopy(node)], type_ignores=[]))
             ast.fix_missing_locations(module)
-            env["__builtins__"]["__import__"] = builtins.__import__
             try:
                 run_with_deadline(exec, compile(module, "<setup>", "exec", dont_inherit=True), env)
             except Exception:  # noqa: BLE001 - let the child run (and report) it instead
                 judge_side = False
-            finally:
-                del env["__builtins__"]["__import__"]
         if judge_side:
             judge_defined |= bound
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)) or any(
@@ -310,16 +328,14 @@ def _prepare_assert(src: str, setup: _Setup, shadowed: frozenset[str]
         # the child compiles it and reports the error; the judge has nothing to run
         return JudgeTest(src, "r"), {"kind": "r", "source": src}, set(), set()
     known = SAFE_NAMES | setup.judge_names
-    local = _stored_names(tree)
-    loaded = _loaded_names(tree)
+    loaded, local = _test_names(tree)
     candidate = loaded - known - local
     # a redefined safe builtin is the candidate's only where it is the function under test
     shadowable = set() if candidate else (loaded & set(SAFE_BUILTIN_NAMES)) - local
     safe = known if candidate else known - shadowed
     if len(tree.body) == 1 and isinstance(tree.body[0], ast.Assert):
         try:
-            judge_test, child = _split_assert(src, tree.body[0].test, safe, setup.helpers)
-            needed = set().union(*(_loaded_names(ast.parse(p, mode="eval")) for p in child["probes"]))
+            judge_test, child, needed = _split_assert(src, tree.body[0].test, safe, setup.helpers)
             return judge_test, child, needed, shadowable
         except _NotSplittable:
             pass
@@ -354,14 +370,18 @@ class _Splitter:
     def __init__(self, safe: frozenset[str], root: ast.AST) -> None:
         self.safe = safe
         self.probes: list[tuple[str, bool]] = []
+        self.names: set[str] = set()  # loaded by the probes: what the child needs defined
         self._unsafe = _unsafe_ids(root, safe)  # of the original tree (visit asks before rewriting)
 
     def unsafe(self, node: ast.AST) -> bool:
         return id(node) in self._unsafe
 
     def probe(self, node: ast.AST, materialize: bool) -> ast.Name:
-        if any(isinstance(n, ast.Compare) for n in ast.walk(node)):
-            raise _NotSplittable  # a comparison would run (and be rigged) in the child
+        for n in ast.walk(node):
+            if isinstance(n, ast.Compare):
+                raise _NotSplittable  # a comparison would run (and be rigged) in the child
+            if isinstance(n, ast.Name):
+                self.names.add(n.id)
         self.probes.append((ast.unparse(node), materialize))
         return ast.copy_location(ast.Name(id=f"_v{len(self.probes) - 1}", ctx=ast.Load()), node)
 
@@ -398,7 +418,7 @@ class _Splitter:
 
 
 def _split_assert(src: str, test: ast.expr, safe: frozenset[str], helpers: frozenset[str]
-                  ) -> tuple[JudgeTest, dict]:
+                  ) -> tuple[JudgeTest, dict, set[str]]:
     splitter = _Splitter(safe, test)
     body = splitter.visit(test)
     expected_node = None
@@ -406,22 +426,45 @@ def _split_assert(src: str, test: ast.expr, safe: frozenset[str], helpers: froze
             and isinstance(body.left, ast.Name) and body.left.id.startswith("_v")
             and not any(isinstance(n, ast.Name) and n.id.startswith("_v") for n in ast.walk(body.comparators[0]))):
         expected_node = body.comparators[0]
-    guarded = GuardOps().visit(ast.Expression(body=copy.deepcopy(body)))
-    ast.fix_missing_locations(guarded)
-    code = compile(guarded, "<judge>", "eval", dont_inherit=True)
+    expression = ast.Expression(body=body)
+    guards, timed = scan_judge_tree(body, helpers)
+    if guards:  # rewritten on a copy: ``body`` still shows the test in messages
+        expression = GuardOps().visit(copy.deepcopy(expression))
+        ast.fix_missing_locations(expression)
+    try:  # the only new nodes (the probes' names) carry their locations already
+        code = compile(expression, "<judge>", "eval", dont_inherit=True)
+    except (TypeError, ValueError):
+        ast.fix_missing_locations(expression)
+        code = compile(expression, "<judge>", "eval", dont_inherit=True)
     probes = [p for p, _ in splitter.probes]
-    judge = JudgeTest(src, "p", code, probes, expected_node, timed=has_python_code(body, helpers))
-    return judge, {"kind": "p", "probes": probes, "materialize": [m for _, m in splitter.probes]}
+    judge = JudgeTest(src, "p", code, probes, expected_node, timed=timed)
+    return judge, {"kind": "p", "probes": probes, "materialize": [m for _, m in splitter.probes]}, splitter.names
 
 
 # --------------------------------------------------------------------------------------
 # Replayed tests
 # --------------------------------------------------------------------------------------
 
+def _local_functions(tree: ast.AST) -> dict[str, list[ast.AST]]:
+    """Functions the test defines itself (``def``, or a name assigned a lambda): their code
+    is the test's, run by the judge, never recorded as a value."""
+    out: dict[str, list[ast.AST]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.setdefault(n.name, []).extend(n.body)
+        elif isinstance(n, ast.Assign) and isinstance(n.value, ast.Lambda):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    out.setdefault(t.id, []).append(n.value)
+    return out
+
+
 def _bindings(tree: ast.AST):
     """(names bound, value expressions they are bound from) for taint propagation."""
     for n in ast.walk(tree):
         if isinstance(n, ast.Assign):
+            if isinstance(n.value, ast.Lambda):
+                continue  # a local function (see _local_functions)
             yield {x.id for t in n.targets for x in ast.walk(t) if isinstance(x, ast.Name)}, [n.value]
         elif isinstance(n, (ast.AugAssign, ast.AnnAssign)) and n.value is not None:
             yield {x.id for x in ast.walk(n.target) if isinstance(x, ast.Name)}, [n.value, n.target]
@@ -433,16 +476,15 @@ def _bindings(tree: ast.AST):
             for item in n.items:
                 if item.optional_vars is not None:
                     yield {x.id for x in ast.walk(item.optional_vars) if isinstance(x, ast.Name)}, [item.context_expr]
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            name = getattr(n, "name", None)
-            if name:
-                yield {name}, n.body
 
 
-def _dependent_names(tree: ast.AST, safe: frozenset[str]) -> tuple[set[str], set[str]]:
-    """(candidate names, test-local names whose value comes from the candidate)."""
+def _dependent_names(tree: ast.AST, safe: frozenset[str]) -> tuple[set[str], set[str], set[str]]:
+    """(candidate names, test-local names whose value comes from the candidate, test-local
+    functions that reach the candidate)."""
     candidate = _loaded_names(tree) - safe - _stored_names(tree)
     tainted: set[str] = set()
+    local = _local_functions(tree)
+    reaching: set[str] = set()
     bindings = list(_bindings(tree))
     changed = True
     while changed:
@@ -452,20 +494,28 @@ def _dependent_names(tree: ast.AST, safe: frozenset[str]) -> tuple[set[str], set
             if targets - tainted and any(_loaded_names(v) & dep for v in values):
                 tainted |= targets
                 changed = True
-    return candidate, tainted
+        for name, body in local.items():
+            if name not in reaching and any(_loaded_names(b) & (dep | reaching) for b in body):
+                reaching.add(name)
+                changed = True
+    return candidate, tainted - set(local), reaching
 
 
 class _Sites:
     """Finds the recorded expressions of a replayed test: maximal candidate-dependent
     expressions that contain no comparison (whose result the judge must compute)."""
 
-    def __init__(self, dep: set[str], tainted: set[str]) -> None:
-        self.dep, self.tainted = dep, tainted
+    def __init__(self, dep: set[str], tainted: set[str], local: set[str]) -> None:
+        self.dep, self.tainted, self.local = dep, tainted, local
         self.sources: list[str] = []
         self.ids: dict[int, int] = {}
 
     def depends(self, node: ast.AST) -> bool:
         return any(isinstance(n, ast.Name) and n.id in self.dep for n in ast.walk(node))
+
+    def reaches(self, node: ast.AST) -> bool:
+        """Whether evaluating ``node`` calls a test-local function that reaches the candidate."""
+        return any(isinstance(n, ast.Name) and n.id in self.local for n in ast.walk(node))
 
     def find(self, node: ast.AST) -> None:
         if isinstance(node, ast.expr) and not isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)):
@@ -529,7 +579,9 @@ class _ChildVersion(ast.NodeTransformer):
         if id(node) in self.sites.ids:
             return self.visit(node)
         if not self.sites.depends(node):
-            return ast.Constant(None)
+            # nothing recorded here, unless it calls the test's own functions that reach the
+            # candidate: those run as they are (their recorded expressions are wrapped)
+            return self.visit(node) if self.sites.reaches(node) else ast.Constant(None)
         if isinstance(node, ast.Compare):
             return ast.Tuple([self.reduce(x) for x in (node.left, *node.comparators)], ast.Load())
         if isinstance(node, ast.BoolOp):
@@ -548,8 +600,9 @@ class _ChildVersion(ast.NodeTransformer):
             return self.visit(node)
         # anything else only evaluates its recorded parts: the judge's functions and
         # operators stay with the judge
-        parts = [c for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr) and self.sites.depends(c)]
-        parts += [kw.value for kw in getattr(node, "keywords", ()) if self.sites.depends(kw.value)]
+        needed = (lambda c: self.sites.depends(c) or self.sites.reaches(c))  # noqa: E731
+        parts = [c for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr) and needed(c)]
+        parts += [kw.value for kw in getattr(node, "keywords", ()) if needed(kw.value)]
         return ast.Tuple([self.reduce(c) for c in parts], ast.Load())
 
 
@@ -593,12 +646,12 @@ def _drop_dead_assignments(module: ast.Module) -> None:
 
 
 def _prepare_replay(src: str, tree: ast.Module, safe: frozenset[str]) -> tuple[JudgeTest, str]:
-    candidate, tainted = _dependent_names(tree, safe)
+    candidate, tainted, local = _dependent_names(tree, safe)
     # the same traversal numbers the sites of both copies identically
     judge_tree = copy.deepcopy(tree)
-    judge_sites = _Sites(candidate | tainted, tainted)
+    judge_sites = _Sites(candidate | tainted, tainted, local)
     judge_sites.find(judge_tree)
-    child_sites = _Sites(candidate | tainted, tainted)
+    child_sites = _Sites(candidate | tainted, tainted, local)
     child_sites.find(tree)
     sites = child_sites
     judge_tree = _JudgeVersion(judge_sites).visit(judge_tree)
