@@ -405,7 +405,8 @@ def test_output_at_exit_and_from_threads_is_kept(ex):
 
 def test_argv_and_cmdline_look_like_a_plain_program(ex):
     p = stdio_problem([("3\n", "3\n")])
-    reads_argv = "import sys\nsrc = open(sys.argv[1]) if len(sys.argv) > 1 else sys.stdin\nprint(src.readline().strip())\n"
+    reads_argv = ("import sys\nsrc = open(sys.argv[1]) if len(sys.argv) > 1 else sys.stdin\n"
+                  "print(src.readline().strip())\n")
     assert ex.run(p, reads_argv).status == "pass"
     q = assert_problem(["assert leaked() == []"])
     code = ("import sys\n"
@@ -439,7 +440,8 @@ def test_a_virtualenv_under_the_temp_dir_is_importable():
                   "p = Problem(id='v', prompt='x', test_type='assert', tests=['assert f() == 42'])\n"
                   "try:\n"
                   "    with Executor(workers=1) as ex:\n"
-                  "        r = ex.run(p, 'import execrl_probe_pkg\\ndef f():\\n    return execrl_probe_pkg.VALUE + 1\\n')\n"
+                  "        r = ex.run(p, 'import execrl_probe_pkg\\n'\n"
+                  "                      'def f():\\n    return execrl_probe_pkg.VALUE + 1\\n')\n"
                   "    print(r.status, r.error_message)\n"
                   "except WorkerStartError as e:\n"
                   "    print('WorkerStartError', e)\n")
@@ -538,7 +540,8 @@ def test_replayed_tests_follow_python(ex):
 
 def test_replayed_tests_with_their_own_functions_and_imports(ex):
     # the test's own functions run in the judge (their comparisons too); imports are the judge's
-    p = assert_problem(["def check(n):\n    return f(n) == 2 * n\nassert check(3)\nassert all(check(i) for i in range(3))",
+    p = assert_problem(["def check(n):\n    return f(n) == 2 * n\nassert check(3)\n"
+                        "assert all(check(i) for i in range(3))",
                         "g = lambda x: f(x) == 2 * x\nassert g(4)",
                         "import math\nassert math.isclose(f(1), 2.0)\nassert f(2) == 4"])
     assert ex.run(p, "def f(x):\n    return 2 * x\n").status == "pass"
@@ -582,7 +585,8 @@ def test_cli_writes_annotations_for_hostile_candidates(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "execrl.sandbox", "--problems", str(tmp_path / "p.jsonl"),
                            "--candidates", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "a.jsonl"),
                            "--workers", "1", "--timeout", "2", "--no-progress"],
-                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "src")},
+                          capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "src")},
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]

@@ -1129,7 +1129,8 @@ def _third_party_probe() -> list[str]:
         if not d.endswith(("site-packages", "dist-packages")) or not os.path.isdir(d):
             continue
         for name in sorted(os.listdir(d)):
-            if name.isidentifier() and not name.startswith("_") and os.path.isfile(os.path.join(d, name, "__init__.py")):
+            package = os.path.join(d, name, "__init__.py")
+            if name.isidentifier() and not name.startswith("_") and os.path.isfile(package):
                 return [name]
     return []
 
@@ -1197,8 +1198,8 @@ _WARM_SPEC = {"mode": "assert", "setup": "Y = 1",
                         {"kind": "p", "probes": ["f(2, Y)", "len(f(3))"], "materialize": [False, False]},
                         {"kind": "p", "probes": ["f(-1)"], "materialize": [False]},
                         {"kind": "p", "probes": ["map(abs, [1, -2])"], "materialize": [True]},
-                        {"kind": "r", "source": "x = __execrl_site__(0, lambda: f(4))\n"
-                                                "__execrl_assert__(0, lambda: (__execrl_quiet__(1, lambda: f(x[0])),))"}]}
+                        {"kind": "r", "source": ("x = __execrl_site__(0, lambda: f(4))\n__execrl_assert__"
+                                                 "(0, lambda: (__execrl_quiet__(1, lambda: f(x[0])),))")}]}
 
 
 def warm_up(worker: Worker, rounds: int = 12) -> None:
