@@ -90,7 +90,7 @@ def test_server_mode_needs_the_server_the_vllm_server_command_starts(monkeypatch
     monkeypatch.setenv(VLLM_SERVER_HOST_ENV, "127.0.0.1")
     monkeypatch.setenv(VLLM_SERVER_PORT_ENV, "8123")
     monkeypatch.setenv(VLLM_GROUP_PORT_ENV, "51999")
-    args = GRPOSettings(**server["grpo"]).vllm_args()
+    args = GRPOSettings(**server["grpo"]).vllm_args(processes=1)
     assert args["vllm_server_host"] == "127.0.0.1" and args["vllm_server_port"] == 8123 and args["vllm_group_port"] == 51999
 
 
@@ -116,3 +116,10 @@ def test_processes_and_visible_gpus_must_agree(monkeypatch, capsys):
     message = error_of(argv("dpo", DPO), capsys)
     assert "2 training process(es) but 4 GPU(s) visible (CUDA_VISIBLE_DEVICES=0,1,2,3)" in message
     assert "`gpu` and `processes` resources together" in message
+
+
+def test_colocated_engines_must_tile_the_processes(monkeypatch, capsys):
+    colocate = {**GRPO, "grpo": {**GRPO["grpo"], "use_vllm": True, "vllm_tensor_parallel_size": 4}}
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert "vllm_tensor_parallel_size (4) must divide the training processes (2)" in error_of(argv("grpo", colocate), capsys)
+    assert GRPOSettings(**{**colocate["grpo"], "vllm_tensor_parallel_size": 2}).vllm_args(2)["vllm_tensor_parallel_size"] == 2

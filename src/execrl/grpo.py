@@ -93,10 +93,16 @@ class GRPOSettings:
             )
         return self.prompts_per_step // processes * self.num_generations
 
-    def vllm_args(self) -> dict:
-        """GRPOConfig's vLLM arguments; in server mode, the server's address from `execrl.vllm_server`."""
+    def vllm_args(self, processes: int) -> dict:
+        """GRPOConfig's vLLM arguments for `processes` training processes; in server mode, the
+        server's address from `execrl.vllm_server`."""
         if not self.use_vllm:
             return {"use_vllm": False}
+        if self.vllm_mode == "colocate" and processes % self.vllm_tensor_parallel_size:
+            raise ValueError(
+                f"grpo.vllm_tensor_parallel_size ({self.vllm_tensor_parallel_size}) must divide the training "
+                f"processes ({processes}): each colocated engine spans that many of them"
+            )
         args = {
             "use_vllm": True,
             "vllm_mode": self.vllm_mode,
@@ -303,7 +309,7 @@ def train_grpo(
         num_iterations=settings.num_iterations,
         gradient_checkpointing=settings.gradient_checkpointing,
         reward_weights=reward_weights,
-        **settings.vllm_args(),
+        **settings.vllm_args(world_size()),
         **resumable_run_kwargs(checkpoint_dir, settings.save_steps, settings.seed, wandb, run_name),
     )
     metrics_in_progress = checkpoint_dir / "metrics.jsonl"

@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         check_gpus(world_size())
         if args.method != "dpo":
             settings["grpo"].per_process_completions(world_size())
-            settings["grpo"].vllm_args()
+            settings["grpo"].vllm_args(world_size())
     except ValueError as error:
         cli.error(str(error))
 
