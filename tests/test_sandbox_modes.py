@@ -579,6 +579,7 @@ def test_cli_writes_annotations_for_hostile_candidates(tmp_path):
                      tests=[{"args": [1], "expected": 0.5}])]
     write_problems(probs, tmp_path / "p.jsonl")
     cands = [{"problem_id": "cli/a", "sample_index": 0, "code": "def f():\n    raise ValueError('\\ud800')\n"},
+             {"problem_id": "cli/a", "sample_index": 2, "code": "def f():\n    return '\ud800'\n"},
              {"problem_id": "cli/c", "sample_index": 0, "code": "def half(x):\n    return 1 << 1100\n"},
              {"problem_id": "cli/a", "sample_index": 1, "code": "def f():\n    return 1\n"}]
     (tmp_path / "c.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cands))
@@ -590,7 +591,8 @@ def test_cli_writes_annotations_for_hostile_candidates(tmp_path):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
-    assert [r["status"] for r in rows] == ["error", "fail", "pass"]
+    assert [r["status"] for r in rows] == ["error", "syntax_error", "fail", "pass"]
+    assert rows[1]["code"] == "def f():\n    return '\\ud800'\n"  # escaped, so the file could be written
 
 
 # --------------------------------------------------------------------------------------

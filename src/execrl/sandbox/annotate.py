@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from execrl.problems import Problem
@@ -22,4 +23,25 @@ def annotate_candidates(problems: dict[str, Problem], candidates: list[dict[str,
         code = cand.get("code")
         items.append((problems[pid], code if isinstance(code, str) else ""))
     results = executor.run_batch(items, progress=progress)
-    return [{**cand, **res.to_dict()} for cand, res in zip(candidates, results)]
+    return [_writable({**cand, **res.to_dict()}) for cand, res in zip(candidates, results)]
+
+
+def _writable(record: dict[str, Any]) -> dict[str, Any]:
+    """The record, with lone surrogates escaped wherever a string holds one (a candidate's
+    own fields may, e.g. code read from JSON with ``"\\ud800"``): one bad candidate must
+    not make the annotations file unwritable."""
+    try:
+        json.dumps(record, ensure_ascii=False).encode("utf-8")
+        return record
+    except UnicodeEncodeError:
+        return _escape(record)
+
+
+def _escape(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_escape(k): _escape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escape(v) for v in value]
+    return value
