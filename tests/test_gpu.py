@@ -11,20 +11,13 @@ import json
 import sys
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from execrl.generation import GenerationSettings, VLLMSettings, candidate_records, get_backend  # noqa: E402
-from execrl.grpo import GRPOSettings, train_grpo  # noqa: E402
-from execrl.lora import LoRASettings  # noqa: E402
-from execrl.problems import Problem  # noqa: E402
-from execrl.prompting import PromptConfig  # noqa: E402
-from execrl.rewards import RewardSettings  # noqa: E402
-from execrl.sandbox import Executor  # noqa: E402
-from execrl.srrl import SRRLSettings  # noqa: E402
-from execrl.tiny_model import TinyModelConfig  # noqa: E402
-from test_train_job import (  # noqa: E402
-    LORA,
+from execrl.generation import GenerationSettings, VLLMSettings, candidate_records, get_backend
+from execrl.problems import Problem
+from execrl.prompting import PromptConfig
+from execrl.tiny_model import TinyModelConfig
+from test_train_job import (
     PROBLEMS,
     build_tiny,
     dpo_settings,
@@ -57,7 +50,7 @@ def tiny(tmp_path_factory):
 def test_vllm_sampling_from_a_local_tiny_model(tiny):
     problems = [Problem(**{k: v for k, v in p.items() if k != "reference"}) for p in PROBLEMS]
     backend = get_backend("vllm", str(tiny / "model"), gpus=1,
-                          vllm=VLLMSettings(gpu_memory_utilization=0.3, max_model_len=256, dtype="float32"))
+                          vllm=VLLMSettings(gpu_memory_utilization=0.3, max_model_len=256, dtype="float16"))
     settings = GenerationSettings(num_samples=4, max_new_tokens=16, seed=3)
     first = candidate_records(problems, backend, settings, PromptConfig(num_tests_shown=1))
     again = candidate_records(problems, backend, settings, PromptConfig(num_tests_shown=1))
@@ -69,18 +62,22 @@ def test_vllm_sampling_from_a_local_tiny_model(tiny):
 @needs_vllm
 @pytest.mark.parametrize("method", ["grpo", "srrl"])
 def test_two_steps_with_colocated_vllm(tiny, tmp_path, method):
-    problems = [Problem(**p) for p in PROBLEMS]
-    settings = GRPOSettings(num_generations=4, prompts_per_step=2, max_steps=2, max_completion_length=16, save_steps=1,
-                            gradient_checkpointing=False, use_vllm=True, vllm_mode="colocate",
-                            vllm_gpu_memory_utilization=0.3, vllm_max_model_length=256)
-    with Executor(workers=2) as executor:
-        train_grpo(str(tiny / "model"), problems, problems[:2], PromptConfig(num_tests_shown=1), settings,
-                   RewardSettings(), LoRASettings(**LORA), executor, tmp_path / "ck", tmp_path / "trained",
-                   tmp_path / "metrics.jsonl", srrl=SRRLSettings() if method == "srrl" else None)
+    """The `train` rule's path on one GPU: accelerate launch, 1 process, a vLLM engine inside it."""
+    settings = grpo_settings()
+    settings["grpo"].update(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.3,
+                            vllm_max_model_length=256, max_completion_length=16)
+    if method == "srrl":
+        settings["srrl"] = {"refine_share": 0.5}
+    data = write_jsonl(tmp_path / "problems.jsonl", PROBLEMS)
+    command, env = job(tiny, tmp_path, method, settings, data, processes=1, config="ddp.yaml",
+                       extra=("--eval-problems", str(data), "--sandbox-workers", "2"))
+    env["CUDA_VISIBLE_DEVICES"] = "0"
+    run(command, env, tmp_path)
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    steps = [r for r in records if "train_runtime" not in r]
-    assert [r["step"] for r in steps] == [1, 2]
-    assert all("sampling/importance_sampling_ratio/mean" in r for r in steps)  # vLLM's log-probs were used
+    assert step_records(tmp_path) == [0, 1, 2]  # the interval evaluation before the first step, then each step
+    trained_steps = [r for r in records if "reward" in r]
+    assert len(trained_steps) == 2
+    assert all("sampling/importance_sampling_ratio/mean" in r for r in trained_steps)  # vLLM's log-probs were used
     assert (tmp_path / "trained" / "adapter_config.json").is_file()
 
 
