@@ -319,7 +319,7 @@ def conflict_message(target: Target, output: str) -> str:
 
 # ---------------------------------------------------------------------------- main
 
-SHOWN = ("torch", "vllm", "trl", "transformers", "tokenizers", "peft", "accelerate", "deepspeed", "datasets", "numpy", "pandas")
+SHOWN = ("torch", "vllm", "trl", "transformers", "tokenizers", "peft", "accelerate", "deepspeed", "datasets", "huggingface-hub", "numpy", "pandas")
 
 
 def summary(result: Result) -> str:
