@@ -549,6 +549,11 @@ def test_replayed_tests_with_their_own_functions_and_imports(ex):
               "class E:\n    def __eq__(s, o): return True\n    __hash__ = object.__hash__\n"
               "def f(x):\n    return E()\n")
     assert ex.run(p, rigged).tests_passed == 0
+    q = assert_problem(["x = f(3)\nassert x", "assert all(map(lambda i: f(i) == i, range(3)))\nassert f(0) == 0"])
+    truthy = "class T:\n    def __bool__(self): return True\ndef f(x):\n    return T()\n"
+    stop = "def f(x):\n    raise StopIteration\n"
+    assert ex.run(q, truthy).tests_passed == 0 and ex.run(q, stop).tests_passed == 0
+    assert ex.run(q, "def f(x):\n    return x\n").status == "pass"
 
 
 def test_replies_are_capped():

@@ -498,6 +498,11 @@ def _record_site(k, thunk, quiet):
     """
     try:
         v = thunk()
+        if _isinstance(v, _GENERATOR_TYPES):  # recorded as its items; the test iterates them
+            v = _list(v)
+            iterate = True
+        else:
+            iterate = False
     except BaseException as e:  # noqa: BLE001
         _entries.append([k, "x", _exc_name(e), _text(e), _format_exc(e, _sources), _builtin_base(e)])
         if quiet:  # inside an assert: the judge decides whether this value was needed
@@ -507,7 +512,7 @@ def _record_site(k, thunk, quiet):
         _entries.append([k, "v", encode(v)])
     except (Unencodable, RecursionError) as u:
         _entries.append([k, "u", _text(u), _safe_repr(v)])
-    return v
+    return iter(v) if iterate else v
 
 
 def _site(k, thunk):

@@ -409,6 +409,9 @@ class _Opaque:
     def __repr__(self) -> str:
         return f"<{self.type_name} object: {self.shown}>"
 
+    def __bool__(self) -> bool:  # as in split asserts: an object that is not a plain value fails
+        raise AssertionError(f"got a {self.type_name} object ({self.shown}), not a plain value")
+
 
 class CandidateError(Exception):
     """An exception the candidate's code raised, re-raised in the judge."""
@@ -417,8 +420,11 @@ class CandidateError(Exception):
 def _reraise(entry: list) -> BaseException:
     etype, msg, trace, base = (str(x) for x in entry[2:6])
     cls = getattr(builtins, base, None)
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
-        cls = CandidateError  # SystemExit, KeyboardInterrupt, ...: must not stop the judge
+    if not (isinstance(cls, type) and issubclass(cls, Exception)) or issubclass(
+            cls, (StopIteration, StopAsyncIteration)):
+        # SystemExit, KeyboardInterrupt, ... must not stop the judge, and StopIteration must
+        # not end an iteration of the judge's early (``all(map(...))`` would be true)
+        cls = CandidateError
     try:
         exc = cls(msg)
     except Exception:  # noqa: BLE001 - a builtin class with other constructor arguments

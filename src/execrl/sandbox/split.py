@@ -532,13 +532,13 @@ class _Sites:
         """Record ``node`` as a whole, or look for smaller expressions inside it? As small
         as the probes of a split assert: the judge's functions and operators stay with the
         judge (so neither setup helpers nor expected values reach the child)."""
+        if any(isinstance(n, (ast.Compare, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await))
+               for n in ast.walk(node)):
+            return False  # its comparisons are the judge's: look inside
         if isinstance(node, ast.Call) and not self.depends(node.func):
             values = [*node.args, *(kw.value for kw in node.keywords)]
             return any(isinstance(a, (ast.Name, ast.Attribute, ast.Lambda)) and self.depends(a) for a in values)
-        if isinstance(node, _STRUCTURAL) or isinstance(node, _SCOPES):
-            return False
-        return not any(isinstance(n, (ast.Compare, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await))
-                       for n in ast.walk(node))
+        return not isinstance(node, (*_STRUCTURAL, *_SCOPES))
 
 
 def _call(name: str, *args: ast.expr) -> ast.Call:
@@ -596,8 +596,9 @@ class _ChildVersion(ast.NodeTransformer):
         if isinstance(node, _COMPS):
             gens = [self.visit(g) for g in node.generators]
             return ast.ListComp(elt=self.reduce(node.elt), generators=gens)
-        if isinstance(node, (ast.Lambda, ast.DictComp)):
-            return self.visit(node)
+        if isinstance(node, ast.DictComp) or any(isinstance(n, ast.Lambda) and self.sites.depends(n)
+                                                  for n in ast.walk(node)):
+            return self.visit(node)  # whatever calls the lambda must run for its values to be recorded
         # anything else only evaluates its recorded parts: the judge's functions and
         # operators stay with the judge
         needed = (lambda c: self.sites.depends(c) or self.sites.reaches(c))  # noqa: E731
