@@ -480,10 +480,12 @@ def test_expected_values_never_reach_the_child():
     p = assert_problem(["assert math.isclose(area(2), 12.566370614359172, rel_tol=1e-3)",
                         "x = f(3)\nexpected = 987654\nassert x == expected",
                         "assert all(f(i) == 2 * i + 555555 for i in range(4))",
-                        "assert check(f(1)) and 123456 in f(2)"],
-                       setup="import math\ndef check(v):\n    return sorted(v) == [424242]\n")
+                        "assert check(f(1)) and 123456 in f(2)",
+                        "assert verify(3) and all(verify(i) for i in range(2))"],
+                       setup=("import math\ndef check(v):\n    return sorted(v) == [424242]\n"
+                              "def verify(v):\n    return f(v) == v + 777777\n"))
     spec = json.dumps(prepare(p).child_spec)
-    for secret in ("12.566", "987654", "555555", "424242", "123456"):
+    for secret in ("12.566", "987654", "555555", "424242", "123456", "777777"):
         assert secret not in spec, (secret, spec)
 
 

@@ -141,7 +141,8 @@ def _prepare(problem: Problem, shadowed: frozenset[str]) -> Prepared:
             child_tests.append(child_test)
             needed |= names
             judge_names |= shadowable
-        spec = {"mode": "assert", "tests": child_tests, "setup": setup.child_source(needed)}
+        # replayed setup functions travel inside the tests that use them
+        spec = {"mode": "assert", "tests": child_tests, "setup": setup.child_source(needed - setup.replayed.keys())}
         if shadowed:
             key += "|" + ",".join(sorted(shadowed))
         return Prepared(key, "assert", spec, tests, judge_names=frozenset(judge_names), env=setup.env)
@@ -264,17 +265,33 @@ class _Setup:
     judge_names: frozenset[str]
     helpers: frozenset[str]
     statements: list[_Statement]
+    replayed: dict[str, ast.stmt] = field(default_factory=dict)
+    """Setup functions that call the program (``def check(x): return f(x) == 2``): a test
+    using one is replayed with the function as part of the test, so that its comparisons
+    run in the judge."""
 
     def child_source(self, needed: set[str]) -> str | None:
-        """The setup the child runs: every candidate-dependent statement, and the
-        judge-side statements that they or the probes need (walked backwards)."""
+        """The setup the child runs: every candidate-dependent statement (a function that
+        tests replay only if another statement needs it), and the judge-side statements
+        that they or the probes need (walked backwards)."""
         keep: list[str] = []
         needed = set(needed)
         for st in reversed(self.statements):
-            if not st.judge_side or st.bound & needed:
+            replayed_only = st.bound and st.bound <= self.replayed.keys()
+            if (not st.judge_side and not replayed_only) or st.bound & needed:
                 keep.append(st.source)
                 needed |= st.loaded
         return "\n".join(reversed(keep)) or None
+
+    def functions_for(self, names: set[str]) -> list[ast.stmt]:
+        """The replayed setup functions ``names`` reach (in setup order)."""
+        reach, todo = set(), [n for n in names if n in self.replayed]
+        while todo:
+            name = todo.pop()
+            if name not in reach:
+                reach.add(name)
+                todo += [n for n in _loaded_names(self.replayed[name]) if n in self.replayed]
+        return [copy.deepcopy(node) for name, node in self.replayed.items() if name in reach]
 
 
 _NO_SETUP_ENV = judge_namespace(JUDGE_BUILTINS)
@@ -291,6 +308,7 @@ def _split_setup(src: str) -> _Setup:
         return _Setup(env, frozenset(), frozenset(), [_Statement(None, src, False, set(), set())])
     judge_defined: set[str] = set()
     helpers: set[str] = set()
+    replayed: dict[str, ast.stmt] = {}
     statements = []
     for node in tree.body:
         bound = _module_bindings([node])
@@ -311,8 +329,10 @@ def _split_setup(src: str) -> _Setup:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)) or any(
                     isinstance(n, ast.Lambda) for n in ast.walk(node)):
                 helpers |= bound
+        elif isinstance(node, ast.FunctionDef):
+            replayed[node.name] = node
         statements.append(_Statement(node, ast.unparse(node), judge_side, bound, loaded))
-    return _Setup(env, frozenset(judge_defined), frozenset(helpers), statements)
+    return _Setup(env, frozenset(judge_defined), frozenset(helpers), statements, replayed)
 
 
 # --------------------------------------------------------------------------------------
@@ -333,6 +353,13 @@ def _prepare_assert(src: str, setup: _Setup, shadowed: frozenset[str]
     # a redefined safe builtin is the candidate's only where it is the function under test
     shadowable = set() if candidate else (loaded & set(SAFE_BUILTIN_NAMES)) - local
     safe = known if candidate else known - shadowed
+    functions = setup.functions_for(loaded)
+    if functions:  # the setup's functions that call the program run in the judge, replayed
+        tree.body[:0] = functions
+        src_for_replay = ast.unparse(tree)
+        judge_test, child_src = _prepare_replay(src_for_replay, tree, safe - {f.name for f in functions})
+        judge_test.source = src
+        return judge_test, {"kind": "r", "source": child_src}, _loaded_names(ast.parse(child_src)), shadowable
     if len(tree.body) == 1 and isinstance(tree.body[0], ast.Assert):
         try:
             judge_test, child, needed = _split_assert(src, tree.body[0].test, safe, setup.helpers)
@@ -554,16 +581,38 @@ class _ChildVersion(ast.NodeTransformer):
     """The child's version: recorded expressions wrapped, asserts reduced to evaluating
     their recorded expressions (no comparison, no expected value)."""
 
-    def __init__(self, sites: _Sites) -> None:
+    def __init__(self, sites: _Sites, assert_only: set[str] = frozenset()) -> None:
         self.sites = sites
         self.quiet = False
         self.asserts = 0
+        self.assert_only = assert_only
+        self.reducing_returns = False
 
     def visit(self, node: ast.AST) -> ast.AST:
         k = self.sites.ids.get(id(node))
         if k is not None:  # maximal: nothing inside it is recorded separately
             return _call("__execrl_quiet__" if self.quiet else "__execrl_site__", ast.Constant(k), _thunk(node))
         return super().visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        # a function only asserts use: what it returns is only asserted, so it returns its
+        # recorded values, not its comparisons (and their expected values)
+        outer = self.reducing_returns
+        self.reducing_returns = node.name in self.assert_only
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.reducing_returns = outer
+
+    def visit_Return(self, node: ast.Return) -> ast.AST:
+        if not self.reducing_returns or node.value is None:
+            return self.generic_visit(node)
+        self.quiet, outer = True, self.quiet
+        try:
+            node.value = self.reduce(node.value)
+        finally:
+            self.quiet = outer
+        return node
 
     def visit_Assert(self, node: ast.Assert) -> ast.AST:
         j = self.asserts
@@ -631,6 +680,18 @@ class _JudgeVersion(ast.NodeTransformer):
                 ast.Expr(_call("__execrl_leave__", ast.Constant(j)))]
 
 
+def _assert_only_functions(tree: ast.Module, local: set[str]) -> set[str]:
+    """Test-local functions (``def``) whose every use is inside an ``assert``."""
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name in local}
+    inside = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assert):
+            inside |= {id(x) for x in ast.walk(n)}
+    used_outside = {n.id for n in ast.walk(tree)
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in inside}
+    return defined - used_outside
+
+
 def _drop_dead_assignments(module: ast.Module) -> None:
     """Remove top-level assignments of values that do not involve the candidate and that
     nothing in the child reads (e.g. ``expected = [...]``)."""
@@ -656,7 +717,7 @@ def _prepare_replay(src: str, tree: ast.Module, safe: frozenset[str]) -> tuple[J
     child_sites.find(tree)
     sites = child_sites
     judge_tree = _JudgeVersion(judge_sites).visit(judge_tree)
-    child_tree = _ChildVersion(child_sites).visit(tree)
+    child_tree = _ChildVersion(child_sites, _assert_only_functions(tree, local)).visit(tree)
     judge_tree = GuardOps().visit(judge_tree)
     ast.fix_missing_locations(judge_tree)
     ast.fix_missing_locations(child_tree)
