@@ -6,7 +6,8 @@ whatever they are: ``sum(range(f(3)))`` with ``f`` returning 3e8, ``2 ** f(x)``,
 ``math.factorial(f(x))``, a helper from the setup code looping on a value. Two bounds:
 
 * operations whose cost is not bounded by the size of their operands (repetition, powers,
-  shifts, big products, ``range`` consumed by a builtin, factorials, ``bytes(n)``) are rewritten into calls
+  shifts, big products and divisions, ``range`` consumed by a builtin, factorials,
+  ``bytes(n)``, ``round`` of huge integers) are rewritten into calls
   that check the size of the result before computing it (``JudgeLimitExceeded``);
 * Python-level code (comprehensions, lambdas, setup helpers, replayed tests) runs under a
   per-thread trace function that raises once ``JUDGE_TIME_LIMIT_S`` has passed.
@@ -30,6 +31,9 @@ MAX_ITEMS = 1_000_000
 """Largest sequence or range the judge builds or iterates for one test."""
 MAX_INT_BITS = 1 << 22
 """Largest integer (in bits) the judge computes for one test."""
+MAX_DIVISION_WORK = 1 << 36
+"""Largest product of operand sizes (in bits) for integer division, remainder and modular
+powers, whose cost grows with that product (~0.1 s at the bound)."""
 
 
 class JudgeLimitExceeded(Exception):
@@ -66,6 +70,38 @@ def op_pow(a: Any, b: Any) -> Any:
     return a ** b
 
 
+def _check_division(a: Any, b: Any) -> None:
+    if type(a) in (int, bool) and type(b) in (int, bool) and _int_bits(a) * _int_bits(b) > MAX_DIVISION_WORK:
+        raise JudgeLimitExceeded("division of integers too large")
+
+
+def op_floordiv(a: Any, b: Any) -> Any:
+    _check_division(a, b)
+    return a // b
+
+
+def op_mod(a: Any, b: Any) -> Any:
+    _check_division(a, b)
+    return a % b
+
+
+def op_truediv(a: Any, b: Any) -> Any:
+    _check_division(a, b)
+    return a / b
+
+
+def guarded_divmod(a: Any, b: Any) -> Any:
+    _check_division(a, b)
+    return divmod(a, b)
+
+
+def guarded_round(x: Any, ndigits: Any = None) -> Any:
+    if type(x) is int and type(ndigits) is int and ndigits < 0 and (
+            -ndigits > MAX_INT_BITS // 4 or _int_bits(x) * -ndigits * 4 > MAX_DIVISION_WORK):
+        raise JudgeLimitExceeded("rounding of an integer too large")  # it divides by 10 ** -ndigits
+    return round(x) if ndigits is None else round(x, ndigits)
+
+
 def op_lshift(a: Any, b: Any) -> Any:
     if type(b) in (int, bool) and b > MAX_INT_BITS:
         raise JudgeLimitExceeded("shift too large")
@@ -75,6 +111,8 @@ def op_lshift(a: Any, b: Any) -> Any:
 def guarded_pow(base: Any, exp: Any, mod: Any = None) -> Any:
     if mod is None:
         return op_pow(base, exp)
+    if type(exp) is int and type(mod) is int and _int_bits(exp) * _int_bits(mod) > MAX_DIVISION_WORK:
+        raise JudgeLimitExceeded("modular power too large")
     return builtins.pow(base, exp, mod)
 
 
@@ -112,8 +150,10 @@ def _guarded_math() -> types.ModuleType:
 
 
 GUARDED_MATH = _guarded_math()
-_GUARDS = {"__op_mul__": op_mul, "__op_pow__": op_pow, "__op_lshift__": op_lshift, "__op_alloc__": op_alloc}
-_OPS = {ast.Mult: "__op_mul__", ast.Pow: "__op_pow__", ast.LShift: "__op_lshift__"}
+_GUARDS = {"__op_mul__": op_mul, "__op_pow__": op_pow, "__op_lshift__": op_lshift, "__op_alloc__": op_alloc,
+           "__op_floordiv__": op_floordiv, "__op_mod__": op_mod, "__op_truediv__": op_truediv}
+_OPS = {ast.Mult: "__op_mul__", ast.Pow: "__op_pow__", ast.LShift: "__op_lshift__",
+        ast.FloorDiv: "__op_floordiv__", ast.Mod: "__op_mod__", ast.Div: "__op_truediv__"}
 
 
 def judge_namespace(safe_builtins: dict[str, Any]) -> dict[str, Any]:
@@ -122,6 +162,8 @@ def judge_namespace(safe_builtins: dict[str, Any]) -> dict[str, Any]:
     b = dict(safe_builtins)
     b["range"] = guarded_range
     b["pow"] = guarded_pow
+    b["divmod"] = guarded_divmod
+    b["round"] = guarded_round
     return {"__builtins__": b, "math": GUARDED_MATH, "cmath": cmath, **_GUARDS}
 
 
