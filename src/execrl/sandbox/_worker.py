@@ -84,6 +84,7 @@ MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW = 1, 4
 
 
 def _check(ret: int, what: str) -> None:
@@ -110,13 +111,17 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def install_seccomp(program: bytes) -> None:
+def install_seccomp(program: bytes, syscall_nr: int | None) -> None:
     """Install the run filter (``execrl.sandbox.seccomp``) on this process and its future
     children. ``PR_SET_NO_NEW_PRIVS`` first: required without CAP_SYS_ADMIN, and harmless
-    here (every mount of the private root is nosuid)."""
+    here (every mount of the private root is nosuid). Through ``seccomp(2)`` with
+    ``SECCOMP_FILTER_FLAG_SPEC_ALLOW`` where the kernel has it (4.17+), else ``prctl``."""
     buf = ctypes.create_string_buffer(program, len(program))
     prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+    if syscall_nr is not None and _libc.syscall(syscall_nr, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW,
+                                                ctypes.c_void_p(ctypes.addressof(prog))) == 0:
+        return
     _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0), "prctl(SECCOMP)")
 
 
@@ -1152,7 +1157,7 @@ def _forker(worker: Worker, cmd_fd: int, done_fd: int) -> None:
     worker.tid = os.getpid()
     worker.children_fd = os.open(f"/proc/self/task/{worker.tid}/children", os.O_RDONLY | os.O_CLOEXEC)
     if worker.seccomp is not None:
-        install_seccomp(worker.seccomp)  # once, here: every run inherits it
+        install_seccomp(worker.seccomp, worker.cfg.get("seccomp_syscall"))  # once, here: every run inherits it
     read, write, fork, monotonic = os.read, os.write, os.fork, time.monotonic
     killpg = os.killpg
     cmd_size, unpack_cmd, pack_done = _CMD.size, _CMD.unpack, _DONE.pack

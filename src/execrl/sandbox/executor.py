@@ -24,7 +24,7 @@ from execrl.problems import Problem
 from execrl.sandbox.judge import judge
 from execrl.sandbox.limits import ExecutionLimits
 from execrl.sandbox.result import ExecutionResult
-from execrl.sandbox.seccomp import build_filter
+from execrl.sandbox.seccomp import build_filter, seccomp_syscall
 from execrl.sandbox.split import Prepared, candidate_bindings, prepare
 
 log = logging.getLogger(__name__)
@@ -294,7 +294,8 @@ class Executor:
         seccomp = build_filter()
         self._cfg = {"isolation": isolation, "network": network, "preload": list(preload),
                      "hash_seed": hash_seed, "drop_privileges": drop_privileges, "tmpfs_mb": tmpfs_mb,
-                     "cache_size": cache_size, "seccomp": seccomp.hex() if seccomp else None}
+                     "cache_size": cache_size, "seccomp": seccomp.hex() if seccomp else None,
+                     "seccomp_syscall": seccomp_syscall()}
         self._cache_size = cache_size
         self._idle: queue.Queue[_WorkerHandle] = queue.Queue()
         self._handles: list[_WorkerHandle] = []

@@ -45,6 +45,15 @@ _AARCH64 = {
     "clone": 220, "clone3": 435,
 }
 _ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
+_SECCOMP_SYSCALL = {"x86_64": 317, "aarch64": 277}
+
+
+def seccomp_syscall(machine: str | None = None) -> int | None:
+    """The number of ``seccomp(2)`` here: the filter is installed with
+    ``SECCOMP_FILTER_FLAG_SPEC_ALLOW``, so that being filtered does not also switch on the
+    kernel's speculative-store-bypass mitigation for every run (a slowdown that protects a
+    process from itself; a run's memory holds nothing of anyone else's)."""
+    return _SECCOMP_SYSCALL.get(machine or platform.machine())
 
 BLOCKED = tuple(name for name in _X86_64 if name not in ("clone", "clone3"))
 """Denied with EPERM. ``clone3`` gets ENOSYS instead (its flags live in memory, where a
