@@ -300,3 +300,35 @@ def test_sandbox_isolation_report(sandbox):
     assert report["mode"] == "root"
     assert report["network_isolated"] and report["private_root"]
     assert report["uid"] != 0
+
+
+def test_retries_are_counted_per_job():
+    """Only the job a worker was running when it died is charged a retry: the jobs queued
+    behind it are resubmitted as they were."""
+    slow = "import time\nt = time.time()\nwhile time.time() - t < 5: pass\ndef add(a, b):\n    return a + b\n"
+    with Executor(workers=1, limits=ExecutionLimits(timeout_s=10, memory_mb=256)) as ex:
+        kills = []
+
+        def killer() -> None:
+            deadline = time.monotonic() + 60
+            while len(kills) < 2 and time.monotonic() < deadline:
+                h = ex._handles[0] if ex._handles else None
+                try:
+                    forker = psutil.Process(h.forker_pid) if h is not None and h.forker_pid else None
+                    running = forker is not None and forker.children()
+                except psutil.Error:
+                    running = False
+                if running and h.proc.pid not in kills:
+                    time.sleep(0.2)  # the slow job is running
+                    kills.append(h.proc.pid)
+                    os.kill(h.proc.pid, signal.SIGKILL)
+                time.sleep(0.01)
+
+        thread = threading.Thread(target=killer)
+        thread.start()
+        results = ex.run_batch([(ADD, slow), (ADD, GOOD), (ADD, GOOD)])
+        thread.join()
+        assert len(kills) == 2
+        assert [r.status for r in results] == ["error", "pass", "pass"]
+        assert results[0].error_type == "WorkerCrashed"
+        assert ex.respawns == 2
