@@ -112,8 +112,8 @@ def job(tiny, workdir, method, settings, data, processes=2, extra=(), config="cp
         "--checkpoint-root", str(workdir / "checkpoints"), "--run-name", f"{method}/run", "--threads", "1",
         *extra,
     ]
-    env = {**os.environ, "PYTHONPATH": str(tiny / "hook"), "WRITES_LOG": str(workdir / "writes.tsv"),
-           "OMP_NUM_THREADS": "1"}
+    python_path = os.pathsep.join(filter(None, [str(tiny / "hook"), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": python_path, "WRITES_LOG": str(workdir / "writes.tsv"), "OMP_NUM_THREADS": "1"}
     return command, env
 
 
@@ -187,6 +187,20 @@ def test_grpo_on_two_processes(tiny, tmp_path):
     assert len(rates) == 3 and all(round(rate * 3, 6) == round(rate * 3) for rate in rates)
 
 
+def training_processes(workdir):
+    """Live processes of `execrl.train_job` writing under `workdir`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if b"execrl.train_job" in argv and str(workdir).encode() in b" ".join(argv) and state != "Z":
+            found.append(int(proc.name))
+    return found
+
+
 def checkpoints(workdir):
     return sorted(workdir.glob("checkpoints/dpo/run/*/checkpoint-*/trainer_state.json"))
 
@@ -200,8 +214,13 @@ def test_killed_two_process_run_resumes_from_its_checkpoint(tiny, tmp_path):
     while not checkpoints(tmp_path) and time.monotonic() < deadline and first.poll() is None:
         time.sleep(0.1)
     assert first.poll() is None, "the run ended before it could be killed"
-    os.killpg(first.pid, signal.SIGKILL)  # the whole job, as Slurm preempting it would
+    os.killpg(first.pid, signal.SIGKILL)  # the launcher's process group, as a local scheduler cancelling it would
     first.wait()
+    # torchrun put each training process in a session of its own: they must die with the launcher.
+    deadline = time.monotonic() + 30
+    while training_processes(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not training_processes(tmp_path), "training processes outlived their launcher"
     assert checkpoints(tmp_path), "no checkpoint appeared"
     assert not (tmp_path / "trained").exists()
     saved = max(json.loads(p.read_text())["global_step"] for p in checkpoints(tmp_path))

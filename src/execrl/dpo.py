@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from execrl.lora import LoRASettings
-from execrl.training import ExampleLog, MetricsFileCallback, finish_training, last_checkpoint, resumable_run_kwargs
+from execrl.training import ExampleLog, MetricsFileCallback, finish_training, resumable_run_kwargs, train_resuming
 
 
 @dataclass(frozen=True)
@@ -84,5 +84,5 @@ def train_dpo(
         callbacks=[MetricsFileCallback(metrics_in_progress)],
     )
     trainer.data_collator = ExampleLog(trainer.data_collator, "pair", drop=True)
-    trainer.train(resume_from_checkpoint=last_checkpoint(checkpoint_dir))
+    train_resuming(trainer, checkpoint_dir)
     finish_training(trainer, tokenizer, adapter_dir, metrics_in_progress, metrics_path)

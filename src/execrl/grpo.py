@@ -20,8 +20,8 @@ from execrl.training import (
     ExampleLog,
     MetricsFileCallback,
     finish_training,
-    last_checkpoint,
     resumable_run_kwargs,
+    train_resuming,
     world_size,
 )
 from execrl.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
@@ -343,5 +343,5 @@ def train_grpo(
     # Merging in place would write into ZeRO-3's gathered copies of sharded weights.
     if lora and not settings.use_vllm and not trainer.is_deepspeed_enabled:
         generate_with_merged_adapter(trainer.model)
-    trainer.train(resume_from_checkpoint=last_checkpoint(checkpoint_dir))
+    train_resuming(trainer, checkpoint_dir)
     finish_training(trainer, tokenizer, adapter_dir, metrics_in_progress, metrics_path)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -79,6 +80,21 @@ def parse_settings(method: str, settings: dict) -> dict:
     return parsed
 
 
+def die_with_launcher() -> None:
+    """Have Linux kill this process when the process that started it dies.
+
+    torchrun (under `accelerate launch`) starts every training process in a session of its own,
+    so killing the launcher's process group, as a local scheduler cancelling the job does, would
+    leave them training and writing checkpoints beside the run that replaces them.
+    """
+    if sys.platform != "linux" or "TORCHELASTIC_RUN_ID" not in os.environ:
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
 def check_gpus(processes: int) -> None:
     """One training process per visible GPU: fewer leave GPUs idle, more share one and fail in NCCL."""
     import torch
@@ -125,6 +141,7 @@ def checkpoint_dir(args, settings: dict) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
+    die_with_launcher()
     cli = parser()
     args = cli.parse_args(argv)
     try:

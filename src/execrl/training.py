@@ -73,6 +73,39 @@ def last_checkpoint(output_dir: str | Path) -> str | None:
     return checkpoint
 
 
+def train_resuming(trainer, checkpoint_dir: str | Path) -> None:
+    """`trainer.train()` from the newest complete checkpoint in `checkpoint_dir`, if any.
+
+    transformers before 5.18 loads the optimizer state of a run of several CPU processes onto
+    `cpu:N`, which `torch.load` cannot restore; those releases get it loaded onto `cpu`, as 5.18
+    and later do themselves.
+    """
+    import torch
+    import transformers
+    from packaging.version import Version
+
+    if Version(transformers.__version__) < Version("5.18") and trainer.args.device.type == "cpu":
+        load_state = trainer._load_optimizer_and_scheduler
+
+        def load_on_cpu(checkpoint):
+            load = torch.load
+
+            def load_to_cpu(*args, **kwargs):
+                location = kwargs.get("map_location")
+                if isinstance(location, torch.device) and location.type == "cpu":
+                    kwargs["map_location"] = "cpu"
+                return load(*args, **kwargs)
+
+            torch.load = load_to_cpu
+            try:
+                return load_state(checkpoint)
+            finally:
+                torch.load = load
+
+        trainer._load_optimizer_and_scheduler = load_on_cpu
+    trainer.train(resume_from_checkpoint=last_checkpoint(checkpoint_dir))
+
+
 def settings_digest(settings: dict) -> str:
     """A short, stable name for a set of training settings (keys checkpoints to them)."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
