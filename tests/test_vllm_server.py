@@ -157,3 +157,20 @@ def test_every_flag_is_a_field_of_trls_script_arguments():
     flags = {arg[2:] for arg in command if arg.startswith("--")}
     assert flags <= {field.name for field in ScriptArguments.__dataclass_fields__.values()}
     assert Path(command[0]).name == "trl" and command[1] == "vllm-serve"
+
+
+def test_a_killed_server_command_takes_the_server_and_the_training_with_it(stand_in, tmp_path):
+    """SIGKILL leaves no time to stop anything: the children die with their parent."""
+    job = stand_in("serve", "--gpus", "1", command_args=("120",))
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "command.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(0.2)
+    command = json.loads((tmp_path / "command.json").read_text())
+    server = json.loads((tmp_path / "server.json").read_text())
+    job.kill()
+    job.communicate(timeout=60)
+    deadline = time.monotonic() + 10
+    while (alive(command["pid"]) or alive(server["pid"])) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(command["pid"]) and not alive(server["pid"])

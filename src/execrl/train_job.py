@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -81,18 +80,14 @@ def parse_settings(method: str, settings: dict) -> dict:
 
 
 def die_with_launcher() -> None:
-    """Have Linux kill this process when the process that started it dies.
-
-    torchrun (under `accelerate launch`) starts every training process in a session of its own,
-    so killing the launcher's process group, as a local scheduler cancelling the job does, would
-    leave them training and writing checkpoints beside the run that replaces them.
+    """Die with the launcher: torchrun (under `accelerate launch`) starts every training process in
+    a session of its own, so killing the launcher's process group, as a local scheduler cancelling
+    the job does, would leave them training and writing checkpoints beside the run replacing them.
     """
-    if sys.platform != "linux" or "TORCHELASTIC_RUN_ID" not in os.environ:
-        return
-    import ctypes
+    from execrl.vllm_server import die_with_parent
 
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        die_with_parent()
 
 
 def check_gpus(processes: int) -> None:

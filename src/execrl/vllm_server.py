@@ -46,6 +46,16 @@ class Stopped(Exception):
         self.signum = signum
 
 
+def die_with_parent(signum: int = signal.SIGKILL) -> None:
+    """Have Linux send `signum` to this process when its parent dies (kept across exec)."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signum)
+
+
 def visible_gpus(environ) -> list[str]:
     """The job's GPUs as CUDA_VISIBLE_DEVICES names them (Slurm sets it for `--gpus`)."""
     if "CUDA_VISIBLE_DEVICES" in environ:
@@ -171,14 +181,15 @@ def main(argv: list[str] | None = None) -> int:
             server_command = serve_command(trl, args, port)
             print(f"vLLM server on GPU(s) {','.join(server_gpus)}, port {port}, log {log}: {' '.join(server_command)}",
                   file=sys.stderr, flush=True)
+            # Both children die with this process even when it is killed outright (SIGKILL).
             server = subprocess.Popen(
                 server_command, stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True,
-                env={**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(server_gpus)},
+                env={**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(server_gpus)}, preexec_fn=die_with_parent,
             )
         wait_until_healthy(f"http://{args.host}:{port}/health", server, args.timeout, log)
         print(f"vLLM server is up; training on GPU(s) {','.join(training_gpus)}", file=sys.stderr, flush=True)
         job = subprocess.Popen(
-            command, start_new_session=True,
+            command, start_new_session=True, preexec_fn=die_with_parent,
             env={
                 **os.environ,
                 "CUDA_VISIBLE_DEVICES": ",".join(training_gpus),
