@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import sysconfig
 import threading
@@ -300,6 +301,7 @@ def test_sandbox_isolation_report(sandbox):
     assert report["mode"] == "root"
     assert report["network_isolated"] and report["private_root"]
     assert report["uid"] != 0
+    assert report["seccomp"] and report["ipc_isolated"] and report["pid_namespace"]
 
 
 def test_retries_are_counted_per_job():
@@ -332,3 +334,44 @@ def test_retries_are_counted_per_job():
         assert [r.status for r in results] == ["error", "pass", "pass"]
         assert results[0].error_type == "WorkerCrashed"
         assert ex.respawns == 2
+
+
+def test_no_run_process_outlives_a_killed_executor(tmp_path):
+    """The executor killed outright (nobody left to sweep): the runs' PID namespace dies
+    with its first process, the forker, and takes every process of every run with it."""
+    marker = "1000.4242"
+    script = ("import time\nfrom execrl.problems import Problem\nfrom execrl.sandbox import Executor, ExecutionLimits\n"
+              "p = Problem(id='k', prompt='x', test_type='assert', tests=['assert f() == 1'])\n"
+              "code = ('import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n'\n"
+              f"        '    os.execv(\"/bin/sleep\", [\"sleep\", \"{marker}\"])\\n'\n"
+              "        'time.sleep(100)\\ndef f():\\n    return 1\\n')\n"
+              "with Executor(workers=1, limits=ExecutionLimits(timeout_s=30)) as ex:\n"
+              "    print('ready', flush=True)\n"
+              "    ex.run(p, code)\n")
+    repo_src = Path(__file__).resolve().parents[1] / "src"
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(repo_src)})
+
+    def sleepers() -> list[int]:
+        found = []
+        for p in psutil.process_iter(["pid", "cmdline"]):
+            try:
+                if p.info["cmdline"] and marker in p.info["cmdline"]:
+                    found.append(p.info["pid"])
+            except psutil.Error:
+                pass
+        return found
+
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 30
+        while not sleepers() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sleepers(), "the run never started its process"
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while sleepers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sleepers() == []

@@ -74,13 +74,15 @@ _libc.unshare.argtypes = [ctypes.c_int]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+_libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MS_SLAVE, MS_SHARED = 32, 4096, 16384, 1 << 18, 1 << 19, 1 << 20
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
@@ -281,6 +283,9 @@ def setup_isolation(cfg: dict) -> dict:
         os.chroot(root)
         os.chdir("/")
         fresh_scratch(int(cfg.get("tmpfs_mb", 256)), report["scratch_binds"])
+        # shared, so that the forker's mount namespace (a slave of this one, see _forker)
+        # receives every fresh scratch mount made here
+        _mount(None, "/", None, MS_REC | MS_SHARED)
         report["private_root"] = True
     except (OSError, StopIteration) as e:
         report["notes"].append(f"private root unavailable ({e}); host filesystem visible")
@@ -754,9 +759,32 @@ class Worker:
 
     # ---- the forker ----------------------------------------------------------------
     def start_forker(self, close: tuple[int, ...] = ()) -> None:
-        """Fork the forker; call it once, after the controller's start-up is complete."""
+        """Fork the forker; call it once, after the controller's start-up is complete.
+
+        With namespaces, the forker is PID 1 of a PID namespace of its own: if it dies (with
+        the controller, or killed), the kernel kills every process of every run at once, even
+        when nobody is left to sweep (the executor killed outright)."""
         if self.uid is None:
             self.nproc_base += 1  # RLIMIT_NPROC counts the forker too (same uid as the runs)
+        self.pid_ns = False
+        if self.private_root and self.mode in ("root", "userns"):
+            own_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                _check(_libc.unshare(CLONE_NEWPID), "unshare(pid)")
+                self.pid_ns = self._fork_forker(close)
+            except OSError as e:
+                self.report["notes"].append(f"no PID namespace for the runs ({e})")
+            if not self.pid_ns:  # back to forking into our own namespace
+                _libc.setns(own_ns, CLONE_NEWPID)
+            os.close(own_ns)
+            if self.pid_ns:
+                self.report["pid_namespace"] = True
+                return
+        self._fork_forker(close)
+        self.report["pid_namespace"] = False
+
+    def _fork_forker(self, close: tuple[int, ...]) -> bool:
+        """Fork the forker; whether it runs in a PID namespace of its own (it says so)."""
         cmd_r, cmd_w = os.pipe()
         done_r, done_w = os.pipe()
         pid = os.fork()
@@ -769,7 +797,17 @@ class Worker:
                 _os_exit(0)
         os.close(cmd_r)
         os.close(done_w)
+        hello = os.read(done_r, 1)  # the forker's set-up is done
+        if hello not in (b"P", b"N"):
+            os.close(cmd_w)
+            os.close(done_r)
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+            return False
         self.forker_pid, self.cmd_fd, self.done_fd = pid, cmd_w, done_r
+        return hello == b"P"
 
     def stop_forker(self) -> None:
         if self.forker_pid is not None:
@@ -1151,11 +1189,26 @@ def _forker(worker: Worker, cmd_fd: int, done_fd: int) -> None:
     Kept minimal on purpose (see ``Worker``): no JSON, no job data, a handful of objects.
     """
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != worker.tid:  # the controller died before the line above
+    in_pid_ns = os.getpid() == 1
+    if in_pid_ns:
+        # A /proc of the new namespace, so that the runs' PIDs in /proc are those os.getpid()
+        # returns, and the forker reads its children there; mounted in a mount namespace of
+        # the forker's own, a slave of the controller's (fresh scratch mounts still arrive).
+        try:
+            _check(_libc.unshare(CLONE_NEWNS), "unshare(mount)")
+            _mount(None, "/", None, MS_REC | MS_SLAVE)
+            try:
+                _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
+            except OSError:
+                _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        except OSError:
+            return  # the controller sees no greeting and forks a forker without the namespace
+    elif os.getppid() != worker.tid:  # the controller died before PR_SET_PDEATHSIG
         return
     _prctl(PR_SET_CHILD_SUBREAPER, 1)  # not inherited across fork
     worker.tid = os.getpid()
-    worker.children_fd = os.open(f"/proc/self/task/{worker.tid}/children", os.O_RDONLY | os.O_CLOEXEC)
+    worker.children_fd = os.open("/proc/thread-self/children", os.O_RDONLY | os.O_CLOEXEC)
+    os.write(done_fd, b"P" if in_pid_ns else b"N")
     if worker.seccomp is not None:
         install_seccomp(worker.seccomp, worker.cfg.get("seccomp_syscall"))  # once, here: every run inherits it
     read, write, fork, monotonic = os.read, os.write, os.fork, time.monotonic
