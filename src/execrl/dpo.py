@@ -55,7 +55,6 @@ def train_dpo(
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_path)
     checkpoint_dir = Path(checkpoint_dir)
     args = DPOConfig(
         beta=settings.beta,
@@ -71,6 +70,8 @@ def train_dpo(
         remove_unused_columns=False,
         **resumable_run_kwargs(checkpoint_dir, settings.save_steps, settings.seed, wandb, run_name),
     )
+    # After the config: under ZeRO-3 it makes from_pretrained load each rank's shard only.
+    model = AutoModelForCausalLM.from_pretrained(model_path)
     dataset = Dataset.from_list(
         [{"pair": index, **{k: p[k] for k in ("prompt", "chosen", "rejected")}} for index, p in enumerate(pairs)]
     )

@@ -284,7 +284,6 @@ def train_grpo(
     tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_path)
     prompts = [build_prompt(p, prompt_config, tokenizer) for p in problems]
     problems_by_prompt = dict(zip(prompts, problems, strict=True))
     dataset = Dataset.from_list([{"prompt": text, "problem_id": p.id} for text, p in zip(prompts, problems, strict=True)])
@@ -312,6 +311,8 @@ def train_grpo(
         **settings.vllm_args(world_size()),
         **resumable_run_kwargs(checkpoint_dir, settings.save_steps, settings.seed, wandb, run_name),
     )
+    # After the config: under ZeRO-3 it makes from_pretrained load each rank's shard only.
+    model = AutoModelForCausalLM.from_pretrained(model_path)
     metrics_in_progress = checkpoint_dir / "metrics.jsonl"
     interval = IntervalEvaluation(
         eval_problems,
