@@ -134,3 +134,17 @@ def test_only_rotary_models_are_scored_in_chunks():
 
     assert uses_rotary_positions(Qwen2Config()) and uses_rotary_positions(LlamaConfig())
     assert not uses_rotary_positions(GPT2Config())
+
+
+def test_full_weight_training_without_deepspeed_loads_fp32(tiny_model, tmp_path):
+    """Adam's small steps would round away on bf16 weights; LoRA keeps the checkpoint's dtype."""
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOConfig
+
+    from execrl.training import load_model
+
+    AutoModelForCausalLM.from_pretrained(tiny_model).to(torch.bfloat16).save_pretrained(tmp_path / "bf16")
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, report_to=[])
+    assert args.deepspeed_plugin is None
+    assert load_model(str(tmp_path / "bf16"), args, full_weight=True).dtype == torch.float32
+    assert load_model(str(tmp_path / "bf16"), args, full_weight=False).dtype == torch.bfloat16

@@ -6,7 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from execrl.lora import LoRASettings
-from execrl.training import ExampleLog, MetricsFileCallback, finish_training, resumable_run_kwargs, train_resuming
+from execrl.training import (
+    ExampleLog,
+    MetricsFileCallback,
+    finish_training,
+    load_model,
+    resumable_run_kwargs,
+    train_resuming,
+)
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,7 @@ def train_dpo(
     batch and logs the indices of its pairs; rank 0 writes the folder, metrics and checkpoints.
     """
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     from trl import DPOConfig, DPOTrainer
 
     if not pairs:
@@ -70,8 +77,7 @@ def train_dpo(
         remove_unused_columns=False,
         **resumable_run_kwargs(checkpoint_dir, settings.save_steps, settings.seed, wandb, run_name),
     )
-    # After the config: under ZeRO-3 it makes from_pretrained load each rank's shard only.
-    model = AutoModelForCausalLM.from_pretrained(model_path)
+    model = load_model(model_path, args, full_weight=lora is None)
     dataset = Dataset.from_list(
         [{"pair": index, **{k: p[k] for k in ("prompt", "chosen", "rejected")}} for index, p in enumerate(pairs)]
     )

@@ -20,6 +20,7 @@ from execrl.training import (
     ExampleLog,
     MetricsFileCallback,
     finish_training,
+    load_model,
     resumable_run_kwargs,
     train_resuming,
     world_size,
@@ -278,7 +279,7 @@ def train_grpo(
     rank 0 writes the folder, metrics and checkpoints.
     """
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     from trl import GRPOConfig
 
     tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
@@ -311,8 +312,7 @@ def train_grpo(
         **settings.vllm_args(world_size()),
         **resumable_run_kwargs(checkpoint_dir, settings.save_steps, settings.seed, wandb, run_name),
     )
-    # After the config: under ZeRO-3 it makes from_pretrained load each rank's shard only.
-    model = AutoModelForCausalLM.from_pretrained(model_path)
+    model = load_model(model_path, args, full_weight=lora is None)
     metrics_in_progress = checkpoint_dir / "metrics.jsonl"
     interval = IntervalEvaluation(
         eval_problems,

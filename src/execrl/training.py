@@ -59,6 +59,21 @@ def resumable_run_kwargs(checkpoint_dir, save_steps: int, seed: int, wandb: dict
     }
 
 
+def load_model(model_path: str, args, full_weight: bool):
+    """The causal LM to train, loaded after `args` (a TRL config) exists.
+
+    After: under ZeRO-3 the config makes `from_pretrained` load each rank's shard only. LoRA and
+    DeepSpeed keep the checkpoint's dtype (bf16 for current models: DeepSpeed holds fp32 master
+    weights itself); all weights trained without DeepSpeed load in fp32, since Adam's small
+    updates to bf16 weights would round away.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    dtype = torch.float32 if full_weight and args.deepspeed_plugin is None else "auto"
+    return AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+
+
 def last_checkpoint(output_dir: str | Path) -> str | None:
     """The newest `checkpoint-N` folder that finished saving, for resuming after a kill."""
     output_dir = Path(output_dir)
