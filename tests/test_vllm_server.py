@@ -15,9 +15,10 @@ from trl.scripts.vllm_serve import ScriptArguments, build_command, make_parser
 from execrl.vllm_server import free_ports, serve_command, split_gpus
 
 # Stand-in for `trl`: records how it was started, then behaves as FAKE_TRL asks:
-# `serve` answers /health on --port, `exit` fails at once, `hang` never listens.
+# `serve` answers /health on --port, `exit` fails at once, `hang` never listens, `crash` serves
+# for 2 s and then exits.
 FAKE_TRL = f"""#!{sys.executable}
-import http.server, json, os, sys, time
+import http.server, json, os, sys, threading, time
 record = {{"argv": sys.argv[1:], "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid()}}
 with open(os.environ["FAKE_TRL_RECORD"], "w") as handle:
     json.dump(record, handle)
@@ -37,7 +38,13 @@ class Health(http.server.BaseHTTPRequestHandler):
         self.end_headers()
 
 time.sleep(1)  # a real server takes a while: the job must wait for it
-http.server.HTTPServer((host, port), Health).serve_forever()
+server = http.server.HTTPServer((host, port), Health)
+if mode == "crash":
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    time.sleep(2)
+    print("engine core died", flush=True)
+    os._exit(4)
+server.serve_forever()
 """
 
 # The training command's stand-in: reports its environment and that the server answers there.
@@ -174,3 +181,11 @@ def test_a_killed_server_command_takes_the_server_and_the_training_with_it(stand
     while (alive(command["pid"]) or alive(server["pid"])) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(command["pid"]) and not alive(server["pid"])
+
+
+def test_a_server_that_dies_during_training_stops_it_and_fails_the_job(stand_in, tmp_path):
+    job = stand_in("crash", "--gpus", "1", command_args=("120",))
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == 1
+    assert "exited with status 4 during training" in err and str(tmp_path / "vllm.log") in err
+    assert not alive(json.loads((tmp_path / "command.json").read_text())["pid"])

@@ -6,7 +6,8 @@
 The server takes the last `--gpus` devices of the job's CUDA_VISIBLE_DEVICES and COMMAND gets the
 rest. Both ports (vLLM's HTTP port and the port of TRL's weight-sync group) are picked free, so
 two jobs on one node do not collide. The server (`trl vllm-serve`) must answer on `/health`
-within `--timeout` seconds, or the job fails naming the server's log; then COMMAND runs with the
+within `--timeout` seconds, or the job fails naming the server's log (as it does when the server dies
+while COMMAND runs: COMMAND is then stopped); then COMMAND runs with the
 server's address in EXECRL_VLLM_SERVER_HOST, EXECRL_VLLM_SERVER_PORT and EXECRL_VLLM_GROUP_PORT,
 which `execrl.train_job` reads into TRL's GRPOConfig. The server is stopped when COMMAND ends, when
 it fails, and when the job is told to stop (SIGTERM from Slurm, SIGINT, SIGHUP); the exit status is
@@ -198,7 +199,10 @@ def main(argv: list[str] | None = None) -> int:
                 VLLM_GROUP_PORT_ENV: str(group_port),
             },
         )
-        status = job.wait()
+        while (status := job.poll()) is None:
+            if server.poll() is not None:
+                raise ServerError(f"the vLLM server exited with status {server.returncode} during training; see its log {log}")
+            time.sleep(1)
         return 128 - status if status < 0 else status
     except ServerError as error:
         print(f"execrl.vllm_server: {error}", file=sys.stderr, flush=True)
