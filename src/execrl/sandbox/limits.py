@@ -28,12 +28,6 @@ class ExecutionLimits:
     """Wall-clock backstop (sleeping or blocked programs) per run. ``None`` means
     ``3 * timeout_s + 2``."""
 
-    total_wall_timeout_s: float | None = None
-    """Wall-clock budget of one candidate over all its runs (a ``stdio`` problem runs once
-    per test): a worker is never held longer by one candidate. Tests that did not start
-    within it are ``not_run`` and the candidate times out. ``None`` means ``3 *`` the per-run
-    wall-clock limit."""
-
     memory_mb: int = 1024
     """Address-space cap (RLIMIT_AS) in MiB. Includes the interpreter itself (~30 MiB)."""
 
@@ -49,6 +43,12 @@ class ExecutionLimits:
     max_output_bytes: int = 4 << 20
     """Captured stdout and stderr are each truncated to this many bytes (the program keeps
     running; the rest is discarded)."""
+
+    total_wall_timeout_s: float | None = None
+    """Wall-clock budget of one candidate over all its runs (a ``stdio`` problem runs once
+    per test): a worker is never held longer by one candidate. Tests that did not start
+    within it are ``not_run`` and the candidate times out. ``None`` means ``3 *`` the per-run
+    wall-clock limit."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
