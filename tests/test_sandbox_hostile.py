@@ -244,6 +244,16 @@ def test_timeouts_are_reported_as_timeouts(sandbox):
     assert r.cpu_time_s >= 0.4, "the CPU budget, not the wall clock, stopped it"
 
 
+def test_cpu_time_is_summed_over_the_runs_processes(sandbox):
+    """Eight forked spinners: killed once they used the budget together, and cpu_time_s
+    reports all of it (it used to report the first process's 0.006 s)."""
+    ex: Executor = sandbox["ex"]
+    code, _ = _render("forked_spinners", sandbox)
+    r = ex.run(ADD, code)
+    assert r.status == "timeout" and "together" in r.error_message, r
+    assert LIMITS.timeout_s * 0.9 <= r.cpu_time_s <= LIMITS.timeout_s * 3, r.cpu_time_s
+
+
 def test_files_left_behind_are_not_visible_to_the_next_program(sandbox):
     ex: Executor = sandbox["ex"]
     writer, _ = _render("leave_files_behind", sandbox)
