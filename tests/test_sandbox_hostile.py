@@ -385,3 +385,22 @@ def test_no_run_process_outlives_a_killed_executor(tmp_path):
     while sleepers() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert sleepers() == []
+
+
+def test_a_stuck_worker_is_replaced_within_its_deadline(monkeypatch):
+    """A worker that stops answering (here: stopped) is replaced once the candidate's
+    wall-clock budget plus the reply grace has passed; its candidate is retried."""
+    import execrl.sandbox.executor as executor_module
+    monkeypatch.setattr(executor_module, "REPLY_GRACE_S", 2.0)  # 20 s by default
+    REPLY_GRACE_S = executor_module.REPLY_GRACE_S
+    limits = ExecutionLimits(timeout_s=0.5, wall_timeout_s=1.0)
+    with Executor(workers=1, limits=limits) as ex:
+        assert ex.run(ADD, GOOD).status == "pass"
+        stopped = ex._handles[0].proc.pid
+        os.kill(stopped, signal.SIGSTOP)
+        start = time.monotonic()
+        r = ex.run(ADD, GOOD)
+        elapsed = time.monotonic() - start
+        assert r.status == "pass" and ex.respawns == 1
+        assert 1.0 + REPLY_GRACE_S <= elapsed < 1.0 + REPLY_GRACE_S + 10
+        assert not psutil.pid_exists(stopped) or psutil.Process(stopped).status() == psutil.STATUS_ZOMBIE

@@ -61,9 +61,10 @@ FALLBACK_UID = 65534
 PIPELINE_DEPTH = 2
 START_TIMEOUT_S = 120.0
 """A worker must be ready (isolation, warm-up, self-test) within this time."""
-REPLY_GRACE_S = 30.0
-"""A reply may arrive this long after its candidate's total wall-clock budget (compiling,
-reaping, reading outputs): beyond, the worker is considered stuck and replaced."""
+REPLY_GRACE_S = 20.0
+"""A reply may arrive this long after its candidate's wall-clock budget (compiling, the
+forker's reaping grace, reading outputs): beyond, the worker is considered stuck and
+replaced."""
 
 
 class WorkerStartError(RuntimeError):
@@ -462,7 +463,8 @@ class Executor:
                     return
                 i, prepared, attempt = inflight[0]
                 try:
-                    header, blobs = handle.collect(time.monotonic() + lim["total_wall"] + REPLY_GRACE_S)
+                    budget = lim["total_wall"] if prepared.test_type == "stdio" else lim["wall"]
+                    header, blobs = handle.collect(time.monotonic() + budget + REPLY_GRACE_S)
                     if "worker_error" in header:
                         raise RuntimeError(header["worker_error"])
                 except (EOFError, OSError, ValueError, RuntimeError) as e:  # TimeoutError is an OSError
