@@ -60,7 +60,7 @@ def main() -> None:
     parser.add_argument("--method", choices=("grpo", "srrl"), default="srrl")
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the local profile uses 1)")
-    parser.add_argument("--config", default="config/config.yaml")
+    parser.add_argument("--config", default=".test/config/config.yaml")
     parser.add_argument("--model", default="results/models/builtin/tiny/base")
     parser.add_argument("--data", default="results/data/builtin")
     args = parser.parse_args()

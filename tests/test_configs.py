@@ -194,6 +194,9 @@ def test_large_models_train_all_weights_under_zero3_beside_a_vllm_server(workdir
     assert largest["resources"]["gpu"] == "8" and largest["resources"]["processes"] == "7"
     assert "execrl.vllm_server" in largest["shell"] and "--gpus 1 " in largest["shell"]
     assert "zero3.yaml --num_processes 7 " in largest["shell"]
+    assert "--gpu-memory-utilization 0.9 " in largest["shell"]  # the server owns its GPU
+    workers = merged("scaling-binary-bonus.yaml")["execution"]["workers"]
+    assert int(largest["resources"]["cpus_per_task"]) == 8 * 8 + 7 * workers  # sandbox workers of each process
     assert '"lora": null' in largest["shell"]
     small = train["qwen2.5-1.5b-instruct"]
     assert "ddp.yaml" in small["shell"] and '"lora": {' in small["shell"]

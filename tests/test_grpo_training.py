@@ -52,7 +52,8 @@ def test_c2_samples_reach_the_loss(tiny_model, tmp_path, monkeypatch):
     monkeypatch.setattr(SRRLRollout, "rollout", recording_rollout)
     monkeypatch.setattr(GRPOTrainer, "compute_loss", recording_loss)
     settings = GRPOSettings(num_generations=4, prompts_per_step=2, max_steps=1, max_completion_length=16,
-                            save_steps=100, gradient_checkpointing=False, learning_rate=1e-3)
+                            save_steps=100, gradient_checkpointing=False, learning_rate=1e-3, use_vllm=False,
+                            eval_every=0, temperature=1.0)
     with Executor(workers=1) as executor:
         train_grpo(tiny_model, PROBLEMS, PROBLEMS[:2], CONFIG, settings, RewardSettings(binary=1.0),
                    LoRASettings(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]), executor,

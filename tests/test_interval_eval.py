@@ -3,7 +3,7 @@ and sample count, with an interval over problems."""
 
 import pytest
 from accelerate import Accelerator
-from transformers import TrainerState
+from transformers import TrainerControl, TrainerState
 
 from execrl.interval_eval import IntervalEvaluation, pass_at_1_interval
 from execrl.problems import Problem
@@ -22,6 +22,9 @@ class RecordingTrainer:
 
     def log(self, metrics):
         self.logged.append(metrics)
+        # As Trainer.log does: its on_log handling resets the step's control flags.
+        if getattr(self, "control", None) is not None:
+            self.control.should_log = False
 
 
 def test_interval_is_the_normal_approximation_over_problems():
@@ -55,7 +58,9 @@ def test_evaluates_at_step_0_every_n_steps_and_at_the_end_at_its_own_temperature
         interval.on_train_begin(None, state, None)
         for step in range(1, 6):
             state.global_step = step
-            interval.on_step_end(None, state, None)
+            control = trainer.control = TrainerControl(should_log=True)
+            interval.on_step_end(None, state, control)
+            assert control.should_log  # the step's own record (loss, learning rate) is still written
         interval.on_train_end(None, state, None)
     assert [n for n, _ in asked] == [8] * 4  # steps 0, 2, 4 and the last (5)
     assert {t for _, t in asked} == {0.2}
@@ -78,6 +83,6 @@ def test_a_resumed_run_does_not_evaluate_step_0_again_and_the_last_step_only_onc
     state.global_step = 4  # resumed from checkpoint-4
     interval.on_train_begin(None, state, None)
     state.global_step = 6
-    interval.on_step_end(None, state, None)
+    interval.on_step_end(None, state, TrainerControl(should_log=True))
     interval.on_train_end(None, state, None)
     assert interval.steps == [6]

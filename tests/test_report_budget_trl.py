@@ -51,7 +51,8 @@ def test_tokens_as_trl_counts_them(tiny_model, tmp_path, monkeypatch, method):
     monkeypatch.setattr(GRPOTrainer, "_generate", recording_generate)
     monkeypatch.setattr(SRRLRollout, "rollout", recording_rollout)
     settings = GRPOSettings(num_generations=4, prompts_per_step=2, max_steps=2, max_completion_length=16,
-                            save_steps=100, gradient_checkpointing=False, learning_rate=1e-3)
+                            save_steps=100, gradient_checkpointing=False, learning_rate=1e-3, use_vllm=False,
+                            eval_every=0, temperature=1.0)
     metrics = tmp_path / "results" / "training" / "toy" / "tiny" / method / "0" / "metrics.jsonl"
     metrics.parent.mkdir(parents=True)
     with Executor(workers=1) as executor:

@@ -18,7 +18,7 @@ from snakemake_executor_plugin_slurm.submit_string import get_submit_command
 from snakemake_executor_plugin_slurm.utils import set_gres_string
 from snakemake_executor_plugin_slurm_jobstep import get_gpu_setting
 
-KEYS = {"gpu", "cpus_per_task", "mem_mb", "runtime"}
+KEYS = {"gpu", "tasks_per_gpu", "cpus_per_task", "mem_mb", "runtime"}
 sizes = st.floats(min_value=0, max_value=1000, allow_nan=False)
 attempts = st.integers(min_value=1, max_value=5)
 

@@ -20,7 +20,11 @@ DEFAULT_CONFIG = Path("config") / "config.yaml"
 """Relative to the working directory, as in the Snakefile."""
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
-RUNTIME_SETTINGS = {"execution": ("workers",), "wandb": ("mode", "project"), "grpo": ("vllm_server_gpus",)}
+RUNTIME_SETTINGS = {
+    "execution": ("workers",),
+    "wandb": ("mode", "project"),
+    "grpo": ("vllm_server_gpus", "vllm_server_gpu_memory_utilization"),
+}
 """Settings that cannot change a result (logging, parallelism): they never reach a rule's
 `params:` nor a checkpoint's key, so changing them reruns nothing."""
 

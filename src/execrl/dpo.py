@@ -28,7 +28,7 @@ class DPOSettings:
     per_device_train_batch_size: int = 8
     """Pairs per training process and micro-step (TRL's meaning: N processes train on N times as many)."""
     gradient_accumulation_steps: int = 1
-    max_length: int = 512
+    max_length: int = 2048
     save_steps: int = 50
     """Checkpoint every this many optimiser steps (a killed job resumes from the last one)."""
     gradient_checkpointing: bool = True

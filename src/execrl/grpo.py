@@ -35,24 +35,24 @@ class GRPOSettings:
     """GRPO hyper-parameters (TRL's names); a step uses prompts_per_step × num_generations completions."""
 
     num_generations: int = 8
-    prompts_per_step: int = 8
+    prompts_per_step: int = 16
     """Prompts per optimiser step over all training processes; each of N processes samples
     prompts_per_step / N of them (whole groups), so the process count does not change a step."""
     max_steps: int = 200
     train_problems: int | None = None
     """Train on the first N problems of the train split (None: all of them)."""
-    learning_rate: float = 1e-4
+    learning_rate: float = 1e-5
     beta: float = 0.0
     epsilon: float = 0.2
     loss_type: str = "dapo"
     scale_rewards: str = "group"
-    temperature: float = 1.0
+    temperature: float = 0.8
     top_p: float = 1.0
-    max_completion_length: int = 128
+    max_completion_length: int = 1024
     gradient_accumulation_steps: int = 1
     num_iterations: int = 1
-    save_steps: int = 50
-    eval_every: int = 0
+    save_steps: int = 25
+    eval_every: int = 25
     """Interval evaluation every this many steps (0: none)."""
     eval_problems: int = 64
     """Held-out problems in the interval evaluation."""
@@ -60,7 +60,7 @@ class GRPOSettings:
     """Samples per problem in the interval evaluation (its pass@1 averages them)."""
     eval_temperature: float = 0.2
     """Sampling temperature of the interval evaluation (0: greedy)."""
-    use_vllm: bool = False
+    use_vllm: bool = True
     vllm_mode: str = "colocate"
     """`colocate` (vLLM inside the training process) or `server` (`trl vllm-serve` on other GPUs of
     the job, started by `python -m execrl.vllm_server`)."""

@@ -76,7 +76,10 @@ class IntervalEvaluation(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.active and state.global_step % self.every == 0:
+            # Trainer.log clears `should_log`: keep the step's own record (loss, learning rate).
+            should_log = control.should_log
             self.evaluate(state.global_step)
+            control.should_log = should_log
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.active and self._last_step != state.global_step:

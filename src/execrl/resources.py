@@ -90,12 +90,14 @@ def stage_resources(stage: str, params_b: float, attempt: int = 1, full_weight: 
         raise ValueError(f"attempt counts from 1, got {attempt}")
     if stage in CPU_STAGES or params_b < CPU_ONLY_BELOW_B:
         cpus, mem_mb, minutes = _CPU_STAGE[stage] if stage in CPU_STAGES else _CPU_MODEL
-        return {"gpu": 0, "cpus_per_task": cpus, "mem_mb": mem_mb, "runtime": _runtime(minutes, attempt)}
+        return {"gpu": 0, "tasks_per_gpu": 0, "cpus_per_task": cpus, "mem_mb": mem_mb, "runtime": _runtime(minutes, attempt)}
     gpus = gpus_for(stage, params_b, full_weight)
     host_gb = max(_MIN_GPU_JOB_GB, _HOST_GB_PER_GPU * gpus + _HOST_GB_PER_B * params_b)
     minutes = _BASE_MINUTES[stage] * max(1.0, params_b / _REFERENCE_B)
     return {
         "gpu": gpus,
+        # snakemake-executor-plugin-slurm 2.6 asks for one task per GPU unless told 0; a job is one task.
+        "tasks_per_gpu": 0,
         "cpus_per_task": CPUS_PER_GPU * gpus,
         "mem_mb": int(math.ceil(host_gb * 1000)),
         "runtime": _runtime(minutes, attempt),

@@ -21,7 +21,10 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-METHODS = ("dpo", "grpo", "srrl")
+from execrl.methods import METHODS as REGISTRY
+from execrl.methods import trained_methods
+
+METHODS = tuple(trained_methods(REGISTRY))
 WANDB_MODES = ("disabled", "online", "offline")
 
 
@@ -45,7 +48,8 @@ def section(settings: dict, name: str, cls, *, nullable: bool = False):
 
 
 def parse_settings(method: str, settings: dict) -> dict:
-    """The settings objects of `method`, checked: exactly the method's sections, known keys only."""
+    """The settings objects of `method`, checked: exactly the sections its row in
+    `execrl.methods.METHODS` names plus `lora`, known keys only."""
     from execrl.dpo import DPOSettings
     from execrl.grpo import GRPOSettings
     from execrl.lora import LoRASettings
@@ -54,28 +58,25 @@ def parse_settings(method: str, settings: dict) -> dict:
     from execrl.sandbox import ExecutionLimits
     from execrl.srrl import SRRLSettings
 
+    classes = {
+        "dpo": DPOSettings,
+        "grpo": GRPOSettings,
+        "rewards": RewardSettings,
+        "prompt": PromptConfig,
+        "execution": ExecutionLimits,
+        "srrl": SRRLSettings,
+    }
     if not isinstance(settings, dict):
         raise ValueError(f"--settings must be a JSON object, got {type(settings).__name__}")
-    sections = {"dpo": ("dpo", "lora")}.get(method, ("grpo", "rewards", "lora", "prompt", "execution"))
-    if method == "srrl":
-        sections += ("srrl",)
+    sections = (*REGISTRY[method].settings, "lora")
     unknown = sorted(set(settings) - set(sections))
     if unknown:
         raise ValueError(f"settings: section(s) {', '.join(unknown)} do not belong to {method} (expected {', '.join(sections)})")
-    if method == "dpo":
-        return {"dpo": section(settings, "dpo", DPOSettings), "lora": section(settings, "lora", LoRASettings, nullable=True)}
     execution = settings.get("execution")
     if isinstance(execution, dict) and "workers" in execution:
         raise ValueError("settings.execution.workers changes no result: pass it as --sandbox-workers")
-    parsed = {
-        "grpo": section(settings, "grpo", GRPOSettings),
-        "rewards": section(settings, "rewards", RewardSettings),
-        "lora": section(settings, "lora", LoRASettings, nullable=True),
-        "prompt": section(settings, "prompt", PromptConfig),
-        "execution": section(settings, "execution", ExecutionLimits),
-    }
-    if method == "srrl":
-        parsed["srrl"] = section(settings, "srrl", SRRLSettings)
+    parsed = {name: section(settings, name, classes[name]) for name in REGISTRY[method].settings}
+    parsed["lora"] = section(settings, "lora", LoRASettings, nullable=True)
     return parsed
 
 
@@ -147,14 +148,15 @@ def main(argv: list[str] | None = None) -> None:
         settings = parse_settings(args.method, raw)
     except ValueError as error:
         cli.error(str(error))
-    if args.method != "dpo" and args.eval_problems is None:
+    online = REGISTRY[args.method].online
+    if online and args.eval_problems is None:
         cli.error(f"{args.method} needs --eval-problems")
 
     from execrl.training import world_size
 
     try:
         check_gpus(world_size())
-        if args.method != "dpo":
+        if online:
             settings["grpo"].per_process_completions(world_size())
             settings["grpo"].vllm_args(world_size())
     except ValueError as error:
@@ -167,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     wandb = {"mode": args.wandb_mode, "project": args.wandb_project}
     where = checkpoint_dir(args, raw)
     print(f"{args.method} job: checkpoints in {where}, {world_size()} process(es)", file=sys.stderr, flush=True)
-    if args.method == "dpo":
+    if not online:
         from execrl.dpo import train_dpo
         from execrl.jsonl import read_jsonl
 

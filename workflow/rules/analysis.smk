@@ -39,6 +39,7 @@ rule sample_refinements:
     params:
         model_path=get_policy_model,
         backend=config["generation"]["backend"],
+        vllm=get_vllm_settings,
         generation=get_refinement_generation_settings,
         prompt=get_prompt_settings,
         srrl=get_refinement_prompt_settings,

@@ -16,6 +16,7 @@ rule generate_candidates:
     params:
         model_path=get_policy_model,
         backend=config["generation"]["backend"],
+        vllm=get_vllm_settings,
         generation=get_generation_settings,
         prompt=get_prompt_settings,
         max_problems=config["evaluation"]["max_problems"],

@@ -37,6 +37,7 @@ def job_resources(stage):
         }
     return {
         "gpu": resource(stage, "gpu"),
+        "tasks_per_gpu": resource(stage, "tasks_per_gpu"),
         "gpu_model": gpu_model,
         "cpus_per_task": resource(stage, "cpus_per_task"),
         "mem_mb": resource(stage, "mem_mb"),
@@ -73,7 +74,8 @@ def training_cpus(wildcards, attempt):
     """The trainer's CPUs plus, for online methods, one per sandbox worker of every process."""
     cpus = resource("train", "cpus_per_task")(wildcards, attempt)
     if METHODS[wildcards.method].online:
-        cpus += config["execution"]["workers"]
+        processes = training_processes(wildcards, attempt)
+        cpus += config["execution"]["workers"] * processes
     return cpus
 
 

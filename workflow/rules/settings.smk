@@ -48,9 +48,18 @@ def get_execution_limits(wildcards=None):
 
 
 def get_generation_settings(wildcards):
-    settings = {k: v for k, v in config["generation"].items() if k != "backend"}
+    settings = {
+        k: v for k, v in config["generation"].items() if k not in ("backend", "vllm")
+    }
     settings["seed"] = int(wildcards.seed)
     return settings
+
+
+def get_vllm_settings(wildcards):
+    """How vLLM loads the model, when it samples (other backends ignore these settings)."""
+    if config["generation"]["backend"] != "vllm":
+        return None
+    return config["generation"]["vllm"]
 
 
 # c2 samples per refinement prompt in the report's examples.
@@ -140,7 +149,7 @@ def get_vllm_server_prefix(wildcards):
                 "--gpus",
                 str(server_gpus),
                 "--gpu-memory-utilization",
-                str(grpo["vllm_gpu_memory_utilization"]),
+                str(grpo["vllm_server_gpu_memory_utilization"]),
                 "--",
             ]
         )

@@ -26,6 +26,7 @@ rule train:
     threads: 2
     resources:
         gpu=training_gpus,
+        tasks_per_gpu=resource("train", "tasks_per_gpu"),
         processes=training_processes,
         gpu_model=gpu_model,
         cpus_per_task=training_cpus,

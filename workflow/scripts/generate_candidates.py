@@ -8,13 +8,16 @@ work_offline()
 
 import torch
 
-from execrl.generation import GenerationSettings, candidate_records, get_backend
+from execrl.generation import GenerationSettings, VLLMSettings, candidate_records, get_backend
 from execrl.jsonl import write_jsonl
 from execrl.problems import read_problems
 from execrl.prompting import PromptConfig
 
 torch.set_num_threads(snakemake.threads)
-backend = get_backend(snakemake.params.backend, snakemake.params.model_path)
+params = snakemake.params
+vllm = VLLMSettings(**params.vllm) if params.vllm else None
+# vLLM spans every GPU of the job (tensor parallelism).
+backend = get_backend(params.backend, params.model_path, gpus=snakemake.resources.gpu, vllm=vllm)
 records = candidate_records(
     problems=read_problems(snakemake.input.problems)[: snakemake.params.max_problems],
     backend=backend,

@@ -8,7 +8,7 @@ work_offline()
 
 import torch
 
-from execrl.generation import GenerationSettings, get_backend
+from execrl.generation import GenerationSettings, VLLMSettings, get_backend
 from execrl.jsonl import read_jsonl, write_jsonl
 from execrl.problems import read_problems
 from execrl.prompting import PromptConfig
@@ -21,7 +21,8 @@ params = snakemake.params
 selected = select_failed_attempts(
     read_problems(snakemake.input.problems), read_jsonl(snakemake.input.attempts), params.prompts
 )
-backend = get_backend(params.backend, params.model_path)
+vllm = VLLMSettings(**params.vllm) if params.vllm else None
+backend = get_backend(params.backend, params.model_path, gpus=snakemake.resources.gpu, vllm=vllm)
 workers = snakemake.config["execution"]["workers"]
 with Executor(workers=workers, limits=ExecutionLimits(**params.limits)) as executor:
     records = sample_refinements(

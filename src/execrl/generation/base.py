@@ -15,11 +15,11 @@ BACKENDS = ("transformers", "vllm")
 class GenerationSettings:
     """How candidates are sampled."""
 
-    num_samples: int = 8
+    num_samples: int = 16
     """Completions per problem (n in pass@k)."""
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 128
+    temperature: float = 0.8
+    top_p: float = 0.95
+    max_new_tokens: int = 1024
     seed: int = 0
     batch_size: int = 64
     """Sequences per forward pass (transformers backend)."""

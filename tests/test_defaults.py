@@ -1,0 +1,69 @@
+"""One source of defaults: the config schema. Every settings dataclass a config section becomes
+has the schema's default for each key they share, so a job given a partial section, a test,
+and a run from the workflow all mean the same thing."""
+
+import dataclasses
+
+import pytest
+import yaml
+
+from conftest import REPO
+from execrl.dpo import DPOSettings
+from execrl.generation import GenerationSettings
+from execrl.grpo import GRPOSettings
+from execrl.lora import LoRASettings
+from execrl.prompting import PromptConfig
+from execrl.rewards import RewardSettings
+from execrl.sandbox import ExecutionLimits
+from execrl.sft import SFTSettings
+from execrl.srrl import SRRLSettings
+
+SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+
+SECTIONS = {
+    ("grpo",): GRPOSettings,
+    ("dpo",): DPOSettings,
+    ("lora",): LoRASettings,
+    ("rewards",): RewardSettings,
+    ("srrl",): SRRLSettings,
+    ("prompt",): PromptConfig,
+    ("generation",): GenerationSettings,
+    ("execution",): ExecutionLimits,
+    ("tiny_model", "sft"): SFTSettings,
+}
+
+
+def schema_properties(path: tuple[str, ...]) -> dict:
+    node = SCHEMA
+    for key in path:
+        node = node["properties"][key]
+    return node["properties"]
+
+
+def dataclass_default(field: dataclasses.Field):
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return dataclasses.MISSING
+
+
+@pytest.mark.parametrize("path, settings", SECTIONS.items(), ids=[".".join(p) for p in SECTIONS])
+def test_dataclass_defaults_are_the_schemas(path, settings):
+    properties = schema_properties(path)
+    shared = [f for f in dataclasses.fields(settings) if f.name in properties and "default" in properties[f.name]]
+    assert shared, f"{settings.__name__} shares no key with the schema's {'.'.join(path)}"
+    drift = {
+        f.name: (dataclass_default(f), properties[f.name]["default"])
+        for f in shared
+        if dataclass_default(f) != properties[f.name]["default"]
+    }
+    assert not drift, f"{settings.__name__} defaults differ from the schema's (dataclass, schema): {drift}"
+
+
+@pytest.mark.parametrize("path, settings", SECTIONS.items(), ids=[".".join(p) for p in SECTIONS])
+def test_every_schema_default_builds_its_settings(path, settings):
+    """A section made only of the schema's defaults is a valid settings object."""
+    properties = schema_properties(path)
+    names = {f.name for f in dataclasses.fields(settings)}
+    settings(**{k: v["default"] for k, v in properties.items() if k in names and "default" in v})
