@@ -2,10 +2,10 @@ import sys
 
 import pytest
 
+from conftest import build_tiny_model
 from execrl.generation import GenerationSettings, candidate_records, get_backend
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
-from execrl.tiny_model import TinyModelConfig, init_model, train_tokenizer
 
 PROBLEMS = [
     Problem(id=f"t/{i}", prompt=f"Write f{i}(x) returning x + {i}.", test_type="assert", tests=[f"assert f{i}(1) == {1 + i}"])
@@ -15,12 +15,7 @@ PROBLEMS = [
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny")
-    texts = [p.prompt + f"\ndef f(x):\n    return x + {i}\n" for i, p in enumerate(PROBLEMS)] * 20
-    train_tokenizer(texts, 300, root / "tokenizer")
-    config = TinyModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, intermediate_size=64)
-    init_model(root / "tokenizer", config, seed=0, out_dir=root / "model")
-    return str(root / "model")
+    return build_tiny_model(tmp_path_factory.mktemp("tiny"), [p.prompt + f"\ndef f(x):\n    return x + {i}\n" for i, p in enumerate(PROBLEMS)] * 20)
 
 
 def test_same_seed_same_candidates(tiny_model):

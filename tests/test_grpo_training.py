@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from conftest import build_tiny_model
 from execrl.grpo import GRPOSettings, generate_with_merged_adapter, train_grpo
 from execrl.lora import LoRASettings
 from execrl.problems import Problem
@@ -10,7 +11,6 @@ from execrl.prompting import PromptConfig
 from execrl.rewards import RewardSettings
 from execrl.sandbox import Executor
 from execrl.srrl import SRRLRollout, SRRLSettings
-from execrl.tiny_model import TinyModelConfig, init_model, train_tokenizer
 
 PROBLEMS = [
     Problem(id=f"t/{i}", prompt=f"Write f(x) returning x + {i}.", test_type="assert",
@@ -23,13 +23,7 @@ CONFIG = PromptConfig(template="{prompt}\nTest: {tests}\n", num_tests_shown=1)
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny")
-    texts = [p.prompt + "\n" + p.reference for p in PROBLEMS] * 20
-    train_tokenizer(texts, 300, root / "tokenizer")
-    config = TinyModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                             intermediate_size=64)
-    init_model(root / "tokenizer", config, seed=0, out_dir=root / "model")
-    return str(root / "model")
+    return build_tiny_model(tmp_path_factory.mktemp("tiny"), [p.prompt + "\n" + p.reference for p in PROBLEMS] * 20)
 
 
 def test_c2_samples_reach_the_loss(tiny_model, tmp_path, monkeypatch):

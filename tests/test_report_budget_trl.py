@@ -3,6 +3,7 @@ steps on a tiny random model, every generation recorded, the metrics file read b
 
 import pytest
 
+from conftest import build_tiny_model
 from execrl.grpo import GRPOSettings, train_grpo
 from execrl.lora import LoRASettings
 from execrl.problems import Problem
@@ -11,7 +12,6 @@ from execrl.report import budget
 from execrl.rewards import RewardSettings
 from execrl.sandbox import Executor
 from execrl.srrl import SRRLRollout, SRRLSettings
-from execrl.tiny_model import TinyModelConfig, init_model, train_tokenizer
 
 PROBLEMS = [
     Problem(id=f"t/{i}", prompt=f"Write f(x) returning x + {i}.", test_type="assert",
@@ -23,12 +23,7 @@ PROBLEMS = [
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny")
-    train_tokenizer([p.prompt + "\n" + p.reference for p in PROBLEMS] * 20, 300, root / "tokenizer")
-    config = TinyModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                             intermediate_size=64)
-    init_model(root / "tokenizer", config, seed=0, out_dir=root / "model")
-    return str(root / "model")
+    return build_tiny_model(tmp_path_factory.mktemp("tiny"), [p.prompt + "\n" + p.reference for p in PROBLEMS] * 20)
 
 
 @pytest.mark.parametrize("method", ["grpo", "srrl"])

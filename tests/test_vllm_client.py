@@ -12,6 +12,7 @@ import json
 import pytest
 from trl.generation.vllm_client import VLLMClient
 
+from conftest import build_tiny_model
 from execrl.grpo import GRPOSettings, train_grpo
 from execrl.lora import LoRASettings
 from execrl.problems import Problem
@@ -19,7 +20,6 @@ from execrl.prompting import PromptConfig
 from execrl.rewards import RewardSettings
 from execrl.sandbox import Executor
 from execrl.srrl import SRRLSettings
-from execrl.tiny_model import TinyModelConfig, init_model, train_tokenizer
 from execrl.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
 
 PROBLEMS = [
@@ -75,12 +75,7 @@ class StandInClient:
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny")
-    train_tokenizer([p.prompt + "\n" + p.reference for p in PROBLEMS] * 20, 300, root / "tokenizer")
-    config = TinyModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                             intermediate_size=64)
-    init_model(root / "tokenizer", config, seed=0, out_dir=root / "model")
-    return str(root / "model")
+    return build_tiny_model(tmp_path_factory.mktemp("tiny"), [p.prompt + "\n" + p.reference for p in PROBLEMS] * 20)
 
 
 @pytest.fixture
