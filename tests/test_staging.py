@@ -19,7 +19,8 @@ def test_stage_model_asks_for_the_weights_config_and_tokenizer_at_the_revision(t
     seen = {}
 
     def snapshot_download(*args, **kwargs):
-        seen.update(inspect.signature(huggingface_hub.snapshot_download).bind(*args, **kwargs).arguments)
+        real = inspect.signature(inspect.unwrap(huggingface_hub.snapshot_download))
+        seen.update(real.bind(*args, **kwargs).arguments)
         # The hub's files land in local_dir, as the real call does.
         shutil.copytree(source, kwargs["local_dir"], dirs_exist_ok=True)
         return str(kwargs["local_dir"])
