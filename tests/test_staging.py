@@ -17,9 +17,9 @@ from execrl import staging
 def test_stage_model_asks_for_the_weights_config_and_tokenizer_at_the_revision(tmp_path, monkeypatch):
     source = build_tiny_model(tmp_path / "hub", ["def f(x):\n    return x\n"] * 20)
     seen = {}
+    real = inspect.signature(inspect.unwrap(huggingface_hub.snapshot_download))
 
     def snapshot_download(*args, **kwargs):
-        real = inspect.signature(inspect.unwrap(huggingface_hub.snapshot_download))
         seen.update(real.bind(*args, **kwargs).arguments)
         # The hub's files land in local_dir, as the real call does.
         shutil.copytree(source, kwargs["local_dir"], dirs_exist_ok=True)
