@@ -1,8 +1,10 @@
-"""A training job killed after its first checkpoint resumes from it when the `train` rule runs again
-(the rule's own `accelerate launch` command; tests/test_train_job.py kills a 2-process job)."""
+"""A 2-process training job, run by the workflow's `train` rule (its own `accelerate launch`
+command, gloo on CPU), killed after its first checkpoint, resumes from it when the rule runs
+again; each rank trains on its own shard, and one adapter is written."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +21,7 @@ pytestmark = pytest.mark.slow
 
 TRAINED = "results/models/builtin/tiny/dpo/0/trained"
 CONFIG = ("--configfile", EMBEDDED, "config/test.yaml")
+TWO_PROCESSES = ("--set-resources", "train:processes=2")
 PAIRS = "results/rl_data/builtin/tiny/0/pairs.jsonl"
 
 
@@ -40,7 +43,7 @@ def checkpoints(workdir):
     return sorted(root.glob("*/checkpoint-*/trainer_state.json"))
 
 
-def test_killed_dpo_job_resumes_from_its_checkpoint(tmp_path):
+def test_killed_two_process_dpo_job_resumes_from_its_checkpoint(tmp_path):
     workdir = copy_workflow(tmp_path)
     config = deep_update(
         json.loads(json.dumps(REDUCED)),
@@ -54,7 +57,7 @@ def test_killed_dpo_job_resumes_from_its_checkpoint(tmp_path):
     # The reduced model may pass nothing; train on pairs made by hand so there is something to learn.
     (workdir / PAIRS).write_text("".join(json.dumps(p) + "\n" for p in handmade_pairs(60)))
 
-    command = [SNAKEMAKE, "--cores", "2", TRAINED, *CONFIG]
+    command = [SNAKEMAKE, "--cores", "2", TRAINED, *CONFIG, *TWO_PROCESSES]
     # As run_snakemake does: the rule's shell finds `accelerate` beside the tests' interpreter.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     first = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -71,12 +74,18 @@ def test_killed_dpo_job_resumes_from_its_checkpoint(tmp_path):
 
     # The killed scheduler left its lock behind, as a killed session would.
     run_snakemake(workdir, "--unlock", *CONFIG)
-    run_snakemake(workdir, TRAINED, *CONFIG, "--rerun-incomplete")
+    run_snakemake(workdir, TRAINED, *CONFIG, *TWO_PROCESSES, "--rerun-incomplete")
     log = (workdir / "logs/train/builtin/tiny/dpo/0.log").read_text()
+    assert "2 process(es)" in log
+    shards = {}
+    for rank, ids in re.findall(r"rank (\d+)/2 loads ([^\n]+)", log):
+        shards.setdefault(rank, set()).update(ids.split())
+    assert set(shards) == {"0", "1"} and not shards["0"] & shards["1"]
     assert "resuming from" in log and "checkpoint-" in log
     resumed_from = int(log.split("resuming from")[1].split("checkpoint-")[1].split()[0])
     assert resumed_from >= saved_step
     steps = [json.loads(line)["step"] for line in (workdir / "results/training/builtin/tiny/dpo/0/metrics.jsonl").read_text().splitlines()]
     assert steps == sorted(steps)
-    assert steps[-1] == 30  # 60 pairs / batch 2, one epoch: the run finished where it would have without the kill
+    assert (workdir / TRAINED / "adapter_config.json").is_file()
+    assert steps[-1] == 15  # 60 pairs / (2 processes x batch 2), one epoch: where it would have ended without the kill
     assert (workdir / TRAINED / "adapter_config.json").exists()
