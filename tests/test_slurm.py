@@ -92,7 +92,7 @@ def dry_run(workdir: Path, *args: str) -> str:
 
 
 def test_profile_plans_the_embedded_default_on_cpu(dry_run_dir):
-    output = dry_run(dry_run_dir, "--configfile", EMBEDDED, "config/test.yaml")
+    output = dry_run(dry_run_dir, "--configfile", EMBEDDED)
     assert "Using profile slurm for setting default command line arguments" in output
     plan = planned_resources(output)
     assert {"generate_candidates", "annotate_candidates", "render_report"} <= set(plan)
