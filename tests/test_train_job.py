@@ -93,7 +93,7 @@ def grpo_settings():
     return {
         "grpo": {"num_generations": 2, "prompts_per_step": 4, "max_steps": 2, "max_completion_length": 8,
                  "save_steps": 1, "gradient_checkpointing": False, "learning_rate": 1e-3, "eval_every": 1,
-                 "eval_problems": 3, "seed": 0},
+                 "eval_problems": 3, "use_vllm": False, "temperature": 1.0, "seed": 0},
         "rewards": {"binary": 1.0},
         "lora": LORA,
         "prompt": {"template": "{prompt}\nTest: {tests}\n", "num_tests_shown": 1},
@@ -181,7 +181,9 @@ def test_grpo_on_two_processes(tiny, tmp_path):
     assert (tmp_path / "trained" / "adapter_config.json").is_file()
     assert writers(tmp_path, tmp_path / "trained", tmp_path / "metrics.jsonl", tmp_path / "checkpoints") == {"0"}
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert step_records(tmp_path) == [0, 1, 2]  # the evaluation before the first step, then one record a step
+    assert sorted(set(step_records(tmp_path))) == [0, 1, 2]  # the evaluation before the first step, then the steps
+    # Every step's own record (its loss) is written once, beside the interval evaluation's: rank 0 alone writes.
+    assert [r["step"] for r in records if "loss" in r] == [1, 2]
     # The interval evaluation's 3 problems are shared out over the ranks and summed: a pass rate in thirds.
     rates = [r["interval_eval/pass_at_1"] for r in records if "interval_eval/pass_at_1" in r]
     assert len(rates) == 3 and all(round(rate * 3, 6) == round(rate * 3) for rate in rates)

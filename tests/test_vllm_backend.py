@@ -100,7 +100,7 @@ def test_the_jobs_gpus_and_settings_reach_llm(stand_in_vllm):
     assert set(stand_in_vllm["LLM"]) <= ENGINE_ARGS
 
     problems = [Problem(id="p/0", prompt="Write f.", test_type="assert", tests=["assert f() == 1"])]
-    records = candidate_records(problems, backend, GenerationSettings(num_samples=3, max_new_tokens=20, seed=5),
+    records = candidate_records(problems, backend, GenerationSettings(num_samples=3, max_new_tokens=20, seed=5, temperature=1.0, top_p=1.0),
                                 PromptConfig(num_tests_shown=0, template="{prompt}"))
     assert [r["sample_index"] for r in records] == [0, 1, 2] and records[2]["completion"] == "Write f.#2"
     _, params, _ = stand_in_vllm["generate"]
