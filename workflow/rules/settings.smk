@@ -3,6 +3,7 @@
 # parallelism) never appear here: script jobs read them from `config`, shell jobs from
 # `resources` (resources.smk), and neither reruns anything.
 import json
+import os
 import shlex
 
 from execrl.config import without_runtime_settings
@@ -127,9 +128,11 @@ def get_accelerate_config(wildcards):
     """DDP, ZeRO-3 or CPU processes: decided by the model, never by the process count."""
     params_b = model_config(wildcards)["params_b"]
     on_gpu = stage_resources("train", params_b)["gpu"] > 0
-    return accelerate_config(
+    path = accelerate_config(
         "gpu" if on_gpu else "cpu", params_b, full_weight=is_full_weight(wildcards)
     )
+    # Relative, so that moving the checkout changes no params (and reruns nothing).
+    return os.path.relpath(path)
 
 
 def get_vllm_server_prefix(wildcards):
