@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -42,6 +43,13 @@ PAIRS = "results/rl_data/builtin/tiny/0/pairs.jsonl"
 ADAPTER = "results/models/builtin/tiny/dpo/0/trained"
 N_PAIRS = 60
 DPO = {"per_device_train_batch_size": 2, "num_train_epochs": 1, "save_steps": 3, "max_length": 128}
+
+
+def job_env() -> dict:
+    """The jobs' environment (sbatch passes it on): the training rule's `accelerate` is found beside
+    the tests' interpreter, as in an activated environment."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "PYTHONHASHSEED": "0", "PATH": path}
 
 
 def slurm_config(methods=("base",)) -> dict:
@@ -228,7 +236,7 @@ def run_through_slurm(workdir: Path, *args: str, intervention: Intervention | No
     """`snakemake --profile slurm --profile slurm-test ARGS` in `workdir`: the planned job counts,
     the output and the wall time. `local`, a started local run, is waited for too."""
     command = [SNAKEMAKE, "--profile", "slurm", "--profile", "slurm-test", *args]
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    env = job_env()
     plan = subprocess.run([*command, "-n"], cwd=workdir, capture_output=True, text=True, env=env, timeout=300)
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
     if intervention:
@@ -289,7 +297,7 @@ def runs(slurm_cluster, tmp_path_factory):
     local_log = local / "snakemake.log"
     local_run = subprocess.Popen(
         [SNAKEMAKE, "--profile", "profiles/local", *target],
-        cwd=local, env={**os.environ, "PYTHONHASHSEED": "0"}, stdout=local_log.open("w"), stderr=subprocess.STDOUT,
+        cwd=local, env=job_env(), stdout=local_log.open("w"), stderr=subprocess.STDOUT,
     )
     requeue = Intervention(workdir, REQUEUED_RULE, "requeue")
     planned, output, wall_s = run_through_slurm(workdir, *target, intervention=requeue, local=local_run)
