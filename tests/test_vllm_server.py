@@ -131,13 +131,18 @@ def test_a_server_that_never_answers_fails_at_the_deadline(stand_in, tmp_path):
     assert not (tmp_path / "command.json").exists()
 
 
-def test_sigterm_stops_the_command_and_the_server(stand_in, tmp_path):
-    job = stand_in("serve", "--gpus", "1", command_args=("120",))
+def started_command(tmp_path) -> dict:
+    """The stand-in training command's record, once the server is up and the command has started."""
     deadline = time.monotonic() + 60
     while not (tmp_path / "command.json").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(0.2)
-    command = json.loads((tmp_path / "command.json").read_text())
+    return json.loads((tmp_path / "command.json").read_text())
+
+
+def test_sigterm_stops_the_command_and_the_server(stand_in, tmp_path):
+    job = stand_in("serve", "--gpus", "1", command_args=("120",))
+    command = started_command(tmp_path)
     job.send_signal(signal.SIGTERM)  # as Slurm does at the time limit or on scancel
     job.communicate(timeout=60)
     assert job.returncode == 128 + signal.SIGTERM
@@ -169,11 +174,7 @@ def test_every_flag_is_a_field_of_trls_script_arguments():
 def test_a_killed_server_command_takes_the_server_and_the_training_with_it(stand_in, tmp_path):
     """SIGKILL leaves no time to stop anything: the children die with their parent."""
     job = stand_in("serve", "--gpus", "1", command_args=("120",))
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "command.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(0.2)
-    command = json.loads((tmp_path / "command.json").read_text())
+    command = started_command(tmp_path)
     server = json.loads((tmp_path / "server.json").read_text())
     job.kill()
     job.communicate(timeout=60)
