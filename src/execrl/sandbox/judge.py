@@ -283,6 +283,7 @@ def _judge(prepared: Prepared, reply: dict, blobs: list[bytes], limits: dict) ->
     result.wall_time_s = wall
     if runs:
         result.stdout = runs[0].stdout[:RESULT_STREAM_LIMIT].decode("utf-8", "replace")
+        result.stdout_truncated = bool(runs[0].info.get("stdout_truncated")) or len(runs[0].stdout) > RESULT_STREAM_LIMIT
         result.stderr = runs[0].stderr[:RESULT_STREAM_LIMIT].decode("utf-8", "replace")
     return result
 

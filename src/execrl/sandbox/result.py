@@ -39,6 +39,8 @@ class ExecutionResult:
     """Captured stdout of the (first) run, truncated; not part of the annotation."""
     stderr: str = ""
     """Captured stderr of the (first) run, truncated; not part of the annotation."""
+    stdout_truncated: bool = False
+    """Whether the (first) run printed more than ``stdout`` keeps; not part of the annotation."""
 
     @property
     def passed(self) -> bool:
