@@ -60,7 +60,11 @@ def user_message(problem: Problem, config: PromptConfig) -> str:
 
 def build_prompt(problem: Problem, config: PromptConfig, tokenizer=None) -> str:
     """The exact text given to the model, chat-templated when the tokenizer supports it."""
-    message = user_message(problem, config)
+    return chat_prompt(user_message(problem, config), config, tokenizer)
+
+
+def chat_prompt(message: str, config: PromptConfig, tokenizer=None) -> str:
+    """`message` as the user's turn, chat-templated as `config` says when the tokenizer has a template."""
     if config.chat_template == "never" or tokenizer is None or not getattr(tokenizer, "chat_template", None):
         return message
     messages = []

@@ -1,0 +1,231 @@
+"""The code-output game (`code_game`): the policy writes a program, an opponent predicts its output.
+
+Each train problem seeds one game prompt (`program_template`), so prompts vary as in GRPO. The
+completion's program runs in the sandbox's run-and-capture mode; the opponent sees only the
+code (`opponent_template`) and predicts what it prints. The policy gets `win` when its program
+ran and the prediction is wrong, `loss` when the prediction is right, and seed 002's execution
+reward (`execrl.program_rewards`) when its program did not run.
+
+Output that changes from run to run (the clock, unseeded randomness, addresses) cannot be
+predicted from the code, so a policy could win every game by printing it. With
+`require_deterministic` every program runs twice and one whose two outputs differ is scored as
+a run-time error.
+
+The opponent is a frozen copy of the base model (`base`) or the policy being trained
+(`policy`, sampled like SRRL's refinements, through vLLM when training uses it). Predictions
+are sampled for every completion of a step, whether its program ran or not, so that every
+training process asks for as many (vLLM's server mode samples collectively).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from execrl.problems import Problem
+from execrl.program_rewards import ExecRewardSettings, execution_reward, run_metrics
+from execrl.prompting import PromptConfig, chat_prompt, extract_code
+from execrl.rewards import completion_text
+from execrl.sandbox.programs import ProgramRun, run_programs
+
+OPPONENTS = ("base", "policy")
+COMPARISONS = ("normalized", "exact")
+DEFAULT_PROGRAM_TEMPLATE = (
+    "Write a short Python program on the task below that prints a result. Another player will read "
+    "your code and try to predict exactly what it prints: make that hard, but the program must run "
+    "without input and print the same output every time.\nTask: {prompt}\n"
+)
+DEFAULT_OPPONENT_TEMPLATE = "What does this Python program print? Answer with its exact output only.\n{code}\nOutput:\n"
+_FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class CodeGameSettings:
+    """The opponent, its prompt and sampling, and how its predictions are judged."""
+
+    opponent: str = "base"
+    """`base` (a frozen copy of the model before training) or `policy` (the model being trained)."""
+    program_template: str = DEFAULT_PROGRAM_TEMPLATE
+    """The policy's prompt, with {prompt} (a train problem's statement)."""
+    opponent_template: str = DEFAULT_OPPONENT_TEMPLATE
+    """The opponent's prompt, with {code} (the program whose output it predicts)."""
+    opponent_temperature: float = 0.0
+    """Sampling temperature of predictions (0: greedy)."""
+    max_prediction_tokens: int = 64
+    comparison: str = "normalized"
+    """`normalized`: equal after collapsing runs of white space and stripping the ends; `exact`."""
+    require_deterministic: bool = True
+    """Run every program twice; differing outputs score as a run-time error."""
+    win: float = 1.0
+    """Reward when the program ran and the prediction is wrong."""
+    loss: float = -1.0
+    """Reward when the program ran and the prediction is right."""
+
+    def __post_init__(self) -> None:
+        if self.opponent not in OPPONENTS:
+            raise ValueError(f"code_game.opponent must be one of {OPPONENTS}, got {self.opponent!r}")
+        if self.comparison not in COMPARISONS:
+            raise ValueError(f"code_game.comparison must be one of {COMPARISONS}, got {self.comparison!r}")
+        for name, fields in (("program_template", ("prompt",)), ("opponent_template", ("code",))):
+            template = getattr(self, name)
+            try:
+                template.format(**{field: "" for field in fields})
+            except (KeyError, IndexError, ValueError) as error:
+                raise ValueError(
+                    f"code_game.{name} may use only {', '.join('{' + f + '}' for f in fields)}: {error!r}"
+                ) from error
+        if self.max_prediction_tokens < 1:
+            raise ValueError(f"code_game.max_prediction_tokens must be at least 1, got {self.max_prediction_tokens}")
+
+
+def normalize_output(text: str) -> str:
+    return " ".join(text.split())
+
+
+def prediction_text(completion: str) -> str:
+    """The predicted output in an opponent's completion: a fenced block's body if it has one."""
+    match = _FENCE.search(completion)
+    return match.group(1) if match else completion
+
+
+def prediction_matches(prediction: str, output: str, comparison: str = "normalized") -> bool:
+    predicted = prediction_text(prediction)
+    if comparison == "exact":
+        return predicted.strip("\n") == output.strip("\n")
+    return normalize_output(predicted) == normalize_output(output)
+
+
+def deterministic(first: ProgramRun, second: ProgramRun) -> ProgramRun:
+    """`first`, or a run-time error when the second run of the same program did otherwise."""
+    if first.status == second.status and first.stdout == second.stdout:
+        return first
+    return ProgramRun(
+        status="error",
+        stdout=first.stdout,
+        stdout_truncated=first.stdout_truncated,
+        error_type="Nondeterministic",
+        error_message="two runs of the program printed different output or ended differently",
+    )
+
+
+def game_reward(run: ProgramRun, predicted_right: bool, settings: CodeGameSettings, exec_settings: ExecRewardSettings) -> float:
+    if not run.ran:
+        return execution_reward(run, exec_settings)
+    return settings.loss if predicted_right else settings.win
+
+
+def game_metrics(runs: list[ProgramRun], right: list[bool], rewards: list[float]) -> dict[str, float]:
+    """Run outcomes, the opponent's accuracy on programs that ran, and the game's reward."""
+    metrics = run_metrics(runs)
+    ran = [ok for run, ok in zip(runs, right, strict=True) if run.ran]
+    if ran:
+        metrics["code_game/opponent_accuracy"] = sum(ran) / len(ran)
+    metrics["code_game/nondeterministic_rate"] = sum(r.error_type == "Nondeterministic" for r in runs) / len(runs)
+    metrics["code_game/reward"] = sum(rewards) / len(rewards)
+    return metrics
+
+
+class CodeGameRewards:
+    """The code game as TRL reward functions: runs each program, asks the opponent, scores the game.
+
+    `predict(prompts, temperature, max_tokens)` returns one completion text per opponent prompt;
+    `bind(trainer)` makes it from the trainer when `make_predictor` needs one (the policy opponent).
+    """
+
+    def __init__(
+        self,
+        executor,
+        settings: CodeGameSettings,
+        exec_settings: ExecRewardSettings,
+        make_predictor: Callable,
+        prompt_config: PromptConfig,
+        reasoning_format: bool = False,
+    ):
+        self.executor = executor
+        self.settings = settings
+        self.exec_settings = exec_settings
+        self.make_predictor = make_predictor
+        self.prompt_config = prompt_config
+        self.reasoning_format = reasoning_format
+        self.predict = None
+        self.tokenizer = None
+
+    def prompt(self, problem: Problem, prompt_config: PromptConfig, tokenizer) -> str:
+        self.tokenizer = tokenizer
+        return chat_prompt(self.settings.program_template.format(prompt=problem.prompt.strip()), prompt_config, tokenizer)
+
+    def bind(self, trainer) -> None:
+        self.predict = self.make_predictor(trainer)
+
+    def opponent_prompt(self, code: str) -> str:
+        return chat_prompt(self.settings.opponent_template.format(code=code), self.prompt_config, self.tokenizer)
+
+    def play(self, completions: list) -> tuple[list[ProgramRun], list[bool], list[str]]:
+        """Each completion's run (deterministic or not), whether the opponent got it right, and its prediction."""
+        codes = [extract_code(completion_text(c), self.reasoning_format) for c in completions]
+        runs = run_programs(self.executor, codes)
+        if self.settings.require_deterministic:
+            again = run_programs(self.executor, codes)
+            runs = [deterministic(a, b) for a, b in zip(runs, again, strict=True)]
+        if self.predict is None:
+            raise RuntimeError("the code game's opponent is not bound to a trainer (call bind(trainer) first)")
+        predictions = self.predict(
+            [self.opponent_prompt(code) for code in codes], self.settings.opponent_temperature, self.settings.max_prediction_tokens
+        )
+        right = [
+            run.ran and prediction_matches(prediction, run.stdout, self.settings.comparison)
+            for run, prediction in zip(runs, predictions, strict=True)
+        ]
+        return runs, right, predictions
+
+    def reward_functions(self) -> tuple[list[Callable], list[float]]:
+        def code_game(completions, log_metric=None, **kwargs):
+            runs, right, _ = self.play(completions)
+            rewards = [game_reward(r, ok, self.settings, self.exec_settings) for r, ok in zip(runs, right, strict=True)]
+            if log_metric is not None:
+                for name, value in game_metrics(runs, right, rewards).items():
+                    log_metric(name, value)
+            return rewards
+
+        return [code_game], [1.0]
+
+
+def opponent_predictor(settings: CodeGameSettings, base_model: str, grpo_settings) -> Callable:
+    """`trainer -> predict(prompts, temperature, max_tokens)` for the configured opponent.
+
+    `policy` samples the model being trained (`execrl.grpo.PolicySampler`: vLLM when training
+    uses it, whose completion length is then the training one). `base` loads a frozen copy of
+    `base_model` once, beside the trained one, and samples it with transformers.
+    """
+
+    def for_trainer(trainer):
+        if settings.opponent == "policy":
+            import dataclasses
+
+            from execrl.grpo import PolicySampler
+
+            def predict(prompts, temperature, max_tokens):
+                opponent = dataclasses.replace(grpo_settings, max_completion_length=max_tokens)
+                return PolicySampler(trainer, opponent).texts(prompts, temperature)
+
+            return predict
+
+        from transformers import AutoModelForCausalLM
+
+        from execrl.generation.transformers_backend import generate_token_ids
+
+        tokenizer = trainer.processing_class
+        frozen = AutoModelForCausalLM.from_pretrained(base_model, dtype="auto").to(trainer.accelerator.device).eval()
+        frozen.requires_grad_(False)
+
+        def predict(prompts, temperature, max_tokens, batch=64):
+            ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+            completions = []
+            for start in range(0, len(ids), batch):
+                completions += generate_token_ids(frozen, tokenizer, ids[start : start + batch], temperature, 1.0, max_tokens)
+            return tokenizer.batch_decode(completions, skip_special_tokens=True)
+
+        return predict
+
+    return for_trainer
