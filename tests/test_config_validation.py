@@ -22,6 +22,9 @@ def write_overlay(workdir, overlay):
         ({"experiment": {"methods": ["ppo"]}}, "ppo"),
         ({"prompt": {"template": "{prompt} {solution}"}}, "solution"),
         ({"datasets": {"builtin": {"adapter": "csv"}}}, "csv"),
+        ({"srrl": {"budget": "flops"}}, "flops"),
+        # SRRL's token budget is what GRPO sampled: it cannot run without GRPO.
+        ({"experiment": {"methods": ["base", "srrl"]}, "srrl": {"budget": "tokens"}}, "srrl.budget: tokens"),
     ],
 )
 def test_bad_config_fails_before_any_job(workflow_copy, overlay, expected):

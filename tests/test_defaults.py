@@ -8,14 +8,17 @@ import pytest
 import yaml
 
 from conftest import REPO
+from execrl.code_game import CodeGameSettings
 from execrl.dpo import DPOSettings
 from execrl.generation import GenerationSettings
 from execrl.grpo import GRPOSettings
 from execrl.lora import LoRASettings
+from execrl.program_rewards import ExecRewardSettings
 from execrl.prompting import PromptConfig
 from execrl.rewards import RewardSettings
 from execrl.sandbox import ExecutionLimits
 from execrl.sft import SFTSettings
+from execrl.spiral import SPIRALSettings
 from execrl.srrl import SRRLSettings
 
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
@@ -26,6 +29,9 @@ SECTIONS = {
     ("lora",): LoRASettings,
     ("rewards",): RewardSettings,
     ("srrl",): SRRLSettings,
+    ("exec",): ExecRewardSettings,
+    ("code_game",): CodeGameSettings,
+    ("spiral",): SPIRALSettings,
     ("prompt",): PromptConfig,
     ("generation",): GenerationSettings,
     ("execution",): ExecutionLimits,
@@ -42,7 +48,8 @@ def schema_properties(path: tuple[str, ...]) -> dict:
 
 def dataclass_default(field: dataclasses.Field):
     if field.default is not dataclasses.MISSING:
-        return field.default
+        # YAML has no tuples: a tuple default is the schema's list.
+        return list(field.default) if isinstance(field.default, tuple) else field.default
     if field.default_factory is not dataclasses.MISSING:
         return field.default_factory()
     return dataclasses.MISSING

@@ -86,3 +86,52 @@ def test_a_resumed_run_does_not_evaluate_step_0_again_and_the_last_step_only_onc
     interval.on_step_end(None, state, TrainerControl(should_log=True))
     interval.on_train_end(None, state, None)
     assert interval.steps == [6]
+
+
+def test_a_real_dpo_run_evaluates_before_its_first_step_every_n_steps_and_after_its_last(tmp_path):
+    """DPO through its training job (one process, in this process): the adapter as trained so far samples
+    the held-out problems with transformers and the sandbox runs them, into DPO's own metrics file."""
+    import json
+
+    from conftest import build_tiny_model
+    from execrl import train_job
+
+    tasks = [(f"Write f(x) returning x + {i}.", f"def f(x):\n    return x + {i}\n") for i in range(8)]
+    model = build_tiny_model(tmp_path / "tiny", [prompt + "\n" + code for prompt, code in tasks] * 20)
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(
+        json.dumps({"prompt": f"{prompt}\n", "chosen": code, "rejected": code.replace("+", "-")}) + "\n"
+        for prompt, code in tasks * 2
+    ))  # 16 pairs, 2 a step: 8 steps
+    held_out = tmp_path / "test.jsonl"
+    held_out.write_text("".join(
+        json.dumps({"id": f"t/{i}", "prompt": f"Write f(x) returning x + {i}.", "test_type": "assert",
+                    "tests": [f"assert f(1) == {1 + i}"], "entry_point": "f"}) + "\n"
+        for i in range(5)
+    ))
+    settings = {
+        "dpo": {"per_device_train_batch_size": 2, "num_train_epochs": 1, "save_steps": 100, "max_length": 64,
+                "gradient_checkpointing": False, "learning_rate": 1e-3, "seed": 0, "eval_every": 3,
+                "eval_problems": 3, "eval_samples": 2, "eval_temperature": 0.5, "eval_max_new_tokens": 12},
+        "prompt": {"template": "{prompt}\n", "num_tests_shown": 0},
+        "execution": {"timeout_s": 2, "memory_mb": 512},
+        "lora": {"r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": ["q_proj", "v_proj"]},
+    }
+    metrics = tmp_path / "metrics.jsonl"
+    train_job.main([
+        "dpo", "--model", model, "--settings", json.dumps(settings), "--pairs", str(pairs),
+        "--eval-problems", str(held_out), "--output", str(tmp_path / "trained"), "--metrics", str(metrics),
+        "--checkpoint-root", str(tmp_path / "checkpoints"), "--run-name", "dpo/run", "--sandbox-workers", "1",
+    ])
+
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    evaluations = [r for r in records if "interval_eval/pass_at_1" in r]
+    # Before the first step, at steps 3 and 6, and after the last (8): 3 of the 5 problems, 2 samples each.
+    assert [r["step"] for r in evaluations] == [0, 3, 6, 8]
+    for r in evaluations:
+        assert round(r["interval_eval/pass_at_1"] * 6, 6) == round(r["interval_eval/pass_at_1"] * 6)
+        assert r["interval_eval/pass_at_1_low"] <= r["interval_eval/pass_at_1"] <= r["interval_eval/pass_at_1_high"]
+        assert 0 <= r["interval_eval/problems_passed"] <= 3
+    # DPO's own per-step records are all there beside them.
+    assert sorted({r["step"] for r in records if "loss" in r}) == list(range(1, 9))
+    assert (tmp_path / "trained" / "adapter_config.json").is_file()

@@ -208,6 +208,57 @@ def test_token_budget_from_trl_logs(tmp_path):
     )
 
 
+def test_the_budget_a_comparison_used_is_named_with_both_token_totals(tmp_path):
+    """Under srrl.budget: tokens SRRL stopped at GRPO's sampled tokens: its comparison with GRPO says
+    so (and no other pair does); by default it says equal completions."""
+    paths = [
+        write_token_metrics(tmp_path, "grpo", 0, prompt_length=40, completion_length=25, steps=6),
+        write_token_metrics(tmp_path, "srrl", 0, prompt_length=75, completion_length=25, steps=4),
+    ]
+    methods = budget.per_method(budget.token_budget(paths, GRPO_SETTINGS))
+    tokens = budget.pair_budget(methods, "toy", "m", "srrl", "grpo", srrl_budget="tokens")
+    assert tokens["budget"] == "equal sampled tokens (steps: srrl 4, grpo 6)" and tokens["matched"] == "tokens"
+    assert tokens["tokens"] == {"srrl": 4 * PER_STEP * 100, "grpo": 6 * PER_STEP * 65}
+    sentence = comparisons.budget_sentence({"method": "srrl", "baseline": "grpo", "budget": tokens})
+    assert sentence == (
+        "Budget: equal sampled tokens (steps: srrl 4, grpo 6); tokens sampled in training (prompt and completion): "
+        "SRRL 6,400, GRPO 6,240 (1.03×)."
+    )
+    # The same runs compared at the default budget: equal completions per step, and it shows in the sentence.
+    default = budget.pair_budget(methods, "toy", "m", "srrl", "grpo", srrl_budget="completions")
+    assert default["matched"] == "completions" and default["budget"] == "equal completions per step (16)"
+    assert "so equal completions are not equal compute" in comparisons.budget_sentence(
+        {"method": "srrl", "baseline": "grpo", "budget": default}
+    )
+    # srrl.budget concerns SRRL against GRPO only: another pair of online methods stays at equal completions.
+    assert budget.matched_on("grpo", "srrl", "tokens") == "tokens"
+    assert budget.matched_on("exec", "grpo", "tokens") == budget.matched_on("srrl", "grpo", "completions") == "completions"
+    # Short of GRPO's total (max_steps came first): the sentence says the budget was not reached.
+    short = budget.pair_budget(
+        budget.per_method(budget.token_budget([paths[0], write_token_metrics(
+            tmp_path, "srrl", 1, prompt_length=30, completion_length=25, steps=4)], GRPO_SETTINGS)),
+        "toy", "m", "srrl", "grpo", srrl_budget="tokens",
+    )
+    assert "short of equal: SRRL reached grpo.max_steps before GRPO's total" in comparisons.budget_sentence(
+        {"method": "srrl", "baseline": "grpo", "budget": short}
+    )
+
+
+def test_comparison_records_carry_the_runs_srrl_budget(tmp_path):
+    paths = [
+        write_token_metrics(tmp_path, "grpo", 0, prompt_length=40, completion_length=25),
+        write_token_metrics(tmp_path, "srrl", 0, prompt_length=75, completion_length=25, steps=3),
+    ]
+    table = runs({("grpo", 0): [1, 2, 3], ("srrl", 0): [2, 2, 3]}).assign(dataset="toy")
+    pairwise = stats.compare_methods(table, [("srrl", "grpo")], n_boot=100)
+    curves = stats.pass_at_k_curves(table, n_boot=100)
+    methods = budget.per_method(budget.token_budget(paths, GRPO_SETTINGS))
+    for srrl_budget, label in (("tokens", "equal sampled tokens"), ("completions", "equal completions"), (None, "equal completions")):
+        (record,) = comparisons.comparison_records(pairwise, curves, [1], token_methods=methods, srrl_budget=srrl_budget)
+        assert record["budget"]["budget"].startswith(label)
+        assert f"Budget: {label}" in comparisons.finding(record)
+
+
 def test_verdicts_in_plain_language():
     value = {"delta": 0.02, "ci_low": -0.01, "ci_high": 0.05, "within_seed_noise": None}
     assert comparisons.verdict("srrl", "grpo", value) == (

@@ -1,10 +1,15 @@
-"""SRRL: refinement prompts, the c1/c2 budget, and c2 samples reaching GRPO's loss."""
+"""SRRL: refinement prompts, the c1/c2 budget, c2 samples reaching GRPO's loss, and the token-matched budget."""
+
+import json
 
 import pytest
+from transformers import TrainerControl, TrainerState
 
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.srrl import SRRLRollout, SRRLSettings, assign_refinements, budget, refinement_message
+from execrl.token_budget import read_token_budget
+from execrl.training import StopAtTokenBudget
 
 PROBLEM = Problem(
     id="p/1",
@@ -148,3 +153,78 @@ def test_rollout_hands_trl_each_completions_sampling_logprobs():
     assert all(len(lp) == len(ids) for lp, ids in zip(output["logprobs"], output["completion_ids"], strict=True))
     without = SRRLRollout({prompt: PROBLEM}, ScriptedExecutor(), SRRLSettings(refine_share=0.5), CONFIG, None)
     assert without.rollout([prompt], group_size=4, sampler=FakeSampler())["logprobs"] is None
+
+
+def test_budget_setting_named_when_unknown():
+    assert SRRLSettings().budget == "completions"
+    with pytest.raises(ValueError, match="srrl.budget must be one of"):
+        SRRLSettings(budget="flops")
+
+
+def test_token_budget_is_grpos_total_from_its_metrics(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    records = [
+        {"step": 0, "interval_eval/pass_at_1": 0.1},
+        {"step": 1, "loss": 0.2, "num_tokens": 900.0},
+        {"step": 2, "interval_eval/pass_at_1": 0.2, "num_tokens": 1850.0},  # an evaluation's record took the step's metrics
+        {"step": 2, "loss": 0.1},
+        {"step": 2, "train_runtime": 3.0, "train_loss": 0.1},
+    ]
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert read_token_budget(metrics) == 1850
+    metrics.write_text(json.dumps({"step": 1, "loss": 0.5}) + "\n")  # DPO's, say
+    with pytest.raises(ValueError, match="logged no num_tokens"):
+        read_token_budget(metrics)
+
+
+def test_training_stops_at_the_first_step_that_reaches_the_budget():
+    stop = StopAtTokenBudget(1000)
+    state, stopped_at = TrainerState(), None
+    for step, seen in enumerate([300, 650, 990, 1320, 1700], start=1):
+        state.global_step, state.num_input_tokens_seen = step, seen
+        control = TrainerControl()
+        stop.on_step_end(None, state, control)
+        if control.should_training_stop:
+            stopped_at = step
+            break
+    assert stopped_at == 4  # 990 < 1000 ≤ 1320: the step that reaches it is the last
+    with pytest.raises(ValueError, match="at least 1"):
+        StopAtTokenBudget(0)
+
+
+def test_a_real_srrl_run_stops_at_its_token_budget(tmp_path):
+    """TRL's own token count stops a real SRRL run: given a budget just past what a first run had sampled
+    after two steps, a second run ends at the first step whose count reaches it, well before max_steps."""
+    from conftest import build_tiny_model
+    from execrl.grpo import GRPOSettings, train_grpo
+    from execrl.jsonl import read_jsonl
+    from execrl.lora import LoRASettings
+    from execrl.rewards import RewardSettings
+    from execrl.sandbox import Executor
+
+    problems = [
+        Problem(id=f"t/{i}", prompt=f"Write f(x) returning x + {i}.", test_type="assert",
+                tests=[f"assert f(1) == {1 + i}"], entry_point="f", reference=f"def f(x):\n    return x + {i}\n")
+        for i in range(4)
+    ]
+    model = build_tiny_model(tmp_path / "tiny", [p.prompt + "\n" + p.reference for p in problems] * 20)
+    settings = GRPOSettings(num_generations=2, prompts_per_step=2, max_steps=6, max_completion_length=8, save_steps=100,
+                            gradient_checkpointing=False, learning_rate=1e-3, use_vllm=False, eval_every=0, temperature=1.0)
+
+    def tokens_by_step(name, token_budget):
+        metrics = tmp_path / name / "metrics.jsonl"
+        with Executor(workers=1) as executor:
+            train_grpo(model, problems, problems[:1], CONFIG, settings, RewardSettings(binary=1.0),
+                       LoRASettings(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]), executor,
+                       tmp_path / name / "checkpoints", tmp_path / name / "adapter", metrics,
+                       srrl=SRRLSettings(refine_share=0.5, budget="tokens"), token_budget=token_budget)
+        return {r["step"]: r["num_tokens"] for r in read_jsonl(metrics) if "num_tokens" in r}
+
+    unlimited = tokens_by_step("unlimited", None)
+    assert max(unlimited) == settings.max_steps
+    budget = int(unlimited[2]) + 1
+    stopped = tokens_by_step("stopped", budget)
+    last = max(stopped)
+    assert last < settings.max_steps
+    assert stopped[last] >= budget and all(stopped[step] < budget for step in stopped if step < last)
+    assert (tmp_path / "stopped" / "adapter" / "adapter_config.json").is_file()  # a stopped run still writes its adapter

@@ -82,10 +82,13 @@ def pairs(n):
 
 
 def dpo_settings(batch=2, save_steps=2, lora=LORA):
+    """Without the interval evaluation (tests/test_interval_eval.py runs DPO's), so a step is one record."""
     return {
         "dpo": {"per_device_train_batch_size": batch, "num_train_epochs": 1, "save_steps": save_steps,
-                "max_length": 64, "gradient_checkpointing": False, "learning_rate": 1e-3, "seed": 0},
+                "max_length": 64, "gradient_checkpointing": False, "learning_rate": 1e-3, "seed": 0, "eval_every": 0},
         "lora": lora,
+        "prompt": {"template": "{prompt}\nTest: {tests}\n", "num_tests_shown": 1},
+        "execution": {"timeout_s": 2, "memory_mb": 512},
     }
 
 

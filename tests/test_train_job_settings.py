@@ -16,11 +16,12 @@ GRPO = {
     "prompt": {"num_tests_shown": 1},
     "execution": {"timeout_s": 2, "memory_mb": 512},
 }
-DPO = {"dpo": {"beta": 0.1, "seed": 0}, "lora": {"r": 4}}
+DPO = {"dpo": {"beta": 0.1, "seed": 0}, "lora": {"r": 4}, "prompt": GRPO["prompt"], "execution": GRPO["execution"]}
+SRRL_TOKENS = {**GRPO, "srrl": {"budget": "tokens"}}
 
 
 def argv(method, settings, *extra):
-    data = ["--pairs", "p.jsonl"] if method == "dpo" else ["--problems", "p.jsonl", "--eval-problems", "e.jsonl"]
+    data = ["--pairs" if method == "dpo" else "--problems", "p.jsonl", "--eval-problems", "e.jsonl"]
     return [method, "--model", "m", "--settings", json.dumps(settings), *data, "--output", "out", "--metrics",
             "m.jsonl", "--checkpoint-root", "ck", "--run-name", "r", *extra]
 
@@ -76,6 +77,33 @@ def test_data_options_follow_the_method(capsys):
     assert "grpo needs --eval-problems" in error_of(no_eval, capsys)
 
 
+def test_dpo_evaluating_needs_held_out_problems(capsys):
+    no_eval = argv("dpo", DPO)
+    index = no_eval.index("--eval-problems")
+    del no_eval[index : index + 2]
+    assert "dpo.eval_every is 25: dpo needs --eval-problems (or set dpo.eval_every: 0)" in error_of(no_eval, capsys)
+    assert "missing section 'prompt'" in error_of(argv("dpo", {k: v for k, v in DPO.items() if k != "prompt"}), capsys)
+
+
+def grpo_metrics(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(path)
+
+
+def test_token_budget_comes_from_grpos_metrics_only_under_srrl_budget_tokens(tmp_path, capsys):
+    assert "srrl.budget is 'tokens': pass GRPO's metrics file as --token-budget-from" in error_of(
+        argv("srrl", SRRL_TOKENS), capsys
+    )
+    grpo = grpo_metrics(tmp_path / "grpo.jsonl", [{"step": 1, "num_tokens": 800.0}, {"step": 2, "num_tokens": 1600.0}])
+    for method, settings in (("grpo", GRPO), ("srrl", {**GRPO, "srrl": {}})):
+        message = error_of(argv(method, settings, "--token-budget-from", grpo), capsys)
+        assert f"--token-budget-from is only for srrl with srrl.budget: tokens (this job: {method})" in message
+    dpo = grpo_metrics(tmp_path / "dpo.jsonl", [{"step": 1, "loss": 0.5}])
+    assert "logged no num_tokens" in error_of(argv("srrl", SRRL_TOKENS, "--token-budget-from", dpo), capsys)
+    assert "No such file" in error_of(argv("srrl", SRRL_TOKENS, "--token-budget-from", str(tmp_path / "none.jsonl")), capsys)
+    assert train_job.token_budget("srrl", train_job.parse_settings("srrl", SRRL_TOKENS), tmp_path / "grpo.jsonl") == 1600
+
+
 def test_prompts_per_step_must_share_out_over_the_processes(monkeypatch, capsys):
     monkeypatch.setenv("WORLD_SIZE", "3")
     message = error_of(argv("grpo", GRPO), capsys)
@@ -106,6 +134,10 @@ def test_checkpoints_follow_settings_not_runtime_options():
     changed_model = train_job.parser().parse_args(argv("grpo", GRPO))
     changed_model.model = "other"
     assert train_job.checkpoint_dir(changed_model, GRPO) != base
+    # A token budget keys the folder: a checkpoint on the way to a larger budget may lie past a smaller one.
+    srrl = train_job.parser().parse_args(argv("srrl", SRRL_TOKENS))
+    budgets = {train_job.checkpoint_dir(srrl, SRRL_TOKENS, tokens) for tokens in (None, 1600, 1601)}
+    assert len(budgets) == 3
 
 
 def test_processes_and_visible_gpus_must_agree(monkeypatch, capsys):

@@ -1,12 +1,16 @@
-"""Refinement-shaped warm-start examples: broken references confirmed failing by the sandbox."""
+"""Warm-start examples: refinements of broken references confirmed failing by the sandbox, and
+the code-output game's two formats."""
 
 import random
 
+from execrl.code_game import CodeGameSettings, prediction_matches
 from execrl.datasets.builtin import generate
+from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.sandbox import Executor
 from execrl.srrl import SRRLSettings
-from execrl.warm_start import broken_attempts, mutations, refinement_examples
+from execrl.sandbox.programs import run_programs
+from execrl.warm_start import broken_attempts, code_game_examples, entry_point_call, mutations, refinement_examples
 
 CONFIG = PromptConfig(template="{prompt}\nTest: {tests}\n", num_tests_shown=1)
 
@@ -35,3 +39,30 @@ def test_refinement_examples_quote_a_failing_attempt_and_teach_the_reference():
         assert "A previous attempt:" in example["prompt"] and "It failed (" in example["prompt"]
         assert example["completion"] in references
         assert example["completion"].strip() not in example["prompt"]
+
+
+def test_entry_point_call_is_the_call_in_the_first_test():
+    def problem(tests, test_type="assert", entry_point="f"):
+        return Problem(id="p", prompt="p", test_type=test_type, tests=tests, entry_point=entry_point)
+
+    assert entry_point_call(problem(["assert f(3, 'a') == 4"])) == "f(3, 'a')"
+    assert entry_point_call(problem(["assert 4 == f(3)"])) is None  # the call is not the compared value
+    assert entry_point_call(problem(["assert g(3) == 4"])) is None  # not the entry point
+    assert entry_point_call(problem(["x = f(1)\nassert x == 2"])) is None
+    assert entry_point_call(problem([{"args": [1, [2]], "expected": 3}], "call")) == "f(*[1, [2]])"
+    assert entry_point_call(problem([{"input": "1", "output": "2"}], "stdio", None)) is None
+
+
+def test_code_game_examples_print_and_give_the_real_output():
+    train = generate("train", seed=0, n=40)
+    settings = CodeGameSettings()
+    with Executor(workers=2) as executor:
+        examples = code_game_examples(train, 0.5, settings, CONFIG, executor, tokenizer=None, seed=0)
+        programs, outputs = examples[0::2], examples[1::2]
+        reruns = run_programs(executor, [e["completion"] for e in programs])
+    assert 30 <= len(examples) <= 40
+    for program, output, rerun in zip(programs, outputs, reruns, strict=True):
+        assert program["prompt"].startswith(settings.program_template.split("{")[0])
+        assert "print(" in program["completion"]
+        assert program["completion"].strip() in output["prompt"]
+        assert rerun.printed and prediction_matches(output["completion"], rerun.stdout, "exact")

@@ -101,3 +101,32 @@ def test_config_change_reruns_only_what_it_invalidates(finished_run, overlay, mu
 
 def test_report_title_reruns_only_the_report(finished_run):
     assert set(planned_jobs(finished_run, {"report": {"title": "another title"}})) == {"render_report"}
+
+
+SRRL_TRAINED = "results/models/builtin/tiny/srrl/0/trained"
+GRPO_METRICS = "results/training/builtin/tiny/grpo/0/metrics.jsonl"
+
+
+def planned_training(workdir, srrl):
+    """The train jobs a dry run plans for SRRL's trained adapter, by method, with their commands."""
+    config = deep_update(json.loads(json.dumps(REDUCED)), {"experiment": {"methods": ["base", "grpo", "srrl"]}, "srrl": srrl})
+    (workdir / "config" / "test.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(workdir, "-n", "-p", SRRL_TRAINED, "--configfile", EMBEDDED, "config/test.yaml")
+    jobs = {}
+    for block in re.split(r"^(?:local)?rule ", result.stdout, flags=re.MULTILINE)[1:]:
+        if block.startswith("train:"):
+            method = re.search(r"method=(\w+)", block).group(1)
+            jobs[method] = block
+    return jobs
+
+
+@pytest.mark.parametrize("budget", ["tokens", "completions"])
+def test_srrl_trains_after_grpo_only_under_a_token_budget(workflow_copy, budget):
+    jobs = planned_training(workflow_copy, {"budget": budget})
+    if budget == "tokens":
+        assert set(jobs) == {"grpo", "srrl"}  # SRRL's budget is GRPO's run: it is planned first
+        assert GRPO_METRICS in re.search(r"^\s+input: (.*)$", jobs["srrl"], re.MULTILINE).group(1)
+        assert f"--token-budget-from {GRPO_METRICS}" in jobs["srrl"]
+    else:
+        assert set(jobs) == {"srrl"}
+        assert "--token-budget-from" not in jobs["srrl"] and GRPO_METRICS not in jobs["srrl"]

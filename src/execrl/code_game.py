@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from execrl.online_task import OnlineTask
 from execrl.problems import Problem
 from execrl.program_rewards import ExecRewardSettings, execution_reward, run_metrics
 from execrl.prompting import PromptConfig, chat_prompt, extract_code
@@ -79,6 +80,16 @@ class CodeGameSettings:
             raise ValueError(f"code_game.max_prediction_tokens must be at least 1, got {self.max_prediction_tokens}")
 
 
+def game_prompt(problem: Problem, settings: CodeGameSettings, prompt_config: PromptConfig, tokenizer=None) -> str:
+    """The policy's prompt: write a program on `problem`'s task whose output is hard to predict."""
+    return chat_prompt(settings.program_template.format(prompt=problem.prompt.strip()), prompt_config, tokenizer)
+
+
+def opponent_prompt(code: str, settings: CodeGameSettings, prompt_config: PromptConfig, tokenizer=None) -> str:
+    """The opponent's prompt: predict what `code` prints."""
+    return chat_prompt(settings.opponent_template.format(code=code), prompt_config, tokenizer)
+
+
 def normalize_output(text: str) -> str:
     return " ".join(text.split())
 
@@ -126,7 +137,7 @@ def game_metrics(runs: list[ProgramRun], right: list[bool], rewards: list[float]
     return metrics
 
 
-class CodeGameRewards:
+class CodeGameRewards(OnlineTask):
     """The code game as TRL reward functions: runs each program, asks the opponent, scores the game.
 
     `predict(prompts, temperature, max_tokens)` returns one completion text per opponent prompt;
@@ -153,13 +164,13 @@ class CodeGameRewards:
 
     def prompt(self, problem: Problem, prompt_config: PromptConfig, tokenizer) -> str:
         self.tokenizer = tokenizer
-        return chat_prompt(self.settings.program_template.format(prompt=problem.prompt.strip()), prompt_config, tokenizer)
+        return game_prompt(problem, self.settings, prompt_config, tokenizer)
 
     def bind(self, trainer) -> None:
         self.predict = self.make_predictor(trainer)
 
     def opponent_prompt(self, code: str) -> str:
-        return chat_prompt(self.settings.opponent_template.format(code=code), self.prompt_config, self.tokenizer)
+        return opponent_prompt(code, self.settings, self.prompt_config, self.tokenizer)
 
     def play(self, completions: list) -> tuple[list[ProgramRun], list[bool], list[str]]:
         """Each completion's run (deterministic or not), whether the opponent got it right, and its prediction."""

@@ -52,7 +52,8 @@ def model_kind(source: str) -> str:
 
 
 def check_references(config: dict[str, Any]) -> None:
-    """Every name the experiment grid uses is defined, and templates use known fields only."""
+    """Every name the experiment grid uses is defined, every method another one's settings need is
+    run, and templates use known fields only."""
     from execrl.methods import METHODS
 
     experiment = config["experiment"]
@@ -68,6 +69,12 @@ def check_references(config: dict[str, Any]) -> None:
                 )
         if pair[0] == pair[1]:
             raise ConfigError(f"report.comparisons compares {pair[0]!r} with itself")
+    token_matched = "srrl" in experiment["methods"] and config.get("srrl", {}).get("budget") == "tokens"
+    if token_matched and "grpo" not in experiment["methods"]:
+        raise ConfigError(
+            "srrl.budget: tokens stops SRRL at the tokens GRPO sampled, but experiment.methods does not run grpo "
+            f"(methods: {', '.join(experiment['methods'])}): add grpo, or set srrl.budget: completions"
+        )
     for section, key in (("datasets", "datasets"), ("models", "models")):
         for name in experiment[key]:
             if name not in config[section]:

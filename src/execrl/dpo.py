@@ -1,11 +1,16 @@
-"""Offline preference optimisation on execution-ranked pairs (TRL's DPOTrainer, LoRA or full weights)."""
+"""Offline preference optimisation on execution-ranked pairs (TRL's DPOTrainer, LoRA or full weights),
+with the interval evaluation of the online methods on held-out problems."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from execrl.interval_eval import IntervalEvaluation
 from execrl.lora import LoRASettings
+from execrl.policy_sampling import TransformersPolicySampler, generate_with_merged_adapter
+from execrl.problems import Problem
+from execrl.prompting import PromptConfig
 from execrl.training import (
     ExampleLog,
     MetricsFileCallback,
@@ -33,6 +38,18 @@ class DPOSettings:
     """Checkpoint every this many optimiser steps (a killed job resumes from the last one)."""
     gradient_checkpointing: bool = True
     """Trade compute for memory (TRL's default); small models train faster without it."""
+    eval_every: int = 25
+    """Interval evaluation every this many optimiser steps, besides before the first and after the
+    last (0: none), as GRPO's and SRRL's (`execrl.interval_eval`)."""
+    eval_problems: int = 64
+    """Held-out problems in the interval evaluation."""
+    eval_samples: int = 1
+    """Samples per problem in the interval evaluation (its pass@1 averages them)."""
+    eval_temperature: float = 0.2
+    """Sampling temperature of the interval evaluation (0: greedy)."""
+    eval_max_new_tokens: int = 1024
+    """Longest completion the interval evaluation samples. DPO samples nothing else while it
+    trains, so it has no completion length of its own to reuse (GRPO evaluates at its training one)."""
     seed: int = 0
 
 
@@ -44,6 +61,9 @@ def train_dpo(
     checkpoint_dir: str | Path,
     adapter_dir: str | Path,
     metrics_path: str | Path,
+    eval_problems: list[Problem],
+    prompt_config: PromptConfig,
+    executor,
     wandb: dict | None = None,
     run_name: str | None = None,
 ) -> None:
@@ -52,6 +72,9 @@ def train_dpo(
     With `lora`, `adapter_dir` receives a LoRA adapter; with `lora=None` all weights train and
     it receives the full model. Under `accelerate launch` each rank trains on its shard of every
     batch and logs the indices of its pairs; rank 0 writes the folder, metrics and checkpoints.
+    Every `settings.eval_every` steps (and before the first and after the last) the policy as
+    trained so far samples `eval_problems`, prompted by `prompt_config` as the pairs' base
+    candidates were, and `executor` runs the samples (it may be None when `eval_every` is 0).
     """
     from datasets import Dataset
     from transformers import AutoTokenizer
@@ -59,6 +82,8 @@ def train_dpo(
 
     if not pairs:
         raise ValueError("no preference pairs to train on (see the RL dataset manifest for why)")
+    if settings.eval_every and not eval_problems:
+        raise ValueError(f"dpo.eval_every is {settings.eval_every} but there are no held-out problems to evaluate on")
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -82,14 +107,28 @@ def train_dpo(
         [{"pair": index, **{k: p[k] for k in ("prompt", "chosen", "rejected")}} for index, p in enumerate(pairs)]
     )
     metrics_in_progress = checkpoint_dir / "metrics.jsonl"
+    interval = IntervalEvaluation.of_policy(
+        eval_problems,
+        prompt_config,
+        tokenizer,
+        executor,
+        lambda trainer: TransformersPolicySampler(trainer, settings.eval_max_new_tokens, settings.eval_temperature),
+        every=settings.eval_every,
+        samples=settings.eval_samples,
+        temperature=settings.eval_temperature,
+    )
     trainer = DPOTrainer(
         model=model,
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=lora.peft_config() if lora else None,
-        callbacks=[MetricsFileCallback(metrics_in_progress)],
+        callbacks=[MetricsFileCallback(metrics_in_progress), interval],
     )
     trainer.data_collator = ExampleLog(trainer.data_collator, "pair", drop=True)
+    interval.trainer = trainer
+    # Merging in place would write into ZeRO-3's gathered copies of sharded weights.
+    if lora and settings.eval_every and not trainer.is_deepspeed_enabled:
+        generate_with_merged_adapter(trainer.model)
     train_resuming(trainer, checkpoint_dir)
     finish_training(trainer, tokenizer, adapter_dir, metrics_in_progress, metrics_path)

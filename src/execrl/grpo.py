@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,13 +11,16 @@ from trl import GRPOTrainer
 
 from execrl.interval_eval import IntervalEvaluation
 from execrl.lora import LoRASettings
+from execrl.policy_sampling import TransformersPolicySampler, generate_with_merged_adapter
+from execrl.online_task import OnlineTask
 from execrl.problems import Problem
-from execrl.prompting import PromptConfig, build_prompt
+from execrl.prompting import PromptConfig
 from execrl.rewards import ExecutionRewards, RewardSettings
 from execrl.srrl import SRRLRollout, SRRLSettings
 from execrl.training import (
     ExampleLog,
     MetricsFileCallback,
+    StopAtTokenBudget,
     finish_training,
     load_model,
     resumable_run_kwargs,
@@ -126,27 +128,6 @@ class GRPOSettings:
         return args
 
 
-def generate_with_merged_adapter(model) -> None:
-    """Make a PEFT model's `generate` run with its LoRA weights merged into the base layers.
-
-    Unmerged, every adapted linear layer costs three matrix products per decoded token, which
-    dominates sampling time for small models on CPU. Merging for the length of one `generate`
-    call (PEFT's `merge_adapter`, as TRL does before syncing weights to vLLM) samples from the
-    same policy at the cost of the base model; training still sees the unmerged adapter.
-    """
-    original = model.generate
-
-    @functools.wraps(original)
-    def generate(*args, **kwargs):
-        model.merge_adapter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            model.unmerge_adapter()
-
-    model.generate = generate
-
-
 def uses_rotary_positions(config) -> bool:
     """Whether a model's attention sees positions only relative to each other (rotary embeddings)."""
     return getattr(config, "rope_parameters", None) is not None or getattr(config, "rope_theta", None) is not None
@@ -192,67 +173,38 @@ class LengthChunkedGRPOTrainer(GRPOTrainer):
         )
 
 
-class PolicySampler:
-    """One sample per prompt text from the policy being trained (SRRL's rollouts, interval evaluation).
+class PolicySampler(TransformersPolicySampler):
+    """One sample per prompt text from the policy being trained (SRRL's rollouts, interval evaluation),
+    at GRPO's completion length: through the trainer's vLLM when it samples with vLLM, else as
+    `TransformersPolicySampler` does.
 
-    Each sample is (prompt_ids, completion_ids, text, logprobs). With vLLM, `logprobs` holds the
-    sampled tokens' log-probabilities as vLLM computed them (TRL's own vLLM path keeps the same
-    top-1 entries), which TRL's importance-sampling correction compares with the trainer's; without
-    vLLM it is None, as in TRL's transformers path. Under vLLM's server mode sampling is a
-    collective over the training processes: every process must call with as many prompts.
+    With vLLM, `logprobs` holds the sampled tokens' log-probabilities as vLLM computed them (TRL's
+    own vLLM path keeps the same top-1 entries), which TRL's importance-sampling correction compares
+    with the trainer's. Under vLLM's server mode sampling is a collective over the training
+    processes: every process must call with as many prompts.
     """
 
-    batch = 64
-
     def __init__(self, trainer, settings: GRPOSettings):
-        self.trainer = trainer
-        self.settings = settings
-        self.tokenizer = trainer.processing_class
-
-    def __call__(
-        self, prompt_texts: list[str], temperature: float | None = None
-    ) -> list[tuple[list[int], list[int], str, list[float] | None]]:
-        """Samples at the training temperature, or at `temperature` (0: greedy) when given."""
-        temperature = self.settings.temperature if temperature is None else temperature
-        prompt_ids = [self.tokenizer(text, add_special_tokens=False)["input_ids"] for text in prompt_texts]
-        completion_ids, logprobs = [], []
-        for start in range(0, len(prompt_ids), self.batch):
-            ids, lps = self._generate(prompt_ids[start : start + self.batch], temperature)
-            completion_ids.extend(ids)
-            logprobs.extend(lps)
-        texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
-        return list(zip(prompt_ids, completion_ids, texts, logprobs, strict=True))
-
-    def texts(self, prompt_texts: list[str], temperature: float) -> list[str]:
-        """One completion text per prompt (the interval evaluation's sampler)."""
-        return [sample[2] for sample in self(prompt_texts, temperature)]
+        super().__init__(trainer, settings.max_completion_length, settings.temperature, settings.top_p)
 
     def _generate(self, prompt_ids: list[list[int]], temperature: float) -> tuple[list[list[int]], list]:
         trainer = self.trainer
-        if trainer.use_vllm:
-            # TRL pushes the weights to vLLM before its own sampling only; an evaluation after a
-            # step must not sample from the previous step's weights. (A no-op inside rollouts.)
-            if trainer.state.global_step != trainer._last_loaded_step:
-                trainer.vllm_generation.sync_weights()
-                trainer._last_loaded_step = trainer.state.global_step
-            vllm, training_temperature = trainer.vllm_generation, trainer.vllm_generation.temperature
-            vllm.temperature = temperature
-            try:
-                _, completion_ids, logprobs, _ = vllm.generate(prompts=prompt_ids, images=None, num_generations=1)
-            finally:
-                vllm.temperature = training_temperature
-            if logprobs is None:
-                return completion_ids, [None] * len(completion_ids)
-            return completion_ids, [[token[0] for token in sequence] for sequence in logprobs]
-        from trl.models.utils import unwrap_model_for_generation
-
-        from execrl.generation.transformers_backend import generate_token_ids
-
-        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
-            completion_ids = generate_token_ids(
-                model, self.tokenizer, prompt_ids, temperature, self.settings.top_p, self.settings.max_completion_length
-            )
-        return completion_ids, [None] * len(completion_ids)
+        if not trainer.use_vllm:
+            return super()._generate(prompt_ids, temperature)
+        # TRL pushes the weights to vLLM before its own sampling only; an evaluation after a
+        # step must not sample from the previous step's weights. (A no-op inside rollouts.)
+        if trainer.state.global_step != trainer._last_loaded_step:
+            trainer.vllm_generation.sync_weights()
+            trainer._last_loaded_step = trainer.state.global_step
+        vllm, training_temperature = trainer.vllm_generation, trainer.vllm_generation.temperature
+        vllm.temperature = temperature
+        try:
+            _, completion_ids, logprobs, _ = vllm.generate(prompts=prompt_ids, images=None, num_generations=1)
+        finally:
+            vllm.temperature = training_temperature
+        if logprobs is None:
+            return completion_ids, [None] * len(completion_ids)
+        return completion_ids, [[token[0] for token in sequence] for sequence in logprobs]
 
 
 def train_grpo(
@@ -270,8 +222,15 @@ def train_grpo(
     srrl: SRRLSettings | None = None,
     wandb: dict | None = None,
     run_name: str | None = None,
+    task: OnlineTask | None = None,
+    token_budget: int | None = None,
 ) -> None:
-    """Train with GRPO (or SRRL when `srrl` is given), resuming from the newest checkpoint.
+    """Train with GRPO (or SRRL when `srrl` is given), resuming from the newest checkpoint; with
+    `token_budget`, stop once that many tokens have been sampled (SRRL's `srrl.budget: tokens`).
+
+    The reward is the problems' tests (`reward_settings`) unless `task` gives another
+    (an `execrl.online_task.OnlineTask`: its prompts, reward, rollout, callbacks and trainer), as
+    `exec`, `code_game` and `spiral` do.
 
     With `lora`, `adapter_dir` receives a LoRA adapter; with `lora=None` all weights train and it
     receives the full model. Under `accelerate launch` each process samples its own prompts of every
@@ -285,12 +244,12 @@ def train_grpo(
     tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    prompts = [build_prompt(p, prompt_config, tokenizer) for p in problems]
+    if task is None:
+        task = ExecutionRewards({p.id: p for p in problems}, executor, reward_settings, prompt_config.reasoning_format)
+    prompts = [task.prompt(p, prompt_config, tokenizer) for p in problems]
     problems_by_prompt = dict(zip(prompts, problems, strict=True))
     dataset = Dataset.from_list([{"prompt": text, "problem_id": p.id} for text, p in zip(prompts, problems, strict=True)])
-
-    rewards = ExecutionRewards({p.id: p for p in problems}, executor, reward_settings, prompt_config.reasoning_format)
-    reward_funcs, reward_weights = rewards.reward_functions()
+    reward_funcs, reward_weights = task.reward_functions()
     checkpoint_dir = Path(checkpoint_dir)
     args = GRPOConfig(
         num_generations=settings.num_generations,
@@ -314,22 +273,21 @@ def train_grpo(
     )
     model = load_model(model_path, args, full_weight=lora is None)
     metrics_in_progress = checkpoint_dir / "metrics.jsonl"
-    interval = IntervalEvaluation(
+    interval = IntervalEvaluation.of_policy(
         eval_problems,
-        [build_prompt(p, prompt_config, tokenizer) for p in eval_problems],
+        prompt_config,
+        tokenizer,
         executor,
-        sample=lambda prompts, temperature: PolicySampler(interval.trainer, settings).texts(prompts, temperature),
+        lambda trainer: PolicySampler(trainer, settings),
         every=settings.eval_every,
         samples=settings.eval_samples,
         temperature=settings.eval_temperature,
-        reasoning_format=prompt_config.reasoning_format,
     )
-    rollout = None
+    make_sampler = lambda trainer: PolicySampler(trainer, settings)  # noqa: E731
+    rollout = task.rollout_func(make_sampler)
     if srrl is not None:
-        rollout = SRRLRollout(
-            problems_by_prompt, executor, srrl, prompt_config, lambda trainer: PolicySampler(trainer, settings)
-        )
-    trainer = LengthChunkedGRPOTrainer(
+        rollout = SRRLRollout(problems_by_prompt, executor, srrl, prompt_config, make_sampler)
+    trainer = task.trainer_class(LengthChunkedGRPOTrainer)(
         model=model,
         reward_funcs=reward_funcs,
         args=args,
@@ -337,10 +295,16 @@ def train_grpo(
         processing_class=tokenizer,
         peft_config=lora.peft_config() if lora else None,
         rollout_func=rollout,
-        callbacks=[MetricsFileCallback(metrics_in_progress), interval],
+        callbacks=[
+            MetricsFileCallback(metrics_in_progress),
+            interval,
+            *([StopAtTokenBudget(token_budget)] if token_budget is not None else []),
+            *task.callbacks(make_sampler),
+        ],
     )
     trainer.data_collator = ExampleLog(trainer.data_collator, "problem_id", drop=False)
     interval.trainer = trainer
+    task.bind(trainer)
     # Merging in place would write into ZeRO-3's gathered copies of sharded weights.
     if lora and not settings.use_vllm and not trainer.is_deepspeed_enabled:
         generate_with_merged_adapter(trainer.model)

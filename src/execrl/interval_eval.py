@@ -15,7 +15,7 @@ from collections.abc import Callable
 from transformers import TrainerCallback
 
 from execrl.problems import Problem
-from execrl.prompting import extract_code
+from execrl.prompting import PromptConfig, build_prompt, extract_code
 
 Z_95 = 1.959964
 
@@ -65,6 +65,37 @@ class IntervalEvaluation(TrainerCallback):
         self.reasoning_format = reasoning_format
         self.trainer = None
         self._last_step: int | None = None
+
+    @classmethod
+    def of_policy(
+        cls,
+        problems: list[Problem],
+        prompt_config: PromptConfig,
+        tokenizer,
+        executor,
+        make_sampler: Callable,
+        every: int,
+        samples: int,
+        temperature: float,
+    ) -> IntervalEvaluation:
+        """The evaluation of the policy a trainer trains, prompted as the method's own samples are.
+
+        `make_sampler(trainer)` returns a sampler of that policy with a `texts(prompts,
+        temperature)` method (`execrl.policy_sampling`); it is made for each evaluation, once
+        `trainer` is set, which must happen before training starts (the trainer takes its
+        callbacks before it exists).
+        """
+        evaluation = cls(
+            problems,
+            [build_prompt(p, prompt_config, tokenizer) for p in problems],
+            executor,
+            sample=lambda prompts, temperature: make_sampler(evaluation.trainer).texts(prompts, temperature),
+            every=every,
+            samples=samples,
+            temperature=temperature,
+            reasoning_format=prompt_config.reasoning_format,
+        )
+        return evaluation
 
     @property
     def active(self) -> bool:

@@ -24,6 +24,10 @@ class Method:
     """Config sections that reach the training job and key its checkpoints."""
     online: bool = False
     """Samples and executes code while training (needs sandbox CPUs beside the trainer)."""
+    panels: tuple[tuple[str, str], ...] = ()
+    """(logged metric, panel title) of the method's own training figure (none: no such figure)."""
+    figure_caption: str = ""
+    """The caption of that figure in the report."""
 
 
 METHODS: dict[str, Method] = {
@@ -34,7 +38,8 @@ METHODS: dict[str, Method] = {
             "dpo",
             "TRL DPOTrainer on preference pairs of the base model's own candidates, ranked by execution",
             data="pairs",
-            settings=("dpo",),
+            # prompt and execution: its interval evaluation prompts and runs held-out problems.
+            settings=("dpo", "prompt", "execution"),
         ),
         Method(
             "grpo",
@@ -47,6 +52,59 @@ METHODS: dict[str, Method] = {
             "GRPO whose groups mix first attempts with refinements prompted by execution feedback",
             settings=("grpo", "rewards", "prompt", "execution", "srrl"),
             online=True,
+        ),
+        Method(
+            "exec",
+            "TRL GRPOTrainer rewarded for running as a program (seed 002's execution reward; no tests)",
+            settings=("grpo", "exec", "prompt", "execution"),
+            online=True,
+            panels=(
+                ("program/run_rate", "programs that ran"),
+                ("program/printed_rate", "programs that ran and printed"),
+                ("program/syntax_error_rate", "syntax errors"),
+                ("program/output_chars", "characters printed (programs that ran)"),
+            ),
+            figure_caption=(
+                "exec: what the sampled programs did when run without tests, per training step — the share that "
+                "ran to their end, that also printed, that did not compile, and how much they printed."
+            ),
+        ),
+        Method(
+            "code_game",
+            "TRL GRPOTrainer on the code-output game: rewarded when an opponent mispredicts the program's output",
+            settings=("grpo", "exec", "code_game", "prompt", "execution"),
+            online=True,
+            panels=(
+                ("code_game/opponent_accuracy", "opponent's accuracy (programs that ran)"),
+                ("program/run_rate", "programs that ran"),
+                ("program/output_chars", "characters printed (programs that ran)"),
+                ("code_game/reward", "game reward"),
+            ),
+            figure_caption=(
+                "code_game: per training step, how often the opponent predicted the output of the policy's programs "
+                "that ran, the share of programs that ran (deterministically), how much they printed, and the mean "
+                "reward (+1 a wrong prediction, -1 a right one, the execution reward for programs that did not run)."
+            ),
+        ),
+        Method(
+            "spiral",
+            "SPIRAL self-play on a text game (tic-tac-toe, Kuhn poker), role-conditioned advantages, TRL's GRPO loss",
+            settings=("grpo", "spiral", "prompt", "execution"),
+            online=True,
+            panels=(
+                ("spiral/eval/random/win_rate", "win rate against a random player"),
+                ("spiral/eval/perfect/win_rate", "win rate against a perfect player"),
+                ("spiral/eval/perfect/draw_rate", "draw rate against a perfect player"),
+                ("spiral/self_play/illegal_move_rate", "illegal moves in self-play"),
+                ("spiral/self_play/role0_return", "self-play return of the first player"),
+                ("spiral/baseline/role0", "role baseline of the first player"),
+            ),
+            figure_caption=(
+                "spiral: the policy against fixed opponents (a uniformly random player and a perfect one, in both "
+                "roles, the same deals at every evaluation), its illegal-move rate in self-play, the first player's "
+                "self-play return and that role's running baseline (role-conditioned advantage estimation subtracts "
+                "it from every return of the role)."
+            ),
         ),
     )
 }
@@ -86,6 +144,7 @@ RULES: dict[str, Rule] = {
     "merge_adapter": Rule("merge", "training", _RUN),
     "sample_refinements": Rule("generate", "report", _RUN),
     "analyze_diversity": Rule("report", "report", (*_RUN, "split")),
+    "plot_method_metrics": Rule("report", "report", ("method",)),
 }
 """Rules whose benchmark paths carry wildcards; every other rule is a report rule without any."""
 

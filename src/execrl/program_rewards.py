@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from execrl.problems import Problem
-from execrl.prompting import PromptConfig, build_prompt, extract_code
+from execrl.online_task import OnlineTask
+from execrl.prompting import extract_code
 from execrl.rewards import completion_text
 from execrl.sandbox.programs import ProgramRun, run_programs
 
@@ -54,19 +54,13 @@ def run_metrics(runs: list[ProgramRun]) -> dict[str, float]:
     return metrics
 
 
-class ProgramRewards:
+class ProgramRewards(OnlineTask):
     """The `exec` method's reward: TRL reward functions over the dataset's prompts, run as programs."""
 
     def __init__(self, executor, settings: ExecRewardSettings, reasoning_format: bool = False):
         self.executor = executor
         self.settings = settings
         self.reasoning_format = reasoning_format
-
-    def prompt(self, problem: Problem, prompt_config: PromptConfig, tokenizer) -> str:
-        return build_prompt(problem, prompt_config, tokenizer)
-
-    def bind(self, trainer) -> None:
-        """Nothing of the trainer is needed (the code game's policy opponent needs it)."""
 
     def run(self, completions: list) -> list[ProgramRun]:
         codes = [extract_code(completion_text(c), self.reasoning_format) for c in completions]

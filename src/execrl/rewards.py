@@ -10,6 +10,7 @@ from collections.abc import Callable
 import dataclasses
 from dataclasses import dataclass, field
 
+from execrl.online_task import OnlineTask
 from execrl.problems import Problem
 from execrl.prompting import extract_code, follows_reasoning_format
 
@@ -105,8 +106,8 @@ def pass_rates(results: list[dict], sample_kind: list[str] | None = None) -> dic
     return rates
 
 
-class ExecutionRewards:
-    """TRL reward functions backed by the sandbox.
+class ExecutionRewards(OnlineTask):
+    """TRL reward functions backed by the sandbox: the problems' tests decide the reward.
 
     Results computed during rollout (SRRL executes every first attempt to build refinement
     prompts) arrive through the `execution` column and are not run again.

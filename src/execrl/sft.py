@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from execrl.code_game import CodeGameSettings
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig, build_prompt
 from execrl.srrl import SRRLSettings
 from execrl.training import MetricsFileCallback, device_kwargs
-from execrl.warm_start import refinement_examples
+from execrl.warm_start import code_game_examples, refinement_examples
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class SFTSettings:
     weight_decay: float = 0.0
     refinement_share: float = 0.0
     """Share of problems that also get an example in SRRL's refinement template (see `warm_start`)."""
+    code_game_share: float = 0.0
+    """Share of problems that also get the code-output game's two examples (see `warm_start`)."""
     seed: int = 0
 
 
@@ -47,9 +50,12 @@ def run_sft(
     metrics_path: str | Path,
     refinement: SRRLSettings | None = None,
     executor=None,
+    code_game: CodeGameSettings | None = None,
 ) -> None:
     """Fine-tune on first-attempt examples, plus refinement examples when `settings.refinement_share` > 0
-    (these need SRRL's template settings and an executor to get real feedback on the broken attempts)."""
+    (these need SRRL's template settings and an executor to get real feedback on the broken attempts)
+    and code-game examples when `settings.code_game_share` > 0 (the game's templates, and an
+    executor to run the programs whose output the opponent's examples give)."""
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
@@ -63,6 +69,12 @@ def run_sft(
             raise ValueError("tiny_model.sft.refinement_share > 0 needs the srrl settings and an executor")
         examples += refinement_examples(
             problems, settings.refinement_share, refinement, prompt_config, executor, tokenizer, settings.seed
+        )
+    if settings.code_game_share > 0:
+        if code_game is None or executor is None:
+            raise ValueError("tiny_model.sft.code_game_share > 0 needs the code_game settings and an executor")
+        examples += code_game_examples(
+            problems, settings.code_game_share, code_game, prompt_config, executor, tokenizer, settings.seed
         )
     model = AutoModelForCausalLM.from_pretrained(str(model_path))
     output_dir = Path(output_dir)

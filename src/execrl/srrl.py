@@ -4,7 +4,9 @@ Per prompt, a group of G completions is split into G1 first attempts and G2 = ro
 refinements. Every c1 is executed; each failed c1 yields a refinement prompt (the problem, the
 failed code, the error, the failed tests the config allows, and a trace); the G2 slots are dealt
 round-robin over the failed c1s. When no c1 failed, the unused c2 budget goes back to c1, so a
-group always holds G completions and GRPO and SRRL are compared at equal sampling cost.
+group always holds G completions and GRPO and SRRL draw as many completions. Refinement prompts
+are longer than first attempts, so `srrl.budget: tokens` compares them at equal sampled tokens
+instead (`execrl.token_budget`).
 
 Under vLLM the rollout hands TRL the sampling log-probabilities of every completion (c2 ones
 under their refinement prompt, the context they were sampled in and are scored in), so TRL's
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig, build_prompt, extract_code, user_message
+from execrl.token_budget import BUDGETS
 
 DEFAULT_REFINEMENT_TEMPLATE = (
     "{prompt}\nA previous attempt:\n{code}\nIt failed ({status}): {error}\n{failed_tests}\n"
@@ -36,12 +39,17 @@ class SRRLSettings:
     refinement_template: str = DEFAULT_REFINEMENT_TEMPLATE
     """Format string with {prompt}, {code}, {status}, {error}, {failed_tests}, {trace}."""
     max_trace_chars: int = 600
+    budget: str = "completions"
+    """What SRRL is held equal to GRPO on (`execrl.token_budget`): `completions` (as many per step,
+    for grpo.max_steps) or `tokens` (train until it has sampled as many tokens as GRPO's run did)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.refine_share < 1:
             raise ValueError(f"srrl.refine_share must be in [0, 1), got {self.refine_share}")
         if self.feedback_tests not in FEEDBACK_TESTS:
             raise ValueError(f"srrl.feedback_tests must be one of {FEEDBACK_TESTS}, got {self.feedback_tests!r}")
+        if self.budget not in BUDGETS:
+            raise ValueError(f"srrl.budget must be one of {BUDGETS}, got {self.budget!r}")
 
 
 def budget(group_size: int, refine_share: float) -> tuple[int, int]:

@@ -56,9 +56,15 @@ def parse_settings(method: str, settings: dict) -> dict:
     from execrl.prompting import PromptConfig
     from execrl.rewards import RewardSettings
     from execrl.sandbox import ExecutionLimits
+    from execrl.code_game import CodeGameSettings
+    from execrl.program_rewards import ExecRewardSettings
+    from execrl.spiral import SPIRALSettings
     from execrl.srrl import SRRLSettings
 
     classes = {
+        "exec": ExecRewardSettings,
+        "code_game": CodeGameSettings,
+        "spiral": SPIRALSettings,
         "dpo": DPOSettings,
         "grpo": GRPOSettings,
         "rewards": RewardSettings,
@@ -118,22 +124,44 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--problems", "--pairs", "--data", dest="data", required=True, type=Path,
                         help="training data: problems (grpo, srrl) or preference pairs (dpo), JSONL")
     parser.add_argument("--eval-problems", type=Path,
-                        help="held-out problems of the interval evaluation (grpo, srrl; dpo has none and does not read it)")
+                        help="held-out problems of the interval evaluation (every method; dpo reads it only when dpo.eval_every > 0)")
     parser.add_argument("--output", required=True, type=Path, help="the trained folder (adapter or full model, and tokenizer)")
     parser.add_argument("--metrics", required=True, type=Path, help="per-step training metrics (JSONL)")
     parser.add_argument("--checkpoint-root", required=True, type=Path)
     parser.add_argument("--run-name", required=True, help="checkpoint subfolder and W&B run name")
-    parser.add_argument("--sandbox-workers", type=positive_int, default=2, help="sandbox workers of each process (grpo, srrl)")
+    parser.add_argument("--sandbox-workers", type=positive_int, default=2,
+                        help="sandbox workers of each process (rewards of online methods, every interval evaluation)")
+    parser.add_argument("--token-budget-from", type=Path,
+                        help="GRPO's metrics file: srrl with srrl.budget: tokens stops once it has sampled as many tokens")
     parser.add_argument("--threads", type=positive_int, help="torch threads of each process")
     parser.add_argument("--wandb-mode", choices=WANDB_MODES, default="disabled")
     parser.add_argument("--wandb-project", default="execrl")
     return parser
 
 
-def checkpoint_dir(args, settings: dict) -> Path:
+def checkpoint_dir(args, settings: dict, token_budget: int | None = None) -> Path:
+    """`token_budget` keys the folder too: a checkpoint saved on the way to one budget may lie past another."""
     from execrl.training import settings_digest
 
-    return args.checkpoint_root / args.run_name / settings_digest({"method": args.method, "model": args.model, "settings": settings})
+    key = {"method": args.method, "model": args.model, "settings": settings}
+    if token_budget is not None:
+        key["token_budget"] = token_budget
+    return args.checkpoint_root / args.run_name / settings_digest(key)
+
+
+def token_budget(method: str, settings: dict, budget_from: Path | None) -> int | None:
+    """SRRL's budget in sampled tokens under `srrl.budget: tokens`, read from GRPO's metrics file;
+    None for every other method and budget."""
+    srrl = settings.get("srrl")
+    if srrl is None or srrl.budget != "tokens":
+        if budget_from is not None:
+            raise ValueError(f"--token-budget-from is only for srrl with srrl.budget: tokens (this job: {method})")
+        return None
+    if budget_from is None:
+        raise ValueError("srrl.budget is 'tokens': pass GRPO's metrics file as --token-budget-from")
+    from execrl.token_budget import read_token_budget
+
+    return read_token_budget(budget_from)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -151,6 +179,12 @@ def main(argv: list[str] | None = None) -> None:
     online = REGISTRY[args.method].online
     if online and args.eval_problems is None:
         cli.error(f"{args.method} needs --eval-problems")
+    if args.method == "dpo" and settings["dpo"].eval_every and args.eval_problems is None:
+        cli.error(f"dpo.eval_every is {settings['dpo'].eval_every}: dpo needs --eval-problems (or set dpo.eval_every: 0)")
+    try:
+        tokens = token_budget(args.method, settings, args.token_budget_from)
+    except (OSError, ValueError) as error:
+        cli.error(str(error))
 
     from execrl.training import world_size
 
@@ -167,28 +201,38 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     wandb = {"mode": args.wandb_mode, "project": args.wandb_project}
-    where = checkpoint_dir(args, raw)
+    where = checkpoint_dir(args, raw, tokens)
     print(f"{args.method} job: checkpoints in {where}, {world_size()} process(es)", file=sys.stderr, flush=True)
+    from execrl.problems import read_problems
+    from execrl.sandbox import Executor
+
     if not online:
+        from contextlib import nullcontext
+
         from execrl.dpo import train_dpo
         from execrl.jsonl import read_jsonl
 
-        train_dpo(
-            model_path=args.model,
-            pairs=read_jsonl(args.data),
-            settings=settings["dpo"],
-            lora=settings["lora"],
-            checkpoint_dir=where,
-            adapter_dir=args.output,
-            metrics_path=args.metrics,
-            wandb=wandb,
-            run_name=args.run_name,
-        )
+        dpo = settings["dpo"]
+        # Only the interval evaluation runs code: without it, no sandbox.
+        evaluates = dpo.eval_every > 0
+        with Executor(workers=args.sandbox_workers, limits=settings["execution"]) if evaluates else nullcontext() as executor:
+            train_dpo(
+                model_path=args.model,
+                pairs=read_jsonl(args.data),
+                settings=dpo,
+                lora=settings["lora"],
+                checkpoint_dir=where,
+                adapter_dir=args.output,
+                metrics_path=args.metrics,
+                eval_problems=read_problems(args.eval_problems)[: dpo.eval_problems] if evaluates else [],
+                prompt_config=settings["prompt"],
+                executor=executor,
+                wandb=wandb,
+                run_name=args.run_name,
+            )
         return
 
     from execrl.grpo import train_grpo
-    from execrl.problems import read_problems
-    from execrl.sandbox import Executor
 
     grpo = settings["grpo"]
     # Each training process rewards its own completions with its own sandbox workers.
@@ -199,16 +243,43 @@ def main(argv: list[str] | None = None) -> None:
             eval_problems=read_problems(args.eval_problems)[: grpo.eval_problems],
             prompt_config=settings["prompt"],
             settings=grpo,
-            reward_settings=settings["rewards"],
+            reward_settings=settings.get("rewards"),
             lora=settings["lora"],
             executor=executor,
             checkpoint_dir=where,
             adapter_dir=args.output,
             metrics_path=args.metrics,
             srrl=settings.get("srrl"),
+            token_budget=tokens,
             wandb=wandb,
             run_name=args.run_name,
+            task=online_task(args.method, settings, executor, args.model),
         )
+
+
+def online_task(method: str, settings: dict, executor, model: str):
+    """What an online method trains on, when it is not the problems' tests (GRPO's, SRRL's)."""
+    reasoning_format = settings["prompt"].reasoning_format
+    if method == "exec":
+        from execrl.program_rewards import ProgramRewards
+
+        return ProgramRewards(executor, settings["exec"], reasoning_format)
+    if method == "code_game":
+        from execrl.code_game import CodeGameRewards, opponent_predictor
+
+        return CodeGameRewards(
+            executor,
+            settings["code_game"],
+            settings["exec"],
+            opponent_predictor(settings["code_game"], model, settings["grpo"]),
+            settings["prompt"],
+            reasoning_format,
+        )
+    if method == "spiral":
+        from execrl.self_play import SelfPlayTask
+
+        return SelfPlayTask(settings["spiral"], settings["prompt"], settings["grpo"].seed)
+    return None
 
 
 if __name__ == "__main__":

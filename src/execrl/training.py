@@ -193,3 +193,39 @@ class MetricsFileCallback(TrainerCallback):
         record.update({k: v for k, v in logs.items() if isinstance(v, (int, float, str))})
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
+
+
+class StopAtTokenBudget(TrainerCallback):
+    """Stops training at the end of the first step after which `budget` tokens have been sampled.
+
+    It reads TRL's running count (`state.num_input_tokens_seen`, the `num_tokens` GRPOTrainer
+    logs), which TRL sums over processes, so every process stops at the same step; a resumed run
+    gets the count back from its checkpoint. The last step may overshoot the budget by less than
+    one step's tokens. Should `max_steps` come first, training ends there short of the budget, and
+    the job's log says so.
+    """
+
+    def __init__(self, budget: int):
+        if budget < 1:
+            raise ValueError(f"a token budget must be at least 1 token, got {budget}")
+        self.budget = budget
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.num_input_tokens_seen >= self.budget:
+            control.should_training_stop = True
+            if state.is_world_process_zero:
+                print(
+                    f"token budget reached at step {state.global_step}: {state.num_input_tokens_seen:,} of "
+                    f"{self.budget:,} tokens sampled; training stops",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if state.num_input_tokens_seen < self.budget and state.is_world_process_zero:
+            print(
+                f"token budget not reached: max_steps ({state.max_steps}) came first, at {state.num_input_tokens_seen:,} "
+                f"of {self.budget:,} tokens",
+                file=sys.stderr,
+                flush=True,
+            )

@@ -1,19 +1,26 @@
-"""Refinement-shaped warm-start examples: a broken attempt, its real execution feedback, the fix.
+"""Warm-start examples in the formats of methods a model fine-tuned only on first attempts never saw.
 
-A model fine-tuned only on first attempts has never seen a refinement prompt, so SRRL's
-refinements (c2) start far out of its distribution. Adding some examples in SRRL's own
-template, built from a deliberately broken copy of the reference solution and the feedback the
-sandbox gives for it, with the reference as the completion, gives c2 a working start.
+- SRRL's refinements: a broken attempt, its real execution feedback, the fix. A model fine-tuned
+  only on first attempts has never seen a refinement prompt, so SRRL's refinements (c2) start far
+  out of its distribution. Examples in SRRL's own template, built from a deliberately broken copy
+  of the reference solution and the feedback the sandbox gives for it, with the reference as the
+  completion, give c2 a working start.
+- The code-output game: a program that prints (the reference solution and a print of one of its
+  test calls) answering the game's prompt, and that program's real output (run in the sandbox)
+  answering the opponent's prompt, so both players start able to play.
 """
 
 from __future__ import annotations
 
+import ast
 import io
 import random
 import tokenize
 
+from execrl.code_game import CodeGameSettings, game_prompt, opponent_prompt
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
+from execrl.sandbox.programs import run_programs
 from execrl.srrl import SRRLSettings, refinement_prompt
 
 _OPERATOR_SWAPS = {
@@ -85,4 +92,53 @@ def refinement_examples(
         code, result = attempts[problem.id]
         prompt = refinement_prompt(problem, code.rstrip("\n"), result, srrl, prompt_config, tokenizer)
         examples.append({"prompt": prompt, "completion": problem.reference.strip("\n") + "\n"})
+    return examples
+
+
+def entry_point_call(problem: Problem) -> str | None:
+    """The call of the problem's entry point in its first test, as source (`f(3)`), if it has one."""
+    if not problem.tests:
+        return None
+    test = problem.tests[0]
+    if problem.test_type == "call" and problem.entry_point:
+        return f"{problem.entry_point}(*{test['args']!r})"
+    if problem.test_type != "assert":
+        return None
+    try:
+        statement = ast.parse(test).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    if isinstance(statement, ast.Assert) and isinstance(statement.test, ast.Compare):
+        left = statement.test.left
+        if isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id == problem.entry_point:
+            return ast.unparse(left)
+    return None
+
+
+def code_game_examples(
+    problems: list[Problem],
+    share: float,
+    settings: CodeGameSettings,
+    prompt_config: PromptConfig,
+    executor,
+    tokenizer,
+    seed: int = 0,
+) -> list[dict]:
+    """For a seeded `share` of the problems: the game's prompt answered by a printing program, and the
+    opponent's prompt for that program answered by what it printed in the sandbox."""
+    programs = {
+        p.id: f"{p.reference.strip()}\n\nprint({call})\n"
+        for p in problems
+        if p.reference and (call := entry_point_call(p))
+    }
+    eligible = [p for p in problems if p.id in programs]
+    picked = random.Random(seed).sample(eligible, round(share * len(eligible)))
+    runs = run_programs(executor, [programs[p.id] for p in picked])
+    examples = []
+    for problem, run in zip(picked, runs, strict=True):
+        if not run.printed or run.stdout_truncated:
+            continue
+        program = programs[problem.id]
+        examples.append({"prompt": game_prompt(problem, settings, prompt_config, tokenizer), "completion": program})
+        examples.append({"prompt": opponent_prompt(program.rstrip("\n"), settings, prompt_config, tokenizer), "completion": run.stdout})
     return examples

@@ -59,6 +59,11 @@ def get_training_metrics(methods=None):
     )
 
 
+def get_method_metrics(wildcards):
+    """The training metrics of one method's runs (its own figure's input)."""
+    return get_training_metrics([wildcards.method])
+
+
 def get_warm_start_metrics():
     return expand(
         "results/training/{dataset}/{model}/sft/metrics.jsonl",
@@ -167,6 +172,14 @@ def get_training_data(wildcards):
     return get_train_problems(wildcards)
 
 
+def get_token_budget_source(wildcards):
+    """GRPO's metrics of the same dataset, model and seed, when SRRL trains until it has sampled
+    as many tokens as GRPO did (`srrl.budget: tokens`); nothing otherwise."""
+    if wildcards.method != "srrl" or config["srrl"]["budget"] != "tokens":
+        return []
+    return f"results/training/{wildcards.dataset}/{wildcards.model}/grpo/{wildcards.seed}/metrics.jsonl"
+
+
 ##### report #####
 
 
@@ -185,6 +198,9 @@ def get_report_figures():
         figures["training_samples"] = "results/plots/training_samples.png"
     if "srrl" in EXPERIMENT["methods"]:
         figures["srrl"] = "results/plots/srrl_c1_c2.png"
+    for method in TRAINED:
+        if METHODS[method].panels:
+            figures[f"method_{method}"] = f"results/plots/methods/{method}.png"
     if get_warm_start_metrics():
         figures["warm_start"] = "results/plots/warm_start.png"
     return figures

@@ -62,6 +62,7 @@ rule sft_tiny_model:
         sft=config["tiny_model"]["sft"],
         prompt=get_prompt_settings,
         refinement=get_sft_refinement_settings,
+        code_game=get_sft_code_game_settings,
     script:
         "../scripts/sft_tiny_model.py"
 

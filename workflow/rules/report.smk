@@ -120,6 +120,27 @@ rule plot_srrl_refinement:
         "../scripts/plot_srrl_refinement.py"
 
 
+rule plot_method_metrics:
+    input:
+        get_method_metrics,
+    output:
+        report(
+            "results/plots/methods/{method}.png",
+            caption="../report/method_plot.rst",
+            category="Training",
+        ),
+    log:
+        "logs/plot_method_metrics/{method}.log",
+    benchmark:
+        "benchmarks/plot_method_metrics/{method}.tsv"
+    conda:
+        "../envs/report.yaml"
+    resources:
+        **job_resources("report"),
+    script:
+        "../scripts/plot_method_metrics.py"
+
+
 rule plot_warm_start:
     input:
         get_warm_start_metrics(),

@@ -92,6 +92,15 @@ def get_sft_refinement_settings(wildcards=None):
     return get_refinement_prompt_settings()
 
 
+def get_sft_code_game_settings(wildcards=None):
+    """The code game's prompts, for the warm start's game examples (none when unused): its other
+    settings (the opponent, the rewards) leave the warm start alone."""
+    if not config["tiny_model"]["sft"]["code_game_share"]:
+        return None
+    used = ("program_template", "opponent_template")
+    return {key: config["code_game"][key] for key in used}
+
+
 def get_training_settings(wildcards):
     """Everything that decides what a method's training job learns, as one JSON object.
 
@@ -114,6 +123,13 @@ def get_training_settings(wildcards):
     }
     settings["lora"] = None if is_full_weight(wildcards) else config["lora"]
     return json.dumps(settings, sort_keys=True)
+
+
+def get_token_budget_option(wildcards, input):
+    """train_job's `--token-budget-from`, when the job's input has GRPO's metrics for a budget."""
+    if not input.token_budget:
+        return ""
+    return f"--token-budget-from {input.token_budget}"
 
 
 def get_model_sizes():

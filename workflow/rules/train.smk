@@ -10,6 +10,8 @@ rule train:
         data=get_training_data,
         eval_problems=get_test_problems,
         model=get_base_model_input,
+        # Under srrl.budget: tokens, SRRL's budget is what GRPO's run sampled: it waits for it.
+        token_budget=get_token_budget_source,
     output:
         trained=directory("results/models/{dataset}/{model}/{method}/{seed}/trained"),
         metrics="results/training/{dataset}/{model}/{method}/{seed}/metrics.jsonl",
@@ -41,12 +43,14 @@ rule train:
         accelerate_config=get_accelerate_config,
         vllm_server=get_vllm_server_prefix,
         run=get_run_name,
+        token_budget=get_token_budget_option,
     shell:
         "HF_HUB_OFFLINE=1 {params.vllm_server}accelerate launch --config_file {params.accelerate_config}"
         " --num_processes {resources.processes} --num_machines 1 --main_process_port 0"
         " -m execrl.train_job {wildcards.method} --model {params.model:q}"
         " --settings {params.settings:q} --data {input.data}"
-        " --eval-problems {input.eval_problems} --output {output.trained}"
+        " --eval-problems {input.eval_problems} {params.token_budget}"
+        " --output {output.trained}"
         " --metrics {output.metrics} --checkpoint-root results/checkpoints"
         " --run-name {params.run} --threads {threads}"
         " --sandbox-workers {resources.sandbox_workers}"

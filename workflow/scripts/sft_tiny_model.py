@@ -6,6 +6,7 @@ from contextlib import nullcontext
 
 import torch
 
+from execrl.code_game import CodeGameSettings
 from execrl.problems import read_problems
 from execrl.prompting import PromptConfig
 from execrl.sandbox import Executor
@@ -14,9 +15,11 @@ from execrl.srrl import SRRLSettings
 
 torch.set_num_threads(snakemake.threads)
 refinement = snakemake.params.refinement
-# The refinement examples' broken attempts run with the sandbox's default limits, not the
-# `execution` config: a new evaluation timeout must not rebuild the model.
-executor = Executor(workers=snakemake.threads) if refinement else nullcontext()
+code_game = snakemake.params.code_game
+# The refinement examples' broken attempts and the game examples' programs run with the sandbox's
+# default limits, not the `execution` config: a new evaluation timeout must not rebuild the model.
+runs_code = bool(refinement or code_game)
+executor = Executor(workers=snakemake.threads) if runs_code else nullcontext()
 with executor:
     run_sft(
         model_path=snakemake.input.model,
@@ -26,5 +29,6 @@ with executor:
         output_dir=snakemake.output.model,
         metrics_path=snakemake.output.metrics,
         refinement=SRRLSettings(**refinement) if refinement else None,
-        executor=executor if refinement else None,
+        executor=executor if runs_code else None,
+        code_game=CodeGameSettings(**code_game) if code_game else None,
     )

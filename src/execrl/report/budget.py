@@ -1,4 +1,5 @@
-"""The training budget of the online methods in tokens, from TRL's per-step logs.
+"""The training budget of the online methods in tokens, from TRL's per-step logs, and what a
+comparison of two of them held equal (completions, or under `srrl.budget: tokens` sampled tokens).
 
 GRPOTrainer logs `num_tokens`: the cumulative count of prompt and completion tokens of every
 completion it has sampled for training (`state.num_input_tokens_seen`, summed over processes;
@@ -23,8 +24,8 @@ import pandas as pd
 from execrl.methods import METHODS
 from execrl.report.tables import MISSING, is_missing
 from execrl.report.training import completions_per_step, parse_run, read_metrics
+from execrl.token_budget import tokens_sampled
 
-TOTAL = "num_tokens"
 COMPLETION_LENGTH = "completions/mean_length"
 NOTE = (
     "Tokens sampled in training: TRL's logged num_tokens, the prompt and completion tokens of every sampled "
@@ -66,14 +67,13 @@ def run_budget(path: str | Path, grpo: dict) -> dict | None:
     """Tokens one online run sampled, in total and split as TRL's logs allow; None without `num_tokens`."""
     run = parse_run(path)
     records = read_metrics(path)
-    totals = [r[TOTAL] for r in records if isinstance(r.get(TOTAL), (int, float))]
+    tokens = tokens_sampled(records)
     lengths = [r[COMPLETION_LENGTH] for r in records if isinstance(r.get(COMPLETION_LENGTH), (int, float))]
-    if not totals:
+    if tokens is None:
         return None
     steps = max(r["step"] for r in records)
     per_step = completions_per_step(grpo)
     completions = steps * per_step
-    tokens = float(max(totals))
     completion_tokens = float(np.mean(lengths)) * completions if lengths else float("nan")
     prompt_tokens = tokens - completion_tokens
     return {
@@ -116,18 +116,38 @@ def for_method(methods: pd.DataFrame, dataset: str, model: str, method: str) -> 
     return row.iloc[0].to_dict() if not row.empty else None
 
 
-def pair_budget(methods: pd.DataFrame, dataset: str, model: str, method: str, baseline: str) -> dict | None:
+MATCHED = {"completions": "equal completions", "tokens": "equal sampled tokens"}
+"""What a comparison of two online methods held equal, as the report names it."""
+
+
+def matched_on(method: str, baseline: str, srrl_budget: str | None) -> str:
+    """`tokens` for SRRL and GRPO when SRRL trained to GRPO's sampled tokens (`srrl.budget:
+    tokens`); `completions` otherwise, each having drawn its completions per step for its steps."""
+    return "tokens" if {method, baseline} == {"srrl", "grpo"} and srrl_budget == "tokens" else "completions"
+
+
+def pair_budget(
+    methods: pd.DataFrame, dataset: str, model: str, method: str, baseline: str, srrl_budget: str | None = None
+) -> dict | None:
     """The budget a comparison of two online methods ran at and the tokens each sampled; None
-    unless both sampled online."""
+    unless both sampled online. `srrl_budget` is the run's `srrl.budget`.
+
+    `matched` is what the two were held equal on: `tokens`, `completions`, or None when they drew
+    different completions per step (and so were not matched at all)."""
     mine, theirs = (for_method(methods, dataset, model, m) for m in (method, baseline))
     if mine is None or theirs is None:
         return None
-    if mine["completions_per_step"] == theirs["completions_per_step"]:
-        rule = f"equal completions per step ({mine['completions_per_step']:g})"
+    matched = matched_on(method, baseline, srrl_budget)
+    if matched == "tokens":
+        rule = f"{MATCHED['tokens']} (steps: {method} {mine['steps']:g}, {baseline} {theirs['steps']:g})"
+    elif mine["completions_per_step"] == theirs["completions_per_step"]:
+        rule = f"{MATCHED['completions']} per step ({mine['completions_per_step']:g})"
     else:
+        matched = None
         rule = f"completions per step: {method} {mine['completions_per_step']:g}, {baseline} {theirs['completions_per_step']:g}"
     return {
         "budget": rule,
+        "matched": matched,
         **{key: {method: mine[key], baseline: theirs[key]} for key in ("tokens", "completion_tokens", "prompt_tokens", "steps")},
         "token_ratio": mine["tokens"] / theirs["tokens"] if theirs["tokens"] else float("nan"),
     }

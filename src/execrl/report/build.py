@@ -102,7 +102,10 @@ def build(
     if not pairwise.empty:
         pairs = list(pairwise[["method", "baseline"]].drop_duplicates().itertuples(index=False, name=None))
         pair_changes = stats.changed_problems(per_problem, pairs) if per_problem is not None else None
-        comparison_records = comparisons.comparison_records(pairwise, curves, ks, changes=pair_changes, token_methods=tokens)
+        comparison_records = comparisons.comparison_records(
+            pairwise, curves, ks, changes=pair_changes, token_methods=tokens,
+            srrl_budget=config.get("srrl", {}).get("budget"),
+        )
     record = summary.build_summary(
         title=title,
         experiment=experiment,

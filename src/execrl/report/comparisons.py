@@ -69,10 +69,12 @@ def comparison_records(
     ks: Sequence[int],
     changes: pd.DataFrame | None = None,
     token_methods: pd.DataFrame | None = None,
+    srrl_budget: str | None = None,
 ) -> list[dict]:
     """One record per (method, baseline) pair, dataset, model and split of comparisons.tsv: Δ pass@k
     per configured k with its interval, seed spread and verdict; both methods' pass@k; the problems
-    fixed and broken; and, for two online methods, the budget they were compared at in tokens."""
+    fixed and broken; and, for two online methods, the budget they were compared at (`srrl_budget`,
+    the run's `srrl.budget`, decides SRRL's against GRPO) and the tokens each sampled."""
     records = []
     token_methods = token_methods if token_methods is not None else pd.DataFrame()
     keys = ["dataset", "model", "split", "method", "baseline"]
@@ -100,7 +102,7 @@ def comparison_records(
             ]
             for change in ("fixed", "broken"):
                 record[f"{change}_problems"] = sorted(mine[mine["change"] == change]["problem_id"])
-        record["budget"] = budget.pair_budget(token_methods, dataset, model, method, baseline)
+        record["budget"] = budget.pair_budget(token_methods, dataset, model, method, baseline, srrl_budget)
         records.append(record)
     return records
 
@@ -116,8 +118,10 @@ def budget_sentence(record: dict) -> str:
         f"Budget: {spent['budget']}; tokens sampled in training (prompt and completion): {display(method)} "
         f"{budget.fmt_tokens(tokens[method])}, {display(baseline)} {budget.fmt_tokens(tokens[baseline])} ({fmt(ratio, 2)}×)"
     )
-    if spent["budget"].startswith("equal completions") and fmt(ratio, 2) != fmt(1.0, 2):
+    if spent["matched"] == "completions" and fmt(ratio, 2) != fmt(1.0, 2):
         sentence += ", so equal completions are not equal compute"
+    if spent["matched"] == "tokens" and tokens["srrl"] < tokens["grpo"]:
+        sentence += ", short of equal: SRRL reached grpo.max_steps before GRPO's total"
     return sentence + "."
 
 

@@ -261,6 +261,25 @@ def srrl_figure(metrics: pd.DataFrame) -> Figure:
     return grid.figure
 
 
+def method_figure(metrics: pd.DataFrame, method: str) -> Figure:
+    """A method's own training metrics (its registry row's `panels`) against step, one panel each."""
+    _theme()
+    titles = dict(METHODS[method].panels)
+    rows = metrics[(metrics["method"] == method) & metrics["metric"].isin(titles)]
+    if rows.empty:
+        return message_figure(f"no {method} metrics logged")
+    data = _smoothed(rows)
+    data = data.assign(run=run_label(data, with_split=False), panel=data["metric"].map(titles))
+    grid = sns.relplot(
+        data=data, x="step", y="smoothed", hue="run", col="panel", col_wrap=min(3, data["panel"].nunique()),
+        col_order=[t for k, t in METHODS[method].panels if k in set(rows["metric"])], kind="line", height=2.8, aspect=1.5,
+        errorbar="sd" if data["seed"].nunique() > 1 else None, facet_kws={"sharey": False}, legend=data["run"].nunique() > 1,
+    )
+    grid.set_axis_labels("optimiser step", "")
+    grid.set_titles("{col_name}")
+    return grid.figure
+
+
 def warm_start_figure(metrics: pd.DataFrame) -> Figure:
     """The tiny model's supervised warm start: loss and token accuracy against step."""
     _theme()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from execrl.methods import METHODS
 from execrl.report import budget, comparisons, tables
 from execrl.report.evaluations import OUTCOME_LABELS
 from execrl.report.training import SUMMARY_LABELS
@@ -72,7 +73,8 @@ FIGURES = {
         "Training curves against step",
         "Per-step training logs (TRL) of each trained method: total reward and its components, pass rate of the "
         "sampled completions, held-out pass@1 of the interval evaluation, KL to the reference (logged when β > 0), "
-        "loss and completion length; DPO logs its implicit reward margin and preference accuracy instead. "
+        "loss and completion length; DPO logs its implicit reward margin and preference accuracy instead of rewards, and "
+        "its interval evaluation as GRPO and SRRL do. "
         "Lines: centred rolling means over a twentieth of the logged steps; bands: sd over seeds where there are several.",
     ),
     "training_samples": (
@@ -152,8 +154,20 @@ def data_uri(path: str | Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
+METHOD_FIGURE_PREFIX = "method_"
+"""Figures named `method_NAME` are a method's own training metrics, captioned by its registry row."""
+
+
+def figure_entry(name: str) -> tuple[str, str, str]:
+    """(section id, heading, caption) of a figure: from FIGURES, or the method registry."""
+    if name.startswith(METHOD_FIGURE_PREFIX):
+        method = name[len(METHOD_FIGURE_PREFIX) :]
+        return f"training-{method}", f"{method}: its own training metrics", METHODS[method].figure_caption
+    return FIGURES[name]
+
+
 def figure_html(name: str, path: str | Path, caption_values: dict | None = None) -> str:
-    section, heading, caption = FIGURES[name]
+    section, heading, caption = figure_entry(name)
     caption = caption.format(**(caption_values or {}))
     return (
         f'<h3 id="{section}">{html.escape(heading)}</h3>'
@@ -356,6 +370,7 @@ distinct / n: distinct programs per problem as a share of the samples. Training 
 {fig("training_steps")}
 {fig("training_samples")}
 {fig("srrl")}
+{"".join(fig(name) for name in figures if name.startswith(METHOD_FIGURE_PREFIX))}
 {fig("warm_start")}
 <h2 id="refinements">Refinements: a failed first attempt, its feedback, a second attempt</h2>
 {examples_section(refinement_runs, refinement_summary, n_examples)}

@@ -1,0 +1,79 @@
+"""Sampling from the policy a TRL trainer is training, between its steps: SRRL's rollouts and the
+interval evaluation of every trained method (GRPO's, SRRL's and DPO's) draw from the model as
+trained so far, not from a copy loaded from disk.
+"""
+
+from __future__ import annotations
+
+import functools
+
+Sample = tuple[list[int], list[int], str, list[float] | None]
+"""(prompt_ids, completion_ids, text, logprobs) of one completion; logprobs may be None."""
+
+
+def generate_with_merged_adapter(model) -> None:
+    """Make a PEFT model's `generate` run with its LoRA weights merged into the base layers.
+
+    Unmerged, every adapted linear layer costs three matrix products per decoded token, which
+    dominates sampling time for small models on CPU. Merging for the length of one `generate`
+    call (PEFT's `merge_adapter`, as TRL does before syncing weights to vLLM) samples from the
+    same policy at the cost of the base model; training still sees the unmerged adapter.
+    """
+    original = model.generate
+
+    @functools.wraps(original)
+    def generate(*args, **kwargs):
+        model.merge_adapter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            model.unmerge_adapter()
+
+    model.generate = generate
+
+
+class TransformersPolicySampler:
+    """One sample per prompt text from `trainer`'s model, with transformers' `generate` on the
+    model unwrapped from its DDP or DeepSpeed wrapper (TRL's `unwrap_model_for_generation`), LoRA
+    adapter included. Samples carry no log-probabilities (None), as in TRL's transformers path.
+    """
+
+    batch = 64
+    """Prompts per `generate` call."""
+
+    def __init__(self, trainer, max_new_tokens: int, temperature: float, top_p: float = 1.0):
+        self.trainer = trainer
+        self.tokenizer = trainer.processing_class
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+
+    def __call__(self, prompt_texts: list[str], temperature: float | None = None) -> list[Sample]:
+        """Samples at the sampler's temperature, or at `temperature` (0: greedy) when given."""
+        temperature = self.temperature if temperature is None else temperature
+        prompt_ids = [self.tokenizer(text, add_special_tokens=False)["input_ids"] for text in prompt_texts]
+        completion_ids, logprobs = [], []
+        for start in range(0, len(prompt_ids), self.batch):
+            ids, lps = self._generate(prompt_ids[start : start + self.batch], temperature)
+            completion_ids.extend(ids)
+            logprobs.extend(lps)
+        texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+        return list(zip(prompt_ids, completion_ids, texts, logprobs, strict=True))
+
+    def texts(self, prompt_texts: list[str], temperature: float) -> list[str]:
+        """One completion text per prompt (the interval evaluation's sampler)."""
+        return [sample[2] for sample in self(prompt_texts, temperature)]
+
+    def _generate(self, prompt_ids: list[list[int]], temperature: float) -> tuple[list[list[int]], list]:
+        from trl.models.utils import unwrap_model_for_generation
+
+        from execrl.generation.transformers_backend import generate_token_ids
+
+        trainer = self.trainer
+        with unwrap_model_for_generation(
+            trainer.model_wrapped,
+            trainer.accelerator,
+            gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
+        ) as model:
+            completion_ids = generate_token_ids(model, self.tokenizer, prompt_ids, temperature, self.top_p, self.max_new_tokens)
+        return completion_ids, [None] * len(completion_ids)
