@@ -17,6 +17,7 @@ CONFIGS = {
     "config.yaml": [],  # the analysis: GRPO vs SRRL on MBPP
     "mbpp-taco-dpo-grpo.yaml": ["config/mbpp-taco-dpo-grpo.yaml"],
     "scaling-binary-bonus.yaml": ["config/scaling-binary-bonus.yaml"],
+    "seed-002-self-play.yaml": ["config/seed-002-self-play.yaml"],
 }
 
 
@@ -79,6 +80,34 @@ def test_scaling_across_sizes_with_full_weights_and_reasoning_for_the_large_mode
     assert config["grpo"]["vllm_mode"] == "server"
 
 
+def test_seed_002s_methods_with_its_settings():
+    config = merged("seed-002-self-play.yaml")
+    assert config["experiment"]["methods"] == ["base", "exec", "code_game", "spiral"]
+    assert config["models"]["qwen2.5-1.5b-instruct"]["source"] == "Qwen/Qwen2.5-1.5B-Instruct"
+    grpo = config["grpo"]
+    assert (grpo["learning_rate"], grpo["max_steps"], grpo["num_generations"]) == (2e-5, 90, 2)
+    assert (grpo["eval_every"], grpo["eval_temperature"]) == (20, 0.2)
+    assert config["exec"] == {"printed": 1.0, "silent": 0.5, "syntax_error": -0.5, "error": -1.0, "timeout": -1.0}
+    assert config["spiral"]["game"] == "tictactoe" and config["spiral"]["observation"] == "full"
+    assert config["code_game"]["opponent"] == "base"
+
+
+def test_seed_002_trains_each_method_on_one_gpu_with_its_own_settings(workdir):
+    jobs = planned_jobs(dry_run(workdir, CONFIGS["seed-002-self-play.yaml"]))
+    train = {j["wildcards"]["method"]: j for j in jobs if j["rule"] == "train"}
+    assert set(train) == {"exec", "code_game", "spiral"}
+    workers = merged("seed-002-self-play.yaml")["execution"]["workers"]
+    for method, job in train.items():
+        assert (job["resources"]["gpu"], job["resources"]["processes"]) == ("1", "1"), method
+        assert int(job["resources"]["cpus_per_task"]) == 8 + workers, method  # online: sandbox workers beside it
+        assert "ddp.yaml --num_processes 1 " in job["shell"] and " -m execrl.train_job " + method in job["shell"]
+        assert '"learning_rate": 2e-05' in job["shell"] and '"max_steps": 90' in job["shell"]
+    assert '"code_game": {' in train["code_game"]["shell"] and '"exec": {' in train["code_game"]["shell"]
+    assert '"spiral": {' in train["spiral"]["shell"] and '"code_game"' not in train["spiral"]["shell"]
+    figures = {j["wildcards"].get("method") for j in jobs if j["rule"] == "plot_method_metrics"}
+    assert figures == {"exec", "code_game", "spiral"}
+
+
 @pytest.mark.parametrize("name", CONFIGS)
 def test_no_hub_experiment_gets_a_tiny_model_value(name):
     """The tiny model's values live only in the embedded default: a hub experiment gets the
@@ -87,7 +116,7 @@ def test_no_hub_experiment_gets_a_tiny_model_value(name):
     assert config["grpo"]["max_completion_length"] >= 1024
     assert config["generation"]["max_new_tokens"] >= 1024
     assert config["dpo"]["max_length"] >= 2048
-    assert config["grpo"]["learning_rate"] <= 1e-5
+    assert config["grpo"]["learning_rate"] <= 5e-5  # the tiny model trains at 5e-4
     assert config["evaluation"]["max_problems"] is None
     assert all(config["models"][m]["source"] != "tiny" for m in config["experiment"]["models"])
 

@@ -68,6 +68,19 @@ def test_evaluates_at_step_0_every_n_steps_and_at_the_end_at_its_own_temperature
     assert first["interval_eval/pass_at_1"] == pytest.approx((1 + 1 + 0.5 + 0) / 4)
     assert first["interval_eval/problems_passed"] == 3
     assert first["interval_eval/pass_at_1_low"] < first["interval_eval/pass_at_1"] < first["interval_eval/pass_at_1_high"]
+    # seed 002's names, after the problems' data set (ids p/0 ... p/3)
+    assert first["p_eval/pass_rate"] == first["interval_eval/pass_at_1"] and first["p_eval/problems_passed"] == 3
+
+
+def test_benchmark_name_is_the_shared_id_prefix():
+    from execrl.interval_eval import benchmark_name
+
+    def problems(*ids):
+        return [Problem(id=i, prompt="p", test_type="assert", tests=["assert True"]) for i in ids]
+
+    assert benchmark_name(problems("mbpp/11", "mbpp/12")) == "mbpp"
+    assert benchmark_name(problems("mbpp/11", "taco/1")) == "heldout"
+    assert benchmark_name(problems("mbpp/11", "x")) == "heldout"
 
 
 class CountingEvaluation(IntervalEvaluation):

@@ -10,7 +10,17 @@ from execrl.prompting import PromptConfig
 from execrl.sandbox import Executor
 from execrl.srrl import SRRLSettings
 from execrl.sandbox.programs import run_programs
-from execrl.warm_start import broken_attempts, code_game_examples, entry_point_call, mutations, refinement_examples
+from execrl.games import get_game
+from execrl.games.moves import parse_move
+from execrl.spiral import SPIRALSettings
+from execrl.warm_start import (
+    broken_attempts,
+    code_game_examples,
+    entry_point_call,
+    game_move_examples,
+    mutations,
+    refinement_examples,
+)
 
 CONFIG = PromptConfig(template="{prompt}\nTest: {tests}\n", num_tests_shown=1)
 
@@ -66,3 +76,20 @@ def test_code_game_examples_print_and_give_the_real_output():
         assert "print(" in program["completion"]
         assert program["completion"].strip() in output["prompt"]
         assert rerun.printed and prediction_matches(output["completion"], rerun.stdout, "exact")
+
+
+def test_game_move_examples_answer_a_legal_move_in_the_format():
+    settings = SPIRALSettings(game="tictactoe", observation="compact")
+    examples = game_move_examples(settings, 200, CONFIG, tokenizer=None, seed=0)
+    assert len(examples) == 200
+    moves = set()
+    for example in examples:
+        legal = tuple(example["prompt"].split("Legal: ")[1].split("\n")[0].replace("[", "").replace("]", "").split())
+        parsed = parse_move(example["completion"], legal)
+        assert parsed.legal and example["completion"] == f"[{parsed.move}]"
+        moves.add(parsed.move)
+    assert moves == {str(i) for i in range(9)}  # random play reaches every cell
+    # later positions too, not only first moves
+    assert sum(example["prompt"].count("X") > 1 for example in examples) > 50
+    kuhn = game_move_examples(SPIRALSettings(game="kuhn_poker"), 20, CONFIG, tokenizer=None, seed=0)
+    assert all(get_game("kuhn_poker").title in e["prompt"] for e in kuhn)

@@ -33,8 +33,17 @@ def pass_at_1_interval(passes: list[int], samples: int) -> tuple[float, float, f
     return mean, max(0.0, mean - half), min(1.0, mean + half)
 
 
+def benchmark_name(problems: list[Problem]) -> str:
+    """The data set the problems come from, by their ids' shared prefix (`mbpp/11` -> `mbpp`), else `heldout`."""
+    prefixes = {p.id.split("/", 1)[0] for p in problems if "/" in p.id}
+    if len(prefixes) == 1 and all("/" in p.id for p in problems):
+        return prefixes.pop()
+    return "heldout"
+
+
 class IntervalEvaluation(TrainerCallback):
-    """Logs `interval_eval/pass_at_1` (with `_low`/`_high`) and `interval_eval/problems_passed`.
+    """Logs `interval_eval/pass_at_1` (with `_low`/`_high`) and `interval_eval/problems_passed`, and
+    the same as seed 002 names them, `{benchmark}_eval/pass_rate` and `{benchmark}_eval/problems_passed`.
 
     `sample(prompts, temperature)` returns one completion text per prompt from the current
     policy. With several training processes each samples and runs every N-th problem (shards
@@ -138,11 +147,16 @@ class IntervalEvaluation(TrainerCallback):
         counts = accelerator.reduce(counts, "sum")
         passes = [int(c) for c in counts.tolist()]
         mean, low, high = pass_at_1_interval(passes, self.samples)
+        solved = float(sum(c > 0 for c in passes))
+        benchmark = benchmark_name(self.problems)
         metrics = {
             "interval_eval/pass_at_1": mean,
             "interval_eval/pass_at_1_low": low,
             "interval_eval/pass_at_1_high": high,
-            "interval_eval/problems_passed": float(sum(c > 0 for c in passes)),
+            "interval_eval/problems_passed": solved,
+            # seed 002's names (`mbpp_eval/pass_rate`), for runs compared with its logs
+            f"{benchmark}_eval/pass_rate": mean,
+            f"{benchmark}_eval/problems_passed": solved,
         }
         self._last_step = step
         self.trainer.log(metrics)

@@ -10,7 +10,8 @@ from execrl.problems import Problem
 from execrl.prompting import PromptConfig, build_prompt
 from execrl.srrl import SRRLSettings
 from execrl.training import MetricsFileCallback, device_kwargs
-from execrl.warm_start import code_game_examples, refinement_examples
+from execrl.spiral import SPIRALSettings
+from execrl.warm_start import code_game_examples, game_move_examples, refinement_examples
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class SFTSettings:
     """Share of problems that also get an example in SRRL's refinement template (see `warm_start`)."""
     code_game_share: float = 0.0
     """Share of problems that also get the code-output game's two examples (see `warm_start`)."""
+    game_examples: int = 0
+    """Turns of random play of SPIRAL's game, each answered by a random legal move (see `warm_start`)."""
     seed: int = 0
 
 
@@ -51,11 +54,13 @@ def run_sft(
     refinement: SRRLSettings | None = None,
     executor=None,
     code_game: CodeGameSettings | None = None,
+    game: SPIRALSettings | None = None,
 ) -> None:
     """Fine-tune on first-attempt examples, plus refinement examples when `settings.refinement_share` > 0
     (these need SRRL's template settings and an executor to get real feedback on the broken attempts)
     and code-game examples when `settings.code_game_share` > 0 (the game's templates, and an
-    executor to run the programs whose output the opponent's examples give)."""
+    executor to run the programs whose output the opponent's examples give), and moves of SPIRAL's
+    game when `settings.game_examples` > 0 (the game, its answer format and observation)."""
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
@@ -76,6 +81,10 @@ def run_sft(
         examples += code_game_examples(
             problems, settings.code_game_share, code_game, prompt_config, executor, tokenizer, settings.seed
         )
+    if settings.game_examples > 0:
+        if game is None:
+            raise ValueError("tiny_model.sft.game_examples > 0 needs the spiral settings")
+        examples += game_move_examples(game, settings.game_examples, prompt_config, tokenizer, settings.seed)
     model = AutoModelForCausalLM.from_pretrained(str(model_path))
     output_dir = Path(output_dir)
     args = SFTConfig(

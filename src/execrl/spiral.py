@@ -79,6 +79,9 @@ class SPIRALSettings:
     """Regex with one group, the move; the last match in a reply is its answer."""
     answer_template: str = DEFAULT_ANSWER_TEMPLATE
     """How the prompt writes a move ({move}); must read back through `answer_pattern`."""
+    observation: str = "full"
+    """The prompt of a turn: `full` (rules, view, legal moves, how to answer, as SPIRAL's) or
+    `compact` (the view and the legal moves: for small models with a short context)."""
     eval_every: int = 25
     """Evaluate against the fixed opponents before the first step, every this many steps and after
     the last (0: never)."""
@@ -112,7 +115,9 @@ class SPIRALSettings:
         self.match_rules()  # max_turns, illegal_move and the answer format, checked where they are used
 
     def match_rules(self) -> MatchRules:
-        return MatchRules(self.max_turns, self.illegal_move, AnswerFormat(self.answer_pattern, self.answer_template))
+        return MatchRules(
+            self.max_turns, self.illegal_move, AnswerFormat(self.answer_pattern, self.answer_template), self.observation
+        )
 
     def per_process_games(self, processes: int) -> int:
         """Self-play games each of `processes` training processes plays per step."""

@@ -8,6 +8,9 @@
 - The code-output game: a program that prints (the reference solution and a print of one of its
   test calls) answering the game's prompt, and that program's real output (run in the sandbox)
   answering the opponent's prompt, so both players start able to play.
+- SPIRAL's game: the observation of a state reached by random play, answered by a uniformly
+  random legal move in the answer format. The model learns the format and the rules' legal moves,
+  not a strategy: what it wins beyond a random player, self-play taught it.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ import random
 import tokenize
 
 from execrl.code_game import CodeGameSettings, game_prompt, opponent_prompt
+from execrl.games import get_game
 from execrl.problems import Problem
-from execrl.prompting import PromptConfig
+from execrl.prompting import PromptConfig, chat_prompt
 from execrl.sandbox.programs import run_programs
+from execrl.spiral import SPIRALSettings
 from execrl.srrl import SRRLSettings, refinement_prompt
 
 _OPERATOR_SWAPS = {
@@ -141,4 +146,21 @@ def code_game_examples(
         program = programs[problem.id]
         examples.append({"prompt": game_prompt(problem, settings, prompt_config, tokenizer), "completion": program})
         examples.append({"prompt": opponent_prompt(program.rstrip("\n"), settings, prompt_config, tokenizer), "completion": run.stdout})
+    return examples
+
+
+def game_move_examples(settings: SPIRALSettings, n: int, prompt_config: PromptConfig, tokenizer, seed: int = 0) -> list[dict]:
+    """`n` turns of random play of SPIRAL's game: the observation of the player to move, answered
+    by a uniformly random legal move written in the answer format."""
+    game, rules = get_game(settings.game), settings.match_rules()
+    rng = random.Random(f"{seed}/game-moves")
+    examples = []
+    while len(examples) < n:
+        state = game.initial_state(rng)
+        while not game.is_terminal(state) and len(examples) < n:
+            player = game.current_player(state)
+            move = rng.choice(game.legal_moves(state))
+            observation = game.observation(state, player, rules.answer_format, rules.observation == "compact")
+            examples.append({"prompt": chat_prompt(observation, prompt_config, tokenizer), "completion": rules.answer_format.render(move)})
+            state = game.apply_move(state, move)
     return examples

@@ -63,6 +63,7 @@ rule sft_tiny_model:
         prompt=get_prompt_settings,
         refinement=get_sft_refinement_settings,
         code_game=get_sft_code_game_settings,
+        game=get_sft_game_settings,
     script:
         "../scripts/sft_tiny_model.py"
 

@@ -101,6 +101,15 @@ def get_sft_code_game_settings(wildcards=None):
     return {key: config["code_game"][key] for key in used}
 
 
+def get_sft_game_settings(wildcards=None):
+    """SPIRAL's game and how its turns are written, for the warm start's move examples (none when
+    unused): the rest of SPIRAL's settings leave the warm start alone."""
+    if not config["tiny_model"]["sft"]["game_examples"]:
+        return None
+    used = ("game", "answer_pattern", "answer_template", "observation")
+    return {key: config["spiral"][key] for key in used}
+
+
 def get_training_settings(wildcards):
     """Everything that decides what a method's training job learns, as one JSON object.
 

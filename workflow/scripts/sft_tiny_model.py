@@ -11,6 +11,7 @@ from execrl.problems import read_problems
 from execrl.prompting import PromptConfig
 from execrl.sandbox import Executor
 from execrl.sft import SFTSettings, run_sft
+from execrl.spiral import SPIRALSettings
 from execrl.srrl import SRRLSettings
 
 torch.set_num_threads(snakemake.threads)
@@ -31,4 +32,5 @@ with executor:
         refinement=SRRLSettings(**refinement) if refinement else None,
         executor=executor if runs_code else None,
         code_game=CodeGameSettings(**code_game) if code_game else None,
+        game=SPIRALSettings(**snakemake.params.game) if snakemake.params.game else None,
     )

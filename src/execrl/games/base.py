@@ -76,14 +76,24 @@ class Game(ABC):
             raise ValueError(f"{self.title} state {state!r} is not terminal: it has no returns yet")
         return self._final_returns(state)
 
-    def observation(self, state, player: int, answer_format: AnswerFormat = AnswerFormat()) -> str:
-        """The prompt of `player`, who is to move: rules, what they see, the legal moves, the answer format."""
+    def compact_view(self, state, player: int) -> str:
+        """What `player` sees of `state` in a compact observation (default: `describe`)."""
+        return self.describe(state, player)
+
+    def observation(self, state, player: int, answer_format: AnswerFormat = AnswerFormat(), compact: bool = False) -> str:
+        """The prompt of `player`, who is to move: rules, what they see, the legal moves, the answer format.
+
+        `compact` leaves the rules and instructions out: the game, the view, the legal moves as
+        answers (a small model's context, and a small model trained on the format, need no more)."""
         if self.is_terminal(state):
             raise ValueError(f"{self.title} state {state!r} is terminal: nobody is to move")
         if player != self.current_player(state):
             raise ValueError(
                 f"player {player} is not to move in {self.title} state {state!r} (player {self.current_player(state)} is)"
             )
+        if compact:
+            legal = " ".join(answer_format.render(move) for move in self.legal_moves(state))
+            return f"{self.title}, player {player}.\n{self.compact_view(state, player)}\nLegal: {legal}\nMove: "
         return (
             f"You are playing {self.title}.\n{self.rules()}\n\n{self.describe(state, player)}\n"
             f"It is your turn.\n{answer_format.instruction(self.legal_moves(state))}\n"

@@ -24,6 +24,7 @@ from execrl.games.moves import AnswerFormat, parse_move
 from execrl.games.opponents import Opponent
 
 ILLEGAL_MOVE_RULES = ("lose", "random")
+OBSERVATIONS = ("full", "compact")
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,17 @@ class MatchRules:
     """A completion without a legal move: `lose` (its player loses at once) or `random` (a random
     legal move is played in its place; the turn is still recorded as illegal)."""
     answer_format: AnswerFormat = field(default_factory=AnswerFormat)
+    observation: str = "full"
+    """`full` (the rules, the view, the legal moves and how to answer) or `compact` (the view and
+    the legal moves only)."""
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {self.max_turns}")
         if self.illegal_move not in ILLEGAL_MOVE_RULES:
             raise ValueError(f"illegal_move must be one of {ILLEGAL_MOVE_RULES}, got {self.illegal_move!r}")
+        if self.observation not in OBSERVATIONS:
+            raise ValueError(f"observation must be one of {OBSERVATIONS}, got {self.observation!r}")
 
 
 @dataclass(frozen=True)
@@ -137,7 +143,7 @@ class _Table:
             self._move(self.seat.choose(self.state, self.rng))
 
     def observation(self) -> str:
-        return self.game.observation(self.state, self.player, self.rules.answer_format)
+        return self.game.observation(self.state, self.player, self.rules.answer_format, self.rules.observation == "compact")
 
     def play_completion(self, observation: str, completion) -> None:
         text, payload = completion_text(completion), getattr(completion, "payload", None)

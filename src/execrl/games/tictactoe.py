@@ -77,12 +77,17 @@ class TicTacToe(Game):
             "a full grid without three in a row is a draw. A move is the number of an empty cell (0-8)."
         )
 
-    def describe(self, state: TicTacToeState, player: int) -> str:
-        rows = [
+    def rows(self, state: TicTacToeState) -> list[str]:
+        return [
             " | ".join(MARKS[state.board[i]] if state.board[i] is not None else str(i) for i in range(row, row + 3))
             for row in (0, 3, 6)
         ]
-        board = "\n---------\n".join(rows)
+
+    def compact_view(self, state: TicTacToeState, player: int) -> str:
+        return f"You play {MARKS[player]}.\n" + "\n".join(self.rows(state))
+
+    def describe(self, state: TicTacToeState, player: int) -> str:
+        board = "\n---------\n".join(self.rows(state))
         return (
             f"You are player {player} and play {MARKS[player]}; your opponent plays {MARKS[1 - player]}.\n"
             f"The board (empty cells show their number):\n{board}"
