@@ -406,3 +406,18 @@ def test_opponent_factory_and_its_errors():
         KuhnNashOpponent(KUHN, 0.5)
     with pytest.raises(ValueError, match="not tictactoe"):
         KuhnNashOpponent(TTT)
+
+
+def test_compact_observation_is_the_view_and_the_legal_moves():
+    from execrl.games import get_game
+    from execrl.games.moves import AnswerFormat
+
+    game = get_game("tictactoe")
+    state = game.apply_move(game.initial_state(None), "4")
+    full = game.observation(state, 1, AnswerFormat())
+    compact = game.observation(state, 1, AnswerFormat(), compact=True)
+    assert len(compact) < len(full) / 3 and game.rules() not in compact
+    assert "You play O.\n0 | 1 | 2\n3 | X | 5\n6 | 7 | 8\n" in compact
+    assert "Legal: [0] [1] [2] [3] [5] [6] [7] [8]\n" in compact and "[4]" not in compact
+    # ends at a line break, so a tokenizer never merges the prompt's end with the answer's "["
+    assert compact.endswith("Move:\n")

@@ -93,7 +93,9 @@ class Game(ABC):
             )
         if compact:
             legal = " ".join(answer_format.render(move) for move in self.legal_moves(state))
-            return f"{self.title}, player {player}.\n{self.compact_view(state, player)}\nLegal: {legal}\nMove: "
+            # Ends with a newline: a trailing space would merge with the answer's "[" into one
+            # token when a warm start trains on prompt + answer, and the model would then answer "6]".
+            return f"{self.title}, player {player}.\n{self.compact_view(state, player)}\nLegal: {legal}\nMove:\n"
         return (
             f"You are playing {self.title}.\n{self.rules()}\n\n{self.describe(state, player)}\n"
             f"It is your turn.\n{answer_format.instruction(self.legal_moves(state))}\n"
