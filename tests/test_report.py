@@ -518,3 +518,12 @@ def test_read_tsv_keeps_names_as_text(tmp_path):
     pd.DataFrame([{"dataset": "1", "model": "007", "method": "base", "seed": 0, "split": "test"}]).to_csv(path, sep="\t", index=False)
     frame = read_tsv(path)
     assert frame.loc[0, "model"] == "007" and frame.loc[0, "seed"] == 0
+
+
+def test_a_methods_overrides_give_its_own_completions_per_step():
+    overrides = {"srrl": {"grpo": {"prompts_per_step": 1}}}
+    assert training.method_grpo("srrl", GRPO, overrides) == {**GRPO, "prompts_per_step": 1}
+    assert training.method_grpo("grpo", GRPO, overrides) == GRPO
+    steps = pd.Series([1.0, 2.0])
+    assert list(training.samples_drawn("srrl", steps, GRPO, None, overrides)) == [8.0, 16.0]
+    assert list(training.samples_drawn("grpo", steps, GRPO, None, overrides)) == [32.0, 64.0]

@@ -134,8 +134,9 @@ def planned_job_list(workdir: Path, overlay: dict) -> list[tuple[str, dict[str, 
         ({"dpo": {"beta": 0.2}}, "dpo", {"train"}),
         ({"srrl": {"refine_share": 0.25}}, "srrl", {"train", "sample_refinements"}),
         ({"grpo": {"epsilon": 0.3}}, None, {"train", "sample_refinements"}),
+        ({"method_overrides": {"grpo": {"grpo": {"epsilon": 0.3}}}}, "grpo", {"train"}),
     ],
-    ids=["dpo-beta", "srrl-only-setting", "grpo-setting-shared-with-srrl"],
+    ids=["dpo-beta", "srrl-only-setting", "grpo-setting-shared-with-srrl", "grpo-setting-for-grpo-only"],
 )
 def test_method_setting_reruns_its_chain_and_the_report_only(finished_run, overlay, method, chain):
     jobs = planned_job_list(finished_run, overlay)

@@ -69,6 +69,18 @@ def check_references(config: dict[str, Any]) -> None:
                 )
         if pair[0] == pair[1]:
             raise ConfigError(f"report.comparisons compares {pair[0]!r} with itself")
+    for method, sections in config.get("method_overrides", {}).items():
+        if method not in METHODS or not METHODS[method].trained:
+            raise ConfigError(f"method_overrides names {method!r}, which is not a trained method (methods: {', '.join(METHODS)})")
+        for section, values in sections.items():
+            if section not in METHODS[method].settings:
+                raise ConfigError(
+                    f"method_overrides.{method}.{section}: {method} does not read {section!r} "
+                    f"(it reads {', '.join(METHODS[method].settings)})"
+                )
+            unknown = sorted(set(values) - set(config.get(section, {})))
+            if unknown:
+                raise ConfigError(f"method_overrides.{method}.{section}: unknown key(s) {', '.join(unknown)}")
     token_matched = "srrl" in experiment["methods"] and config.get("srrl", {}).get("budget") == "tokens"
     if token_matched and "grpo" not in experiment["methods"]:
         raise ConfigError(

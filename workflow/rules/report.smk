@@ -95,6 +95,7 @@ rule plot_training_curves:
         **job_resources("report"),
     params:
         grpo=config["grpo"],
+        method_overrides=config["method_overrides"],
     script:
         "../scripts/plot_training_curves.py"
 
@@ -215,5 +216,6 @@ rule render_report:
         n_boot=config["report"]["bootstrap_samples"],
         examples=4,
         grpo=RESULT_CONFIG["grpo"],
+        method_overrides=config["method_overrides"],
     script:
         "../scripts/render_report.py"

@@ -130,6 +130,8 @@ def get_training_settings(wildcards):
         **settings[method.settings[0]],
         "seed": int(wildcards.seed),
     }
+    for section, values in config["method_overrides"].get(wildcards.method, {}).items():
+        settings[section] = {**settings[section], **values}
     settings["lora"] = None if is_full_weight(wildcards) else config["lora"]
     return json.dumps(settings, sort_keys=True)
 

@@ -31,6 +31,7 @@ page, summary, markdown = build(
     n_boot=snakemake.params.n_boot,
     n_examples=snakemake.params.examples,
     grpo=snakemake.params.grpo,
+    method_overrides=snakemake.params.method_overrides,
 )
 write_json(summary, snakemake.output.summary)
 Path(snakemake.output.markdown).write_text(markdown, encoding="utf-8")

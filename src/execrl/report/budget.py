@@ -23,7 +23,7 @@ import pandas as pd
 
 from execrl.methods import METHODS
 from execrl.report.tables import MISSING, is_missing
-from execrl.report.training import completions_per_step, parse_run, read_metrics
+from execrl.report.training import completions_per_step, method_grpo, parse_run, read_metrics
 from execrl.token_budget import tokens_sampled
 
 COMPLETION_LENGTH = "completions/mean_length"
@@ -84,13 +84,14 @@ def run_budget(path: str | Path, grpo: dict) -> dict | None:
     }
 
 
-def token_budget(paths: Iterable[str | Path], grpo: dict | None) -> pd.DataFrame:
-    """One row per online training run (GRPO, SRRL) whose metrics file logged `num_tokens`."""
+def token_budget(paths: Iterable[str | Path], grpo: dict | None, overrides: dict | None = None) -> pd.DataFrame:
+    """One row per online training run (GRPO, SRRL) whose metrics file logged `num_tokens`;
+    `overrides` are the config's `method_overrides`."""
     rows = []
     for path in paths:
         method = parse_run(path)["method"]
         if grpo and method in METHODS and METHODS[method].online:
-            row = run_budget(path, grpo)
+            row = run_budget(path, method_grpo(method, grpo, overrides))
             if row is not None:
                 rows.append(row)
     return pd.DataFrame(rows, columns=RUN_COLUMNS)

@@ -72,9 +72,11 @@ def build(
     n_boot: int,
     n_examples: int = 4,
     grpo: dict | None = None,
+    method_overrides: dict | None = None,
 ) -> tuple[str, dict, str]:
     """The report's HTML, summary.json's record and summary.md's text. `grpo` (the GRPO settings
-    GRPO and SRRL trained with) turns their logged token counts into per-step figures."""
+    the online methods trained with, under each one's `method_overrides`) turns their logged token
+    counts into per-step figures."""
     pass_at_k = read_tsv(inputs.pass_at_k)
     curves = read_tsv(inputs.curves)
     comparison = read_tsv(inputs.comparison)
@@ -97,7 +99,7 @@ def build(
         curves, comparison, outcomes, ks, diversity=diversity, cost_per_method=per_method, changes=changes
     )
     pairwise = _optional_tsv(inputs.comparisons)
-    tokens = budget.per_method(budget.token_budget(inputs.metrics, grpo))
+    tokens = budget.per_method(budget.token_budget(inputs.metrics, grpo, method_overrides))
     comparison_records = []
     if not pairwise.empty:
         pairs = list(pairwise[["method", "baseline"]].drop_duplicates().itertuples(index=False, name=None))

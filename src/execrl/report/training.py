@@ -53,11 +53,20 @@ def completions_per_step(grpo: dict) -> float:
     )
 
 
-def samples_drawn(method: str, steps: pd.Series, grpo: dict | None, offline_samples: float | None) -> pd.Series:
+def method_grpo(method: str, grpo: dict | None, overrides: dict | None = None) -> dict | None:
+    """The GRPO settings `method` trained with: the `grpo` section, under its `method_overrides`."""
+    if not grpo:
+        return grpo
+    return {**grpo, **((overrides or {}).get(method, {}).get("grpo", {}))}
+
+
+def samples_drawn(
+    method: str, steps: pd.Series, grpo: dict | None, offline_samples: float | None, overrides: dict | None = None
+) -> pd.Series:
     """Samples drawn from a model up to each step: online for GRPO/SRRL (unknown without the GRPO
     settings), all up front for DPO; none for the warm start (`sft`), which samples nothing."""
     if method in METHODS and METHODS[method].online and grpo:
-        return steps * completions_per_step(grpo)
+        return steps * completions_per_step(method_grpo(method, grpo, overrides))
     offline = method in METHODS and METHODS[method].data == "pairs"
     drawn = offline_samples if offline and offline_samples is not None else np.nan
     return pd.Series(np.full(len(steps), drawn), index=steps.index)
@@ -72,7 +81,10 @@ def read_metrics(path: str | Path) -> list[dict]:
 
 
 def metrics_table(
-    paths: Iterable[str | Path], grpo: dict | None = None, offline_samples: dict[tuple[str, str, int], float] | None = None
+    paths: Iterable[str | Path],
+    grpo: dict | None = None,
+    offline_samples: dict[tuple[str, str, int], float] | None = None,
+    overrides: dict | None = None,
 ) -> pd.DataFrame:
     """Long format: one row per run, logged step and numeric metric.
 
@@ -88,7 +100,7 @@ def metrics_table(
         frame = pd.DataFrame(records)
         steps = frame["step"].astype(float)
         offline = (offline_samples or {}).get((run["dataset"], run["model"], run["seed"]))
-        samples = samples_drawn(run["method"], steps, grpo, offline)
+        samples = samples_drawn(run["method"], steps, grpo, offline, overrides)
         elapsed = frame["elapsed_s"] if "elapsed_s" in frame else pd.Series(np.nan, index=frame.index)
         for column in frame.columns:
             if column in ("step", "epoch", "elapsed_s"):
