@@ -26,6 +26,10 @@ def write_overlay(workdir, overlay):
         ({"method_overrides": {"ppo": {"grpo": {"epsilon": 0.3}}}}, "method_overrides names 'ppo'"),
         ({"method_overrides": {"dpo": {"grpo": {"epsilon": 0.3}}}}, "method_overrides.dpo.grpo: dpo does not read 'grpo'"),
         ({"method_overrides": {"grpo": {"grpo": {"lr": 0.1}}}}, "method_overrides.grpo.grpo: unknown key(s) lr"),
+        (
+            {"experiment": {"methods": ["base", "spiral"]}, "grpo": {"use_vllm": True, "vllm_mode": "server"}},
+            "spiral with grpo.vllm_mode: server",
+        ),
         # SRRL's token budget is what GRPO sampled: it cannot run without GRPO.
         ({"experiment": {"methods": ["base", "srrl"]}, "srrl": {"budget": "tokens"}}, "srrl.budget: tokens"),
     ],

@@ -81,6 +81,14 @@ def check_references(config: dict[str, Any]) -> None:
             unknown = sorted(set(values) - set(config.get(section, {})))
             if unknown:
                 raise ConfigError(f"method_overrides.{method}.{section}: unknown key(s) {', '.join(unknown)}")
+    if "spiral" in experiment["methods"]:
+        grpo = {**config.get("grpo", {}), **config.get("method_overrides", {}).get("spiral", {}).get("grpo", {})}
+        if grpo.get("use_vllm") and grpo.get("vllm_mode") == "server":
+            raise ConfigError(
+                "spiral with grpo.vllm_mode: server - self-play samples each process's game turns as its games "
+                "need them, but vLLM's server mode samples collectively, the same number on every process: "
+                "use vllm_mode: colocate for spiral (method_overrides.spiral.grpo.vllm_mode)"
+            )
     token_matched = "srrl" in experiment["methods"] and config.get("srrl", {}).get("budget") == "tokens"
     if token_matched and "grpo" not in experiment["methods"]:
         raise ConfigError(

@@ -41,7 +41,39 @@ def benchmark_name(problems: list[Problem]) -> str:
     return "heldout"
 
 
-class IntervalEvaluation(TrainerCallback):
+class PeriodicEvaluation(TrainerCallback):
+    """Calls `evaluate(step)` before the first step, every `every` steps and after the last, once
+    `trainer` is set (the trainer takes its callbacks before it exists); `evaluate` logs through
+    the trainer and sets `_last_step`."""
+
+    every: int = 0
+    trainer = None
+    _last_step: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.every and self.trainer is not None)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.active and state.global_step == 0:
+            self.evaluate(0)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.active and state.global_step % self.every == 0:
+            # Trainer.log clears `should_log`: keep the step's own record (loss, learning rate).
+            should_log = control.should_log
+            self.evaluate(state.global_step)
+            control.should_log = should_log
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.active and self._last_step != state.global_step:
+            self.evaluate(state.global_step)
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        raise NotImplementedError
+
+
+class IntervalEvaluation(PeriodicEvaluation):
     """Logs `interval_eval/pass_at_1` (with `_low`/`_high`) and `interval_eval/problems_passed`, and
     the same as seed 002 names them, `{benchmark}_eval/pass_rate` and `{benchmark}_eval/problems_passed`.
 
@@ -108,22 +140,7 @@ class IntervalEvaluation(TrainerCallback):
 
     @property
     def active(self) -> bool:
-        return bool(self.every and self.problems and self.trainer is not None)
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        if self.active and state.global_step == 0:
-            self.evaluate(0)
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.active and state.global_step % self.every == 0:
-            # Trainer.log clears `should_log`: keep the step's own record (loss, learning rate).
-            should_log = control.should_log
-            self.evaluate(state.global_step)
-            control.should_log = should_log
-
-    def on_train_end(self, args, state, control, **kwargs):
-        if self.active and self._last_step != state.global_step:
-            self.evaluate(state.global_step)
+        return bool(super().active and self.problems)
 
     def evaluate(self, step: int) -> dict[str, float]:
         import torch

@@ -30,6 +30,7 @@ from execrl.problems import Problem
 from execrl.prompting import PromptConfig, chat_prompt
 from execrl.spiral import RoleBaselines, SPIRALSettings, evaluate_policy, play_self_play, self_play_seed
 from execrl.games.play import Sampled
+from execrl.interval_eval import PeriodicEvaluation
 
 BASELINES_FILE = "spiral_baselines.json"
 
@@ -182,7 +183,7 @@ class RoleBaselineCheckpoints(TrainerCallback):
             path.write_text(json.dumps(self.baselines.state_dict()))
 
 
-class GameEvaluation(TrainerCallback):
+class GameEvaluation(PeriodicEvaluation):
     """The policy against fixed opponents (random, perfect) in both roles, before the first step,
     every `eval_every` steps and after the last, on the same deals each time; logged as
     `spiral/eval/{opponent}[/role{r}]/{rate}`. Every process plays the same games (sampling
@@ -191,22 +192,7 @@ class GameEvaluation(TrainerCallback):
     def __init__(self, task: SelfPlayTask, make_sampler):
         self.task = task
         self.make_sampler = make_sampler
-        self.trainer = None
-        self._last_step: int | None = None
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        if self.trainer is not None and state.global_step == 0:
-            self.evaluate(0)
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.trainer is not None and state.global_step % self.task.settings.eval_every == 0:
-            should_log = control.should_log
-            self.evaluate(state.global_step)
-            control.should_log = should_log
-
-    def on_train_end(self, args, state, control, **kwargs):
-        if self.trainer is not None and self._last_step != state.global_step:
-            self.evaluate(state.global_step)
+        self.every = task.settings.eval_every
 
     def evaluate(self, step: int) -> dict[str, float]:
         task, settings = self.task, self.task.settings
