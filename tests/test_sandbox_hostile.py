@@ -64,10 +64,12 @@ PROBLEMS = {
              "print(input())\n"),
 }
 
-OBSERVER = """import os
+OBSERVER = """import os, sys
 def _leftovers():
+    # the run's own directory, and the interpreter's (a virtualenv under /tmp is bound into the scratch /tmp)
+    own = [os.getcwd(), sys.prefix, sys.base_prefix]
     found = [os.path.join(d, x) for d in ('/tmp', '/dev/shm', os.getcwd()) for x in os.listdir(d)
-             if os.path.join(d, x) != os.getcwd()]
+             if not any(p == os.path.join(d, x) or p.startswith(os.path.join(d, x) + os.sep) for p in own)]
     if os.getuid() != 0:  # hidepid=2: only the sandbox uid's processes are visible
         found += [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]
     for kind in ('shm', 'msg', 'sem'):
