@@ -73,7 +73,9 @@ def test_code_game_examples_print_and_give_the_real_output():
     assert 30 <= len(examples) <= 40
     for program, output, rerun in zip(programs, outputs, reruns, strict=True):
         assert program["prompt"].startswith(settings.program_template.split("{")[0])
-        assert "print(" in program["completion"]
+        # the call after `result = `, where a small tokenizer spells the name as in `def`
+        last_lines = program["completion"].rstrip("\n").split("\n")[-2:]
+        assert last_lines[0].startswith("result = ") and last_lines[1] == "print(result)"
         assert program["completion"].strip() in output["prompt"]
         assert rerun.printed and prediction_matches(output["completion"], rerun.stdout, "exact")
 

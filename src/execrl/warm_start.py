@@ -5,9 +5,13 @@
   out of its distribution. Examples in SRRL's own template, built from a deliberately broken copy
   of the reference solution and the feedback the sandbox gives for it, with the reference as the
   completion, give c2 a working start.
-- The code-output game: a program that prints (the reference solution and a print of one of its
-  test calls) answering the game's prompt, and that program's real output (run in the sandbox)
-  answering the opponent's prompt, so both players start able to play.
+- The code-output game: a program that prints (the reference solution, the call of its first
+  test assigned to `result`, and `print(result)`) answering the game's prompt, and that
+  program's real output (run in the sandbox) answering the opponent's prompt, so both players
+  start able to play. The call follows `result = ` rather than `print(` because a small BPE
+  tokenizer spells a name after a space (`def h`, `= h`) as one token but splits it after `(`:
+  the tiny model then has to copy the token it wrote in `def`, which it learns, instead of
+  respelling the name, which it does not (most of its programs then failed with a NameError).
 - SPIRAL's game: the observation of a state reached by random play, answered by a uniformly
   random legal move in the answer format. The model learns the format and the rules' legal moves,
   not a strategy: what it wins beyond a random player, self-play taught it.
@@ -132,7 +136,7 @@ def code_game_examples(
     """For a seeded `share` of the problems: the game's prompt answered by a printing program, and the
     opponent's prompt for that program answered by what it printed in the sandbox."""
     programs = {
-        p.id: f"{p.reference.strip()}\n\nprint({call})\n"
+        p.id: f"{p.reference.strip()}\n\nresult = {call}\nprint(result)\n"
         for p in problems
         if p.reference and (call := entry_point_call(p))
     }
