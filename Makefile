@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 EMBEDDED := .test/config/config.yaml
+# Config files laid over the embedded default, e.g. `make report OVERLAYS=.test/config/seed-002.yaml`.
+OVERLAYS ?=
 # Shell rules (training runs `accelerate launch`) find the environment's tools first.
 export PATH := $(abspath $(BIN)):$(PATH)
 
@@ -18,7 +20,7 @@ $(BIN)/snakemake: pyproject.toml
 env: $(BIN)/snakemake
 
 report: env
-	$(BIN)/snakemake --profile profiles/local results/report.html --configfile $(EMBEDDED)
+	$(BIN)/snakemake --profile profiles/local results/report.html --configfile $(EMBEDDED) $(OVERLAYS)
 
 test: env
 	$(BIN)/python -m pytest
