@@ -84,6 +84,16 @@ def test_game_reward_wins_on_a_wrong_prediction_and_falls_back_to_the_execution_
     assert game_reward(ProgramRun("timeout"), False, settings, exec_settings) == -1.0
 
 
+def test_a_program_that_prints_nothing_loses_the_game():
+    silent, exec_settings = ProgramRun("ran", ""), ExecRewardSettings()
+    # the opponent's prediction was wrong, but printing nothing is not a hard output
+    assert game_reward(silent, False, CodeGameSettings(), exec_settings) == -1.0
+    assert game_reward(ProgramRun("ran", " \n"), False, CodeGameSettings(), exec_settings) == -1.0
+    judged = CodeGameSettings(silent_loses=False)
+    assert game_reward(silent, False, judged, exec_settings) == 1.0
+    assert game_reward(silent, True, judged, exec_settings) == -1.0
+
+
 def test_a_second_run_that_differs_is_an_error():
     first = ProgramRun("ran", "0.1\n")
     assert deterministic(first, ProgramRun("ran", "0.1\n")) is first

@@ -4,7 +4,9 @@ Each train problem seeds one game prompt (`program_template`), so prompts vary a
 completion's program runs in the sandbox's run-and-capture mode; the opponent sees only the
 code (`opponent_template`) and predicts what it prints. The policy gets `win` when its program
 ran and the prediction is wrong, `loss` when the prediction is right, and seed 002's execution
-reward (`execrl.program_rewards`) when its program did not run.
+reward (`execrl.program_rewards`) when its program did not run. A program that prints nothing
+loses (`silent_loses`): a tiny frozen opponent never predicts empty output, and a policy trained
+against it learned to print nothing within 160 steps.
 
 Output that changes from run to run (the clock, unseeded randomness, addresses) cannot be
 predicted from the code, so a policy could win every game by printing it. With
@@ -62,6 +64,9 @@ class CodeGameSettings:
     """Reward when the program ran and the prediction is wrong."""
     loss: float = -1.0
     """Reward when the program ran and the prediction is right."""
+    silent_loses: bool = True
+    """A program that ran and printed nothing loses: empty output is the one any opponent can
+    predict, though a weak opponent may never answer it (false: judge its prediction as usual)."""
 
     def __post_init__(self) -> None:
         if self.opponent not in OPPONENTS:
@@ -123,6 +128,8 @@ def deterministic(first: ProgramRun, second: ProgramRun) -> ProgramRun:
 def game_reward(run: ProgramRun, predicted_right: bool, settings: CodeGameSettings, exec_settings: ExecRewardSettings) -> float:
     if not run.ran:
         return execution_reward(run, exec_settings)
+    if settings.silent_loses and not run.printed:
+        return settings.loss
     return settings.loss if predicted_right else settings.win
 
 
