@@ -150,6 +150,23 @@ def test_the_merged_config_command_prints_what_a_run_gets(tmp_path):
     assert printed["grpo"]["eval_temperature"] == 0.2  # a schema default, filled in
 
 
+@pytest.mark.parametrize("overlay", sorted(p.name for p in (REPO / ".test" / "config").glob("*.yaml") if p.name != "config.yaml"))
+def test_each_cpu_overlay_validates_over_the_embedded_default_and_names_its_command(overlay):
+    path = REPO / ".test" / "config" / overlay
+    config = merged_config([REPO / EMBEDDED, path], base=REPO / "config" / "config.yaml")
+    assert config["experiment"]["methods"]
+    assert f"make report OVERLAYS=.test/config/{overlay}" in path.read_text()
+
+
+def test_seed_002s_cpu_overlay_trains_its_methods_on_the_tiny_model():
+    config = merged_config([REPO / EMBEDDED, REPO / ".test/config/seed-002.yaml"], base=REPO / "config" / "config.yaml")
+    assert config["experiment"]["methods"] == ["base", "exec", "code_game", "spiral"]
+    assert config["models"]["tiny-games"]["source"] == "tiny"
+    assert config["code_game"]["silent_loses"] is True
+    overrides = config["method_overrides"]
+    assert set(overrides) == {"code_game", "spiral"} and overrides["spiral"]["grpo"]["prompts_per_step"] == 16
+
+
 # ---------------------------------------------------------------- dry runs
 
 
