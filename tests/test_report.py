@@ -185,6 +185,7 @@ def test_formatting_helpers():
     assert tables.fmt(float("nan")) == tables.MISSING and tables.fmt(None) == tables.MISSING
     assert tables.fmt_mean_sd(0.5, float("nan")) == "0.500" and tables.fmt_mean_sd(0.5, 0.01) == "0.500 ± 0.010"
     assert tables.fmt_interval(-0.1, 0.2, signed=True) == "[-0.100, +0.200]"
+    assert tables.fmt_count(1, "problem") == "1 problem" and tables.fmt_count(0, "problem") == "0 problems"
     assert tables.markdown_table(["a|b"], [["x"]]).splitlines()[0] == "| a\\|b |"
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from execrl.report import budget
-from execrl.report.tables import MISSING, _clean, fmt, fmt_interval, fmt_mean_sd, fmt_signed
+from execrl.report.tables import MISSING, _clean, fmt, fmt_count, fmt_interval, fmt_mean_sd, fmt_signed
 
 NO_DIFFERENCE = "0 inside the interval: no difference resolved"
 SEED_NOISE_RULE = (
@@ -137,7 +137,7 @@ def finding(record: dict, k: str = "1") -> str | None:
         f"{record['title']} ({record['dataset']} · {record['model']}, {record['split']} split{seeds}): pass@{k} "
         f"{fmt(mine['mean']) if mine else MISSING} vs {fmt(theirs['mean']) if theirs else MISSING}, "
         f"Δ {fmt_signed(value['delta'])} (95% paired CI {fmt_interval(value['ci_low'], value['ci_high'], signed=True)}): "
-        f"{value['verdict']}; {display(method)} fixed {record['fixed']} problems {display(baseline)} never solved and broke "
+        f"{value['verdict']}; {display(method)} fixed {fmt_count(record['fixed'], 'problem')} {display(baseline)} never solved and broke "
         f"{record['broken']}."
     )
     spent = budget_sentence(record)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from execrl.report import budget, comparisons, tables
-from execrl.report.tables import fmt, fmt_hours, fmt_interval, fmt_signed
+from execrl.report.tables import fmt, fmt_count, fmt_hours, fmt_interval, fmt_signed
 
 
 def legacy_pass_at_k_rows(table: pd.DataFrame) -> list[dict]:
@@ -99,7 +99,7 @@ def findings(records: list[dict], split: str) -> list[str]:
                 f"{record['method']} {verdict(versus['ci_low'], versus['ci_high'])}: pass@1 {fmt(record['pass_at_k']['1']['mean'])} "
                 f"vs {fmt(base['pass_at_k']['1']['mean'])} for base (Δ {fmt_signed(versus['delta_pass_at_1'])}, "
                 f"95% CI {fmt_interval(versus['ci_low'], versus['ci_high'], signed=True)}); "
-                f"fixed {versus['fixed']} problems, broke {versus['broken']}{cost_text}."
+                f"fixed {fmt_count(versus['fixed'], 'problem')}, broke {versus['broken']}{cost_text}."
             )
     return sentences
 

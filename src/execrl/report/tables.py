@@ -38,6 +38,11 @@ def fmt_interval(low, high, digits: int = 3, signed: bool = False) -> str:
     return f"[{f(low, digits)}, {f(high, digits)}]"
 
 
+def fmt_count(count: int, noun: str) -> str:
+    """`1 problem`, `6 problems`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def fmt_hours(value) -> str:
     if is_missing(value):
         return MISSING
