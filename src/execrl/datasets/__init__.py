@@ -8,7 +8,7 @@
     result.problems   # list[execrl.problems.Problem]
     result.manifest   # what was read, from where, and which rows were skipped
 
-Adapters (one module each): ``mbpp``, ``taco``, ``jsonl``, ``builtin``. See ``docs/datasets.md``
+Adapters (one module each): ``mbpp``, ``humaneval``, ``taco``, ``jsonl``, ``builtin``. See ``docs/datasets.md``
 for their source forms and split rules.
 """
 
@@ -18,13 +18,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from execrl.datasets import builtin, jsonl, mbpp, taco
+from execrl.datasets import builtin, humaneval, jsonl, mbpp, taco
 from execrl.datasets._common import ON_MALFORMED, DatasetError, LoadResult, resolve_options
 
 __all__ = ["ADAPTERS", "DatasetError", "LoadResult", "load_split"]
 
 ADAPTERS = {
     "mbpp": mbpp,
+    "humaneval": humaneval,
     "taco": taco,
     "jsonl": jsonl,
     "builtin": builtin,
