@@ -45,6 +45,8 @@ import sys
 import time
 from json.encoder import c_make_encoder, encode_basestring_ascii
 
+import _socket
+
 # Every function below resolves builtins through this private snapshot (CPython binds a
 # function's builtins when it is created), so a candidate that patches the ``builtins``
 # module (``isinstance``, ``getattr``, ``print``, ...) cannot change how the harness runs.
@@ -52,6 +54,7 @@ __builtins__ = dict(builtins.__dict__)
 
 _LEN = struct.Struct(">I")
 RESULT_FD = 997  # the child's result channel is moved here (close-on-exec)
+_FD = struct.Struct("i")  # one file descriptor in an SCM_RIGHTS message
 MAX_RECORD_BYTES = 4 << 20
 """Cap on everything one run reports (its result records): beyond it the run is an error."""
 MAX_REPLY_BYTES = 32 << 20
@@ -60,9 +63,6 @@ test); tests that would start beyond it are not run."""
 REAP_GRACE_S = 5.0
 """How long the forker may take to kill and reap a run's processes before it reports the
 worker as stuck (the executor then replaces the worker and kills everything of its uid)."""
-COMPILE_IN_WORKER_MAX = 256 << 10  # larger programs are compiled in the child
-_BIG = 1 << 62
-_MAX_DEPTH = 120
 
 # --------------------------------------------------------------------------------------
 # libc helpers (namespaces, mounts, prctl)
@@ -295,80 +295,442 @@ def setup_isolation(cfg: dict) -> dict:
 
 
 # --------------------------------------------------------------------------------------
-# Strict value encoding (child side). Decoding lives in execrl.sandbox.codec.
+# Values exchanged between the judge and the program's process (both sides use this code;
+# the judge process runs it too, see _judge.py).
+#
+# A message is a JSON list. Values are JSON scalars (int below 2**62, float incl. NaN and
+# infinities, str, bool, null) or one-key objects:
+#   {"l": [...]} list, {"t": [...]} tuple, {"d": [[k, v], ...]} dict, {"s": [...]} set,
+#   {"f": [...]} frozenset, {"y": hex} bytearray, {"b": hex} bytes, {"c": [re, im]} complex,
+#   {"i": hex} large int, {"r": [start, stop, step]} range, {"C": pairs} Counter,
+#   {"O": pairs} OrderedDict, {"D": [factory, pairs]} defaultdict, {"Q": [items, maxlen]}
+#   deque, {"F": [num, den]} Fraction, {"M": text} Decimal,
+#   {"@": k} the k-th container of this exchange again (identity: aliasing, cycles, and a
+#   result that *is* an argument), numbered in the order containers are first met;
+#   {"h": [n, type]} an object that stays in the program's process (a handle; its
+#   operations are sent there), {"S": [n, type, base]} a subclass of a plain container (its
+#   plain content, and a handle for the rest), {"j": n} an object that stays in the judge,
+#   {"g": name} one of the program's global names, {"B": name} a builtin, {"m": name} a module.
 # --------------------------------------------------------------------------------------
 
 class Unencodable(Exception):
     pass
 
 
-_type, _isinstance, _len, _format, _repr = type, isinstance, len, format, repr
+class ProtocolError(Exception):
+    """The peer sent something that is not a valid message."""
+
+
+class PeerGone(EOFError):
+    """The peer closed the conversation (it exited or was killed)."""
+
+
+_type, _isinstance, _len, _format, _repr, _id = type, isinstance, len, format, repr, id
 _int, _float, _str, _bytes, _bool = int, float, str, bytes, bool
 _list, _tuple, _dict, _set, _frozenset, _bytearray, _complex = list, tuple, dict, set, frozenset, bytearray, complex
+_range, _getattr, _setattr, _hasattr, _callable = range, getattr, setattr, hasattr, callable
 _NoneType = type(None)
 _list_iter, _tuple_iter, _set_iter, _fset_iter = list.__iter__, tuple.__iter__, set.__iter__, frozenset.__iter__
 _dict_items = dict.items
 _int_copy, _float_copy, _str_copy, _bytes_copy = int.__int__, float.__float__, str.__str__, bytes.__bytes__
+_complex_copy = complex.__complex__
 _GENERATOR_TYPES = (type((lambda: (yield))()), type(map(None, ())), type(zip()), type(filter(None, ())),
                     type(reversed([])), type(iter(range(0))), type(enumerate(())))
+_SCALARS = (_str, _bool, _float, _NoneType)
+import collections as _collections  # noqa: E402 - preloaded anyway
+import operator as _operator  # noqa: E402
+_Counter, _OrderedDict, _defaultdict, _deque = (_collections.Counter, _collections.OrderedDict,
+                                               _collections.defaultdict, _collections.deque)
+_MUTABLE = (_list, _dict, _set, _bytearray, _Counter, _OrderedDict, _defaultdict, _deque)
+_BIG = 1 << 62
+_MAX_DEPTH = 120
+_STRUCT_LEN = struct.Struct(">I")
+MAX_VALUE_BYTES = 1 << 20
+"""A result whose encoding is larger stays in the program's process as a handle."""
+MAX_MESSAGE_BYTES = 64 << 20
+"""A larger message is a protocol error."""
 
 
-def encode(v, depth=0):
-    """Encode a value as JSON-ready data, accepting only exact builtin types.
+def _no_default(o):
+    raise TypeError("not a JSON value")
 
-    Subclasses of builtin types are converted to their base type through the base type's
-    own C-level accessors, so a subclass with a rigged ``__eq__`` is compared as its plain
-    content. Anything else raises :class:`Unencodable`.
-    """
-    t = _type(v)
-    if t is _str or t is _bool or t is _float or v is None:
-        return v
-    if t is _int:
-        return v if -_BIG < v < _BIG else {"i": _format(v, "x")}
-    if depth > _MAX_DEPTH:
-        raise Unencodable("value nested too deeply")
-    d = depth + 1
-    if t is _list:
-        return {"l": [encode(x, d) for x in v]}
-    if t is _tuple:
-        return {"t": [encode(x, d) for x in v]}
-    if t is _dict:
-        return {"d": [[encode(k, d), encode(x, d)] for k, x in v.items()]}
-    if t is _set:
-        return {"s": [encode(x, d) for x in v]}
-    if t is _frozenset:
-        return {"f": [encode(x, d) for x in v]}
-    if t is _bytes:
-        return {"b": v.hex()}
+
+_c_encode = c_make_encoder(None, _no_default, encode_basestring_ascii, None, ":", ",", False, False, True)
+
+
+def _dumps(obj) -> str:
+    """JSON through the C encoder only (no Python-level code a candidate could patch)."""
+    return "".join(_c_encode(obj, 0))
+
+
+_json_loads = json.loads
+
+
+class _Exchange:
+    """The numbering of one request and its response: containers in the order first met."""
+
+    __slots__ = ("table", "seen")
+
+    def __init__(self):
+        self.table = []
+        self.seen = {}
+
+    def follow(self):
+        """The response's numbering: it continues this request's, so a result can name an
+        argument (``{"@": k}``)."""
+        nxt = _Exchange()
+        nxt.table = _list(self.table)
+        nxt.seen = {_id(o): k for k, o in enumerate(self.table)}
+        return nxt
+
+
+def _shallow(obj):
+    """What a container holds, by identity (to tell whether a call changed it)."""
+    t = _type(obj)
     if t is _bytearray:
-        return {"y": v.hex()}
-    if t is _complex:
-        return {"c": [v.real, v.imag]}
-    # subclasses of plain types: take the plain content (namedtuple, Counter, IntEnum, ...)
-    if _isinstance(v, _bool):
-        return _bool(_int_copy(v))
-    if _isinstance(v, _int):
-        return encode(_int_copy(v), depth)
-    if _isinstance(v, _float):
-        return _float_copy(v)
-    if _isinstance(v, _str):
-        return _str_copy(v)
-    if _isinstance(v, _bytes):
-        return {"b": _bytes_copy(v).hex()}
-    if _isinstance(v, _tuple):
-        return {"t": [encode(x, d) for x in _tuple_iter(v)]}
-    if _isinstance(v, _list):
-        return {"l": [encode(x, d) for x in _list_iter(v)]}
-    if _isinstance(v, _dict):
-        return {"d": [[encode(k, d), encode(x, d)] for k, x in _dict_items(v)]}
-    if _isinstance(v, _frozenset):
-        return {"f": [encode(x, d) for x in _fset_iter(v)]}
-    if _isinstance(v, _set):
-        return {"s": [encode(x, d) for x in _set_iter(v)]}
-    mod = getattr(t, "__module__", "")
-    if mod == "numpy" and hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
-        return encode(v.item(), depth)
-    raise Unencodable(t.__name__)
+        return _bytes(obj)
+    if _isinstance(obj, _dict):
+        return _tuple(_dict_items(obj))
+    return _tuple(obj)
+
+
+def _unchanged(before, obj) -> bool:
+    now = _shallow(obj)
+    if _type(now) is _bytes:
+        return now == before
+    if _len(now) != _len(before):
+        return False
+    for a, b in zip(now, before):
+        if a is not b and not (_type(a) is _tuple and _type(b) is _tuple and _len(a) == 2
+                               and a[0] is b[0] and a[1] is b[1]):
+            return False
+    return True
+
+
+class _Side:
+    """One side of the conversation: the connection, the objects it lends the peer (by
+    number) and the proxies of the objects the peer lends it."""
+
+    EXPORT = "h"  # tag of the objects this side lends
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.buf = _bytearray()
+        self.lent: dict = {}
+        self.lent_ids: dict = {}
+        self.proxies: dict = {}
+
+    # ---- framing --------------------------------------------------------------------
+    def send_raw(self, kind: bytes, data: bytes) -> None:
+        view = memoryview(_STRUCT_LEN.pack(_len(data) + 1) + kind + data)
+        while view:
+            try:
+                n = _os_write(self.fd, view)
+            except (BrokenPipeError, ConnectionResetError):
+                raise PeerGone() from None
+            view = view[n:]
+
+    def send(self, msg) -> None:
+        self.send_raw(b"J", _dumps(msg).encode("ascii"))
+
+    def _fill(self, n: int) -> None:
+        buf = self.buf
+        while _len(buf) < n:
+            try:
+                chunk = _os_read(self.fd, max(n - _len(buf), 1 << 16))
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                raise PeerGone()
+            buf += chunk
+
+    def recv_raw(self):
+        self._fill(4)
+        (n,) = _STRUCT_LEN.unpack(self.buf[:4])
+        if n == 0 or n > MAX_MESSAGE_BYTES:
+            raise ProtocolError(f"a message of {n} bytes")
+        self._fill(4 + n)
+        kind, data = _bytes(self.buf[4:5]), _bytes(self.buf[5:4 + n])
+        del self.buf[:4 + n]
+        return kind, data
+
+    def recv(self):
+        kind, data = self.recv_raw()
+        if kind != b"J":
+            raise ProtocolError("unexpected binary message")
+        try:
+            msg = _json_loads(data.decode("ascii"))
+        except (ValueError, RecursionError, UnicodeDecodeError) as e:
+            raise ProtocolError(f"malformed message: {_text(e, 100)}") from None
+        if _type(msg) is not _list or not msg or _type(msg[0]) is not _str:
+            raise ProtocolError("a message is not a tagged list")
+        return msg
+
+    # ---- requests and answers -----------------------------------------------------------
+    def send_text(self, text: str) -> None:
+        self.send_raw(b"J", text.encode("ascii"))
+
+    def call_peer(self, msg):
+        """Send a request and serve the peer's nested requests (a call back into this side)
+        until its answer arrives."""
+        self.send(msg)
+        while True:
+            reply = self.recv()
+            tag = reply[0]
+            if tag == "r" or tag == "e":
+                return reply
+            if tag == "x":
+                self.finish()
+            self.send_text(self.serve_one(reply))
+
+    def finish(self):  # pragma: no cover - each side defines it
+        raise PeerGone()
+
+    def serve_one(self, req) -> str:  # pragma: no cover - each side defines it
+        raise ProtocolError("unexpected request")
+
+    # ---- objects lent to the peer -------------------------------------------------------
+    def lend(self, v) -> int:
+        n = self.lent_ids.get(_id(v))
+        if n is None:
+            n = _len(self.lent)
+            self.lent[n] = v
+            self.lent_ids[_id(v)] = n
+        return n
+
+    def lent_object(self, n):
+        try:
+            return self.lent[n]
+        except (KeyError, TypeError):
+            raise ProtocolError(f"no object {n!r} was lent") from None
+
+    # ---- encoding -----------------------------------------------------------------------
+    def enc(self, v, ex: _Exchange, depth: int = 0):
+        t = _type(v)
+        if t is _str or t is _bool or t is _float or v is None:
+            return v
+        if t is _int:
+            return v if -_BIG < v < _BIG else {"i": _format(v, "x")}
+        k = ex.seen.get(_id(v))
+        if k is not None and ex.table[k] is v:
+            return {"@": k}
+        if depth > _MAX_DEPTH:
+            return self.other(v, ex, depth)
+        d = depth + 1
+        enc = self.enc
+        if t is _list:
+            self._number(v, ex)
+            return {"l": [enc(x, ex, d) for x in v]}
+        if t is _tuple:
+            self._number(v, ex)
+            return {"t": [enc(x, ex, d) for x in v]}
+        if t is _dict:
+            self._number(v, ex)
+            return {"d": [[enc(a, ex, d), enc(b, ex, d)] for a, b in v.items()]}
+        if t is _set:
+            self._number(v, ex)
+            return {"s": [enc(x, ex, d) for x in v]}
+        if t is _frozenset:
+            self._number(v, ex)
+            return {"f": [enc(x, ex, d) for x in v]}
+        if t is _bytes:
+            return {"b": v.hex()}
+        if t is _bytearray:
+            self._number(v, ex)
+            return {"y": v.hex()}
+        if t is _complex:
+            return {"c": [v.real, v.imag]}
+        if t is _range:
+            return {"r": [v.start, v.stop, v.step]}
+        if t is _Counter or t is _OrderedDict:
+            self._number(v, ex)
+            return {"C" if t is _Counter else "O": [[enc(a, ex, d), enc(b, ex, d)] for a, b in _dict_items(v)]}
+        if t is _defaultdict:
+            self._number(v, ex)
+            return {"D": [enc(v.default_factory, ex, d), [[enc(a, ex, d), enc(b, ex, d)] for a, b in _dict_items(v)]]}
+        if t is _deque:
+            self._number(v, ex)
+            return {"Q": [[enc(x, ex, d) for x in v], v.maxlen]}
+        return self.other(v, ex, depth)
+
+    @staticmethod
+    def _number(v, ex: _Exchange) -> None:
+        ex.seen[_id(v)] = _len(ex.table)
+        ex.table.append(v)
+
+    def other(self, v, ex, depth):  # pragma: no cover - each side defines it
+        raise Unencodable(_type(v).__name__)
+
+    def contents(self, v, ex: _Exchange):
+        """The content of a mutable container, for an update after a call."""
+        enc = self.enc
+        t = _type(v)
+        if t is _bytearray:
+            return v.hex()
+        if _isinstance(v, _dict):
+            return [[enc(a, ex, 1), enc(b, ex, 1)] for a, b in _dict_items(v)]
+        return [enc(x, ex, 1) for x in v]
+
+    def updates(self, snap, ex: _Exchange) -> list:
+        """The new content of the containers of a request (its arguments) that the call
+        changed (``snap`` from ``snapshot``), numbered in the response's exchange ``ex``:
+        copied in, copied out, the same objects on the other side."""
+        out = []
+        if not snap:
+            return out
+        for k, before in snap.items():
+            obj = ex.table[k]
+            if not _unchanged(before, obj):
+                out.append([k, self.contents(obj, ex)])
+        return out
+
+    # ---- decoding -----------------------------------------------------------------------
+    def dec(self, x, ex: _Exchange):
+        t = _type(x)
+        if t is _str or t is _int or t is _float or t is _bool or x is None:
+            return x
+        if t is not _dict or _len(x) != 1:
+            raise ProtocolError(f"unexpected {t.__name__} in a value")
+        ((tag, val),) = x.items()
+        dec = self.dec
+        table = ex.table
+        try:
+            if tag == "l":
+                out = []
+                table.append(out)
+                out.extend([dec(i, ex) for i in _chk_list(val)])
+                return out
+            if tag == "t":
+                k = _len(table)
+                table.append(None)
+                out = _tuple([dec(i, ex) for i in _chk_list(val)])
+                table[k] = out
+                return out
+            if tag == "d" or tag == "C" or tag == "O":
+                out = {} if tag == "d" else _Counter() if tag == "C" else _OrderedDict()
+                table.append(out)
+                for pair in _chk_list(val):
+                    a, b = _chk_list(pair)
+                    key = dec(a, ex)
+                    out[key] = dec(b, ex)
+                return out
+            if tag == "s" or tag == "f":
+                k = _len(table)
+                table.append(None)
+                items = [dec(i, ex) for i in _chk_list(val)]
+                out = self.make_set(items, tag == "f")
+                table[k] = out
+                return out
+            if tag == "@":
+                if _type(val) is not _int or not 0 <= val < _len(table) or table[val] is None:
+                    raise ProtocolError("a reference to no container")
+                return table[val]
+            if tag == "b":
+                return _bytes.fromhex(_chk_str(val))
+            if tag == "y":
+                out = _bytearray.fromhex(_chk_str(val))
+                table.append(out)
+                return out
+            if tag == "i":
+                return _int(_chk_str(val), 16)
+            if tag == "c":
+                re_, im = _chk_list(val)
+                if _type(re_) not in (_int, _float) or _type(im) not in (_int, _float):
+                    raise ProtocolError("bad complex")
+                return _complex(re_, im)
+            if tag == "r":
+                a, b, c = _chk_list(val)
+                if _type(a) is not _int or _type(b) is not _int or _type(c) is not _int:
+                    raise ProtocolError("bad range")
+                return _range(a, b, c)
+            if tag == "D":
+                factory, pairs = _chk_list(val)
+                out = _defaultdict()
+                table.append(out)
+                out.default_factory = dec(factory, ex)
+                for pair in _chk_list(pairs):
+                    a, b = _chk_list(pair)
+                    key = dec(a, ex)
+                    out[key] = dec(b, ex)
+                return out
+            if tag == "Q":
+                items, maxlen = _chk_list(val)
+                if maxlen is not None and _type(maxlen) is not _int:
+                    raise ProtocolError("bad deque")
+                out = _deque(maxlen=maxlen)
+                table.append(out)
+                out.extend([dec(i, ex) for i in _chk_list(items)])
+                return out
+            if tag == "F":
+                from fractions import Fraction
+                num, den = _chk_list(val)
+                if _type(num) not in (_int, _dict) or _type(den) not in (_int, _dict):
+                    raise ProtocolError("bad fraction")
+                return Fraction(dec(num, ex), dec(den, ex))
+            if tag == "M":
+                from decimal import Decimal
+                return Decimal(_chk_str(val))
+        except (TypeError, ValueError, ZeroDivisionError) as e:  # unhashable key, bad hex, arity
+            raise ProtocolError(f"malformed value: {_text(e, 100)}") from None
+        return self.dec_other(tag, val, ex)
+
+    def dec_other(self, tag, val, ex):  # pragma: no cover - each side defines it
+        raise ProtocolError(f"unknown tag {tag!r}")
+
+    @staticmethod
+    def make_set(items, frozen: bool):
+        return _frozenset(items) if frozen else _set(items)
+
+    def apply_updates(self, updates, ex: _Exchange) -> None:
+        """Copy out: give the containers of a request the content the peer's call left them."""
+        if _type(updates) is not _list:
+            raise ProtocolError("malformed updates")
+        for entry in updates:
+            k, content = _chk_list(entry)
+            if _type(k) is not _int or not 0 <= k < _len(ex.table):
+                raise ProtocolError("an update of no container")
+            obj = ex.table[k]
+            t = _type(obj)
+            try:
+                if t is _bytearray:
+                    obj[:] = _bytes.fromhex(_chk_str(content))
+                elif _isinstance(obj, _dict):
+                    pairs = [(self.dec(a, ex), self.dec(b, ex)) for a, b in (_chk_list(p) for p in _chk_list(content))]
+                    obj.clear()
+                    obj.update(pairs)
+                elif t is _list:
+                    obj[:] = [self.dec(i, ex) for i in _chk_list(content)]
+                elif t is _set or t is _deque:
+                    items = [self.dec(i, ex) for i in _chk_list(content)]
+                    obj.clear()
+                    obj.extend(items) if t is _deque else obj.update(items)
+                else:
+                    raise ProtocolError("an update of an immutable container")
+            except (TypeError, ValueError) as e:
+                raise ProtocolError(f"malformed update: {_text(e, 100)}") from None
+
+    @staticmethod
+    def snapshot(ex: _Exchange):
+        """What the mutable containers of a decoded request hold (see ``updates``)."""
+        snap = None
+        for k, obj in enumerate(ex.table):
+            if _type(obj) in _MUTABLE:
+                if snap is None:
+                    snap = {}
+                snap[k] = _shallow(obj)
+        return snap
+
+
+def _chk_list(v) -> list:
+    if _type(v) is not _list:
+        raise ProtocolError("expected a list")
+    return v
+
+
+def _chk_str(v) -> str:
+    if _type(v) is not _str:
+        raise ProtocolError("expected a string")
+    return v
 
 
 # --------------------------------------------------------------------------------------
@@ -376,32 +738,16 @@ def encode(v, depth=0):
 # --------------------------------------------------------------------------------------
 
 _CLEAN_BUILTINS = dict(builtins.__dict__)
-_os_write, _os_exit = os.write, os._exit
-
-
-def _no_default(o):
-    raise TypeError("not a JSON value")
-
-
-_c_encode = c_make_encoder(None, _no_default, encode_basestring_ascii, None, ": ", ", ", False, False, True)
-
-
-def _dumps(obj) -> str:
-    """JSON through the C encoder only (no Python-level code a candidate could patch)."""
-    return "".join(_c_encode(obj, 0))
+_os_write, _os_exit, _os_read = os.write, os._exit, os.read
 _MSG_LIMIT = 600
-MAX_RECORD = 1 << 20
-"""Cap on one encoded value record: a larger return value is reported as too large (the
-judge never decodes it)."""
 
 
 def _emit(record) -> None:
+    """A record on the result channel (``stdio`` runs: how the program ended)."""
     try:
         data = (_dumps(record) + "\n").encode("utf-8", "surrogatepass")
     except Exception:  # noqa: BLE001
         data = b'["u",-1,"unencodable record",""]\n'
-    if _len(data) > MAX_RECORD and record[0] in ("v", "r"):
-        data = (_dumps(["u", record[1], "value too large", f"{_len(data)} bytes encoded"]) + "\n").encode()
     view = memoryview(data)
     while view:
         n = _os_write(RESULT_FD, view)
@@ -467,7 +813,8 @@ def compile_candidate(code: str):
 
 
 def _load_program(compiled, sources: dict):
-    """Execute the compiled candidate as ``__main__``; return its globals or exit."""
+    """Execute the compiled candidate as ``__main__``: (its globals, None), or (None, its
+    exception as ``[type, message, trace]``) when loading raised (``SystemExit`` too)."""
     module = type(sys)("__main__")
     module.__builtins__ = builtins
     module.__file__ = "solution.py"  # as for ``python solution.py``
@@ -476,21 +823,24 @@ def _load_program(compiled, sources: dict):
     try:
         exec(compiled, g)
     except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, ... all count
-        _flush()
-        _emit(["l", _exc_name(e), _text(e), _format_exc(e, sources)])
-        _os_exit(0)
-    return g
+        return None, [_exc_name(e), _text(e), _format_exc(e, sources)]
+    return g, None
 
 
-_TEST_BUILTINS = dict(_CLEAN_BUILTINS)
-"""Builtins seen by test code: a snapshot taken before any candidate ran."""
+def _type_name(t) -> str:
+    try:
+        name = t.__name__
+        return name if _type(name) is _str else "object"
+    except BaseException:  # noqa: BLE001 - a candidate's metaclass
+        return "object"
 
-_entries: list = []
-_sources: dict = {}
+
+def _exc_record(e, sources: dict) -> list:
+    return [_exc_name(e), _text(e), _format_exc(e, sources), _builtin_base(e)]
 
 
 def _builtin_base(e) -> str:
-    """The nearest builtin exception class of ``e`` (the judge re-raises that one)."""
+    """The nearest builtin exception class of ``e`` (the judge raises that one)."""
     try:
         for cls in _type(e).__mro__:
             if cls.__module__ == "builtins":
@@ -500,140 +850,386 @@ def _builtin_base(e) -> str:
     return "Exception"
 
 
-def _record_site(k, thunk, quiet):
-    """Evaluate one candidate-dependent expression of a replayed test and record its value.
-
-    The child only reports values: the judge runs the test itself on them (see
-    ``judge.prepare_replay``), so nothing recorded here can be a verdict.
-    """
-    try:
-        v = thunk()
-        if _isinstance(v, _GENERATOR_TYPES):  # recorded as its items; the test iterates them
-            v = _list(v)
-            iterate = True
-        else:
-            iterate = False
-    except BaseException as e:  # noqa: BLE001
-        _entries.append([k, "x", _exc_name(e), _text(e), _format_exc(e, _sources), _builtin_base(e)])
-        if quiet:  # inside an assert: the judge decides whether this value was needed
-            return None
-        raise
-    try:
-        _entries.append([k, "v", encode(v)])
-    except (Unencodable, RecursionError) as u:
-        _entries.append([k, "u", _text(u), _safe_repr(v)])
-    return iter(v) if iterate else v
+_PLAIN_BASES = ((_tuple, _tuple_iter, False), (_list, _list_iter, True), (_frozenset, _fset_iter, False),
+                (_set, _set_iter, True))
+_OPS = {name: _getattr(_operator, name) for name in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "and_", "or_", "xor",
+    "matmul", "neg", "pos", "abs", "invert", "index", "getitem", "setitem", "delitem", "eq", "ne", "lt", "le",
+    "gt", "ge", "concat")}
+_OPS.update(len=len, iter=iter, next=next, repr=repr, str=str, hash=hash, format=format, int=int, float=float,
+            complex=complex, round=round, reversed=reversed, isinstance=isinstance, issubclass=issubclass,
+            divmod=divmod, contains=_operator.contains, truth=None)
 
 
-def _site(k, thunk):
-    return _record_site(k, thunk, False)
+def _truth(v):
+    """An object's truth value when the program's code does not decide it; a class that
+    defines ``__bool__`` or ``__len__`` would, so its objects have none here."""
+    t = _type(v)
+    for name in ("__bool__", "__len__"):
+        if _hasattr(t, name):
+            return {"nb": _type_name(t)}
+    return True
 
 
-def _quiet_site(k, thunk):
-    return _record_site(k, thunk, True)
+class _ChildSide(_Side):
+    """The program's side: runs what the judge asks for on the program's objects."""
 
+    def __init__(self, fd: int, sources: dict):
+        super().__init__(fd)
+        self.g: dict = {}
+        self.sources = sources
+        self.shadows: dict = {}  # lent number -> (object, base type, its last content)
 
-def _assert_group(j, thunk):
-    _entries.append(["a", j])
-    try:
-        thunk()
-    finally:
-        _entries.append(["z", j])
-
-
-_TEST_BUILTINS.update(__execrl_site__=_site, __execrl_quiet__=_quiet_site, __execrl_assert__=_assert_group)
-
-
-def _run_assert(spec: dict, code: str, compiled, token: str) -> None:
-    global _entries
-    sources = _sources
-    sources.update({"<solution>": code, "<test>": None, "<setup>": None})
-    g = _load_program(compiled, sources)
-    setup = spec.get("setup_code")
-    if setup is not None:
-        sources["<setup>"] = spec["setup"]
-        try:
-            exec(setup, g)
-        except BaseException as e:  # noqa: BLE001
-            _emit(["l", _exc_name(e), _text(e), _format_exc(e, sources)])
-            _os_exit(0)
-    tests = spec["compiled"]
-    ns = dict(g)
-    ns["__builtins__"] = _TEST_BUILTINS
-    for i, (kind, codes, srcs) in enumerate(tests):
-        sources["<test>"] = srcs
-        if kind == "r":
-            _entries = []
-            try:
-                exec(codes, dict(ns))
-                exc = None
-            except BaseException as e:  # noqa: BLE001
-                exc = [_exc_name(e), _text(e), _format_exc(e, sources)]
-            _emit(["r", i, _entries, exc])
-            _entries = []
-            continue
-        try:
-            values = []
-            for c, materialize in codes:
-                v = eval(c, ns)
-                if materialize and _isinstance(v, _GENERATOR_TYPES):
-                    v = _list(v)
-                values.append(v)
-            try:
-                enc = [encode(v) for v in values]
-            except Unencodable as u:
-                bad = next((v for v in values if not _is_plain(v)), None)
-                _emit(["u", i, _text(u), _safe_repr(bad)])
-                continue
-            _emit(["v", i, enc])
-        except BaseException as e:  # noqa: BLE001
-            _emit(["e", i, _exc_name(e), _text(e), _format_exc(e, sources)])
-    _flush()
-    _emit(["d", _len(tests), token])
-
-
-def _is_plain(v) -> bool:
-    try:
-        encode(v)
-        return True
-    except BaseException:  # noqa: BLE001
-        return False
-
-
-def _safe_repr(v) -> str:
-    try:
-        return _text(_repr(v), 300)
-    except BaseException:  # noqa: BLE001
-        return "<unrepresentable>"
-
-
-def _run_call(spec: dict, code: str, compiled, token: str) -> None:
-    sources = {"<solution>": code}
-    g = _load_program(compiled, sources)
-    name = spec["entry_point"]
-    sol = g.get("Solution")
-    use_class = _isinstance(sol, _type) and hasattr(sol, name)
-    if not use_class and not callable(g.get(name)):
-        _emit(["l", "NameError", f"entry point {name!r} is not defined", f"NameError: name {name!r} is not defined"])
+    def finish(self):
+        _flush()
         _os_exit(0)
-    # The worker decoded every test's arguments before forking: each test has its own
-    # objects, so a function that mutates its arguments cannot affect later tests.
-    for i, args in enumerate(spec["decoded_args"]):
+
+    # ---- encoding what only this side has ------------------------------------------------
+    def other(self, v, ex, depth):
+        t = _type(v)
+        if t is _JudgeRef:
+            return {"j": _JudgeRef._n.__get__(v)}
+        if _isinstance(v, _bool):
+            return _bool(_int_copy(v))
+        if _isinstance(v, _int):
+            return self.enc(_int_copy(v), ex, depth)
+        if _isinstance(v, _float):
+            return _float_copy(v)
+        if _isinstance(v, _str):
+            return _str_copy(v)
+        if _isinstance(v, _bytes):
+            return {"b": _bytes_copy(v).hex()}
+        if _isinstance(v, _complex):
+            c = _complex_copy(v)
+            return {"c": [c.real, c.imag]}
+        if depth <= _MAX_DEPTH:
+            if _isinstance(v, _dict):  # Counter & co. of a subclass of theirs, or any dict subclass
+                n = self.lend(v)
+                plain = _dict(_dict_items(v))
+                self.shadows[n] = (v, _dict, _shallow(v))
+                return {"S": [n, _type_name(t), self.enc(plain, ex, depth)]}
+            for base, items, mutable in _PLAIN_BASES:
+                if _isinstance(v, base):
+                    n = self.lend(v)
+                    plain = base(items(v))
+                    if mutable:
+                        self.shadows[n] = (v, base, _shallow(v))
+                    return {"S": [n, _type_name(t), self.enc(plain, ex, depth)]}
+        mod = _getattr(t, "__module__", "")
+        if mod == "numpy" and _hasattr(v, "item") and _getattr(v, "ndim", 1) == 0:
+            return self.enc(v.item(), ex, depth)
+        if mod == "fractions" and t is _getattr(sys.modules.get("fractions"), "Fraction", None):
+            return {"F": [self.enc(v.numerator, ex, depth), self.enc(v.denominator, ex, depth)]}
+        if mod == "decimal" and t is _getattr(sys.modules.get("decimal"), "Decimal", None):
+            return {"M": _str(v)}
+        return {"h": [self.lend(v), _type_name(t)]}
+
+    def dec_other(self, tag, val, ex):
+        if tag == "h":
+            return self.lent_object(val[0] if _type(val) is _list and val else val)
+        if tag == "j":
+            ref = self.proxies.get(val)
+            if ref is None:
+                if _type(val) is not _int:
+                    raise ProtocolError("bad judge reference")
+                ref = self.proxies[val] = _JudgeRef(self, val)
+            return ref
+        if tag == "g":
+            return self.g[_chk_str(val)]
+        if tag == "B":
+            return _CLEAN_BUILTINS[_chk_str(val)]
+        if tag == "m":
+            return __import__(_chk_str(val), fromlist=["_"])
+        raise ProtocolError(f"unknown tag {tag!r}")
+
+    # ---- serving the judge --------------------------------------------------------------
+    def serve(self) -> None:
+        while True:
+            req = self.recv()
+            if req[0] == "x":
+                self.finish()
+            self.send_text(self.serve_one(req))
+
+    def serve_one(self, req) -> str:
+        ex = _Exchange()
+        state = [None]
         try:
-            fn = getattr(sol(), name) if use_class else g[name]
-            v = fn(*args)
-            if _isinstance(v, _GENERATOR_TYPES):
-                v = _list(v)
+            v = self._perform(req, ex, state)
+        except BaseException as e:  # noqa: BLE001 - the program's exception, reported as such
+            return self._answer_error(e, ex, state[0])
+        return self._answer(v, ex, state[0])
+
+    def _perform(self, req, ex: _Exchange, state: list):
+        op = req[0]
+        dec = self.dec
+        if op == "c":
+            fn = dec(req[1], ex)
+            args = [dec(a, ex) for a in _chk_list(req[2])]
+            kwargs = {_chk_str(k): dec(a, ex) for k, a in _chk_list(req[3])}
+            state[0] = self.snapshot(ex)
+            return fn(*args, **kwargs)
+        if op == "o":
+            fn = _OPS[req[1]]
+            args = [dec(a, ex) for a in _chk_list(req[2])]
+            state[0] = self.snapshot(ex)
+            if fn is None:
+                return _truth(args[0])
+            return fn(*args)
+        if op == "a":
+            return _getattr(dec(req[1], ex), _chk_str(req[2]))
+        if op == "s":
+            obj, value = dec(req[1], ex), dec(req[3], ex)
+            state[0] = self.snapshot(ex)
+            _setattr(obj, _chk_str(req[2]), value)
+            return None
+        if op == "d":
+            delattr(dec(req[1], ex), _chk_str(req[2]))
+            return None
+        if op == "n":
+            return self.g[_chk_str(req[1])]
+        if op == "t":
+            return self._batch(dec(req[1], ex), req[2])
+        if op == "k":
+            return self._entry(_chk_str(req[1]), [dec(a, ex) for a in _chk_list(req[2])])
+        raise ProtocolError(f"unknown request {op!r}")
+
+    def _batch(self, it, n):
+        """Up to ``n`` next items of an iterator (fewer once one takes a while), then how it
+        ended: ``None`` (more may follow), ``"s"`` (exhausted) or the exception it raised,
+        which the judge raises when the items before it are used up."""
+        items = []
+        end = None
+        start = time.thread_time()
+        for _ in _range(n if _type(n) is _int and 0 < n <= 4096 else 1):
             try:
-                enc = encode(v)
-            except Unencodable as u:
-                _emit(["u", i, _text(u), _safe_repr(v)])
-                continue
-            _emit(["v", i, [enc]])
-        except BaseException as e:  # noqa: BLE001
-            _emit(["e", i, _exc_name(e), _text(e), _format_exc(e, sources)])
-    _flush()
-    _emit(["d", _len(spec["decoded_args"]), token])
+                items.append(next(it))
+            except StopIteration:
+                end = "s"
+                break
+            except BaseException as e:  # noqa: BLE001
+                end = _exc_record(e, self.sources) + [self._global_name(e)]
+                break
+            if time.thread_time() - start > 0.002:
+                break
+        return _BatchResult(items, end)
+
+    def _entry(self, name: str, args: list):
+        g = self.g
+        sol = g.get("Solution")
+        if _isinstance(sol, _type) and _hasattr(sol, name):
+            fn = _getattr(sol(), name)
+        else:
+            fn = g[name]
+        v = fn(*args)
+        if _isinstance(v, _GENERATOR_TYPES):
+            v = _list(v)
+        return v
+
+    def _global_name(self, e):
+        t = _type(e)
+        for name, v in self.g.items():
+            if v is t:
+                return name
+        return None
+
+    def _refresh(self, ex: _Exchange) -> list:
+        """New content of the program's container subclasses the judge holds a copy of."""
+        out = []
+        for n, (obj, base, before) in self.shadows.items():
+            if not _unchanged(before, obj):
+                plain = _dict(_dict_items(obj)) if base is _dict else base(obj)
+                out.append([n, self.enc(plain, ex, 1)])
+                self.shadows[n] = (obj, base, _shallow(obj))
+        return out
+
+    def _answer(self, v, ex: _Exchange, snap) -> str:
+        rex = ex.follow()
+        if _type(v) is _BatchResult:
+            head = ["r", self.enc(v.items, rex), self.updates(snap, rex), self._refresh(rex), v.end]
+        else:
+            head = ["r", self.enc(v, rex), self.updates(snap, rex), self._refresh(rex)]
+        try:
+            text = _dumps(head)
+        except (TypeError, ValueError, RecursionError):
+            text = None
+        if text is None or _len(text) > MAX_VALUE_BYTES:
+            rex = ex.follow()
+            note = "value too large" if text is not None else "value not encodable"
+            head = ["r", {"h": [self.lend(v), _type_name(_type(v)), note]}, self.updates(snap, rex),
+                    self._refresh(rex)]
+            text = _dumps(head)
+        return text
+
+    def _answer_error(self, e, ex: _Exchange, snap) -> str:
+        rex = ex.follow()
+        try:
+            return _dumps(["e", *_exc_record(e, self.sources), self.updates(snap, rex), self._refresh(rex),
+                           self._global_name(e)])
+        except BaseException:  # noqa: BLE001 - e.g. the updates cannot be encoded
+            return _dumps(["e", *_exc_record(e, self.sources), [], [], None])
+
+
+class _BatchResult:
+    __slots__ = ("items", "end")
+
+    def __init__(self, items, end):
+        self.items, self.end = items, end
+
+
+class _JudgeRef:
+    """An object of the judge's (a function or object the test passed to the program): every
+    operation on it is asked of the judge, which runs it on its side."""
+
+    __slots__ = ("_side", "_n")
+
+    def __init__(self, side, n):
+        _JudgeRef._side.__set__(self, side)
+        _JudgeRef._n.__set__(self, n)
+
+    def _ask(self, msg: list, ex: _Exchange):
+        side = _JudgeRef._side.__get__(self)
+        snap = side.snapshot(ex)  # our containers the judge's code may change
+        reply = side.call_peer(msg)
+        rex = ex.follow()
+        if reply[0] == "e":
+            side.apply_updates(reply[5], rex)
+            base = _str(reply[4])
+            cls = _getattr(builtins, base, None)
+            if not (_isinstance(cls, _type) and issubclass(cls, BaseException)):
+                cls = Exception
+            raise cls(_str(reply[2]))
+        value = side.dec(reply[1], rex)
+        side.apply_updates(reply[2], rex)
+        del snap
+        return value
+
+    def _op(self, name, *operands):
+        side = _JudgeRef._side.__get__(self)
+        ex = _Exchange()
+        return _JudgeRef._ask(self, ["o", name, [side.enc(x, ex) for x in (self, *operands)]], ex)
+
+    def __call__(self, *args, **kwargs):
+        side = _JudgeRef._side.__get__(self)
+        ex = _Exchange()
+        msg = ["c", side.enc(self, ex), [side.enc(a, ex) for a in args],
+               [[k, side.enc(v, ex)] for k, v in kwargs.items()]]
+        return _JudgeRef._ask(self, msg, ex)
+
+    def __getattr__(self, name):
+        side = _JudgeRef._side.__get__(self)
+        ex = _Exchange()
+        return _JudgeRef._ask(self, ["a", side.enc(self, ex), name], ex)
+
+    def __iter__(self):
+        return _JudgeRef._op(self, "iter")
+
+    def __next__(self):
+        return _JudgeRef._op(self, "next")
+
+    def __len__(self):
+        return _JudgeRef._op(self, "len")
+
+    def __getitem__(self, key):
+        return _JudgeRef._op(self, "getitem", key)
+
+    def __contains__(self, item):
+        return _JudgeRef._op(self, "contains", item)
+
+    def __bool__(self):
+        return _JudgeRef._op(self, "truth")
+
+    def __repr__(self):
+        return _JudgeRef._op(self, "repr")
+
+    def __eq__(self, other):
+        return _JudgeRef._op(self, "eq", other)
+
+    def __ne__(self, other):
+        return _JudgeRef._op(self, "ne", other)
+
+    def __lt__(self, other):
+        return _JudgeRef._op(self, "lt", other)
+
+    def __le__(self, other):
+        return _JudgeRef._op(self, "le", other)
+
+    def __gt__(self, other):
+        return _JudgeRef._op(self, "gt", other)
+
+    def __ge__(self, other):
+        return _JudgeRef._op(self, "ge", other)
+
+    def __hash__(self):
+        return _JudgeRef._op(self, "hash")
+
+
+def _global_kinds(g: dict) -> dict:
+    """What each of the program's global names holds, for the judge's namespace: a module
+    (``m:`` its name), a plain value (``v``, read when used), an exception class (``x:`` its
+    builtin base) or anything else (``f``, a handle)."""
+    out = {}
+    for name, v in _list(g.items()):
+        if _type(name) is not _str or name.startswith("__"):
+            continue
+        t = _type(v)
+        if t is _ModuleType:
+            out[name] = "m:" + _text(_getattr(v, "__name__", name), 200)
+        elif t in _PLAIN_TYPES:
+            out[name] = "v"
+        elif t is _type and issubclass(v, BaseException):
+            out[name] = "x:" + _builtin_base_of_class(v)
+        else:
+            out[name] = "f"
+    return out
+
+
+def _builtin_base_of_class(cls) -> str:
+    try:
+        for c in cls.__mro__:
+            if c.__module__ == "builtins":
+                return c.__name__
+    except BaseException:  # noqa: BLE001
+        pass
+    return "Exception"
+
+
+_ModuleType = type(sys)
+_PLAIN_TYPES = frozenset({_int, _str, _float, _bool, _NoneType, _list, _tuple, _dict, _set, _frozenset, _bytes,
+                          _bytearray, _complex, _range, _Counter, _OrderedDict, _defaultdict, _deque})
+SOCK_FD = 998
+"""The child's end of its conversation with the judge (close-on-exec)."""
+
+
+def _run_served(code: str, token: str, side: _ChildSide | None = None) -> None:
+    """The program's process in ``assert`` and ``call`` mode: load the program the judge
+    compiled, then do what the judge asks (call a function, get an attribute, ...) until it
+    says it is done. The tests themselves run in the judge; nothing here is a verdict."""
+    sources = {"<solution>": code}
+    if side is None:
+        side = _ChildSide(SOCK_FD, sources)
+    try:
+        kind, data = side.recv_raw()
+        if kind != b"P":
+            side.finish()
+        compiled = marshal.loads(data)
+        del data
+    except BaseException:  # noqa: BLE001 - the judge is gone or could not compile the program
+        side.finish()
+    g, failure = _load_program(compiled, sources)
+    if failure is not None:
+        _flush()
+        try:
+            side.send(["l", *failure])
+        except BaseException:  # noqa: BLE001
+            pass
+        side.finish()
+    side.g = g
+    try:
+        side.send(["g", _global_kinds(g)])
+        side.serve()
+    except BaseException:  # noqa: BLE001 - the judge is gone (or the program broke this harness)
+        pass
+    side.finish()
 
 
 def _run_stdio(code: str, compiled, token: str) -> None:
@@ -739,7 +1335,10 @@ class Worker:
         # whatever a dead forker leaves behind is reparented here and swept.
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
         self.children_fd = os.open(f"/proc/self/task/{self.tid}/children", os.O_RDONLY | os.O_CLOEXEC)
-        self.forker_pid = self.cmd_fd = self.done_fd = None
+        self.forker_pid = self.cmd_sock = self.done_fd = None
+        self.judge_pid = self.judge_sock = self.own_pid_ns = None
+        self.judge_known: dict[str, None] = {}
+        self.judge_code = None  # set by main(): the code of _judge.py, run by the judge process only
         self.scratch_binds = self.report.pop("scratch_binds")
         self.tmpfs_mb = int(cfg.get("tmpfs_mb", 256))
         self.seccomp = bytes.fromhex(cfg["seccomp"]) if cfg.get("seccomp") else None
@@ -774,9 +1373,10 @@ class Worker:
                 self.pid_ns = self._fork_forker(close)
             except OSError as e:
                 self.report["notes"].append(f"no PID namespace for the runs ({e})")
-            if not self.pid_ns:  # back to forking into our own namespace
-                _libc.setns(own_ns, CLONE_NEWPID)
-            os.close(own_ns)
+            # back to forking into our own namespace (a judge process forked later is not in
+            # the runs' namespace)
+            _libc.setns(own_ns, CLONE_NEWPID)
+            self.own_pid_ns = own_ns
             if self.pid_ns:
                 self.report["pid_namespace"] = True
                 return
@@ -785,31 +1385,35 @@ class Worker:
 
     def _fork_forker(self, close: tuple[int, ...]) -> bool:
         """Fork the forker; whether it runs in a PID namespace of its own (it says so)."""
-        cmd_r, cmd_w = os.pipe()
+        # commands on a socket: a run in assert or call mode comes with its end of the
+        # socket pair it shares with the judge (SCM_RIGHTS)
+        cmd_w, cmd_r = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
         done_r, done_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
-                for fd in (cmd_w, done_r, *close):
+                cmd_w.close()
+                for fd in (done_r, *close):
                     os.close(fd)
                 _forker(self, cmd_r, done_w)
             finally:
                 _os_exit(0)
-        os.close(cmd_r)
+        cmd_r.close()
         os.close(done_w)
         hello = os.read(done_r, 1)  # the forker's set-up is done
         if hello not in (b"P", b"N"):
-            os.close(cmd_w)
+            cmd_w.close()
             os.close(done_r)
             try:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
             return False
-        self.forker_pid, self.cmd_fd, self.done_fd = pid, cmd_w, done_r
+        self.forker_pid, self.cmd_sock, self.done_fd = pid, cmd_w, done_r
         return hello == b"P"
 
     def stop_forker(self) -> None:
+        self.stop_judge()
         if self.forker_pid is not None:
             try:
                 os.kill(self.forker_pid, signal.SIGKILL)
@@ -894,37 +1498,10 @@ class Worker:
 
     # ---- problem specs -------------------------------------------------------------
     def prepare(self, spec: dict) -> dict:
-        """Compile a problem's tests once; ``child`` is what each of its runs receives."""
+        """What each run of a problem receives (``child``). In ``assert`` and ``call`` mode
+        that is only the mode: the tests, expected values included, go to the judge."""
         spec = dict(spec)
-        child: dict = {"mode": spec["mode"]}
-        if spec["mode"] == "assert":
-            child["setup"] = child["setup_code"] = None
-            if spec.get("setup"):
-                child["setup"] = spec["setup"]
-                try:
-                    child["setup_code"] = compile(spec["setup"], "<setup>", "exec", dont_inherit=True)
-                except (SyntaxError, ValueError) as e:  # a broken dataset row: every candidate errors
-                    bad = f"raise SyntaxError({('invalid setup code: ' + str(e))!r})"
-                    child["setup"] = bad
-                    child["setup_code"] = compile(bad, "<setup>", "exec")
-            compiled = []
-            for t in spec["tests"]:
-                try:
-                    if t["kind"] == "p":
-                        codes = tuple((compile(src, "<test>", "eval", dont_inherit=True), mat)
-                                      for src, mat in zip(t["probes"], t["materialize"]))
-                        compiled.append(("p", codes, [f"({', '.join(t['probes'])})"]))
-                    else:
-                        compiled.append(("r", compile(t["source"], "<test>", "exec", dont_inherit=True),
-                                         t["source"].splitlines()))
-                except SyntaxError as e:
-                    bad = f"raise SyntaxError({('invalid test: ' + str(e))!r})"
-                    compiled.append(("r", compile(bad, "<test>", "exec"), [bad]))
-            child["compiled"] = tuple(compiled)
-        elif spec["mode"] == "call":
-            child["entry_point"] = spec["entry_point"]
-            child["decoded_args"] = [json.loads(a) for a in spec["args"]]
-        spec["child"] = marshal.dumps(child)
+        spec["child"] = marshal.dumps({"mode": spec["mode"]})
         return spec
 
     def lookup(self, key: str, spec: dict | None):
@@ -938,6 +1515,101 @@ class Worker:
             self.cache.pop(next(iter(self.cache)))
         return cached
 
+    # ---- the judge process ------------------------------------------------------------
+    def start_judge(self) -> None:
+        """Fork the judge process (see ``_judge.py``): it holds the tests and runs them,
+        talking with each run over a socket of its own. Forked into this process's own PID
+        namespace, outside the runs' one."""
+        if self.own_pid_ns is not None:
+            _libc.setns(self.own_pid_ns, CLONE_NEWPID)
+        mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                mine.close()
+                _judge_process(self, theirs.detach())
+            finally:
+                _os_exit(0)
+        theirs.close()
+        self.judge_pid, self.judge_sock = pid, mine
+        self.judge_known = {}
+
+    def stop_judge(self) -> tuple[int | None, bool]:
+        """Kill the judge process; its wait status, and whether its CPU-time limit ended it."""
+        pid, self.judge_pid = self.judge_pid, None
+        if self.judge_sock is not None:
+            self.judge_sock.close()
+            self.judge_sock = None
+        if pid is None:
+            return None, False
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            return None, False
+        return status, os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGPROF
+
+    def judge_send(self, msg: dict, fd: int | None = None) -> None:
+        if self.judge_pid is None:
+            self.start_judge()
+        data = json.dumps(msg, ensure_ascii=True).encode("ascii")
+        frame = _LEN.pack(len(data) + 1) + b"J" + data
+        if fd is None:
+            self.judge_sock.sendall(frame)
+            return
+        sent = self.judge_sock.sendmsg([frame], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, _FD.pack(fd))])
+        if sent < len(frame):
+            self.judge_sock.sendall(frame[sent:])
+
+    def judge_recv(self, deadline: float) -> tuple[bytes, bytes]:
+        """The judge's answer (kind, payload); raises ``PeerGone`` if it died (and is gone)
+        and ``TimeoutError`` past ``deadline``."""
+        fd = self.judge_sock.fileno()
+        parts, need, head = [], 4, None
+        while need:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise TimeoutError("the judge did not answer in time")
+            chunk = os.read(fd, need)
+            if not chunk:
+                raise PeerGone()
+            parts.append(chunk)
+            need -= len(chunk)
+            if need == 0 and head is None:
+                (need,) = _LEN.unpack(b"".join(parts))
+                head, parts = True, []
+        data = b"".join(parts)
+        return data[:1], data[1:]
+
+    def judge_compile(self, code: str, lim: dict):
+        """The program compiled by the judge process, under its CPU-time limit: (code object,
+        None), (None, a ``c`` record), or (None, None) when the judge could not (the child
+        then compiles it under its own limit)."""
+        try:
+            self.judge_send({"op": "compile", "code": code, "timeout_s": float(lim["timeout_s"]),
+                             "memory_mb": int(lim["memory_mb"])})
+            kind, data = self.judge_recv(time.monotonic() + float(lim["wall"]) + REAP_GRACE_S)
+        except (OSError, PeerGone, TimeoutError, ValueError):
+            self.stop_judge()
+            return None, None
+        if kind == b"P":
+            return marshal.loads(data), None
+        return None, json.loads(data)
+
+    def judge_known_key(self, key: str) -> bool:
+        """Whether the judge holds this problem (the same LRU policy as its cache)."""
+        known = self.judge_known
+        if key in known:
+            known[key] = known.pop(key)
+            return True
+        known[key] = None
+        while len(known) > self.cache_size:
+            known.pop(next(iter(known)))
+        return False
+
     # ---- one job -------------------------------------------------------------------
     def job(self, msg: dict) -> tuple[dict, list[bytes]]:
         spec = self.lookup(msg["key"], msg.get("spec"))
@@ -946,45 +1618,82 @@ class Worker:
         code, lim = msg["code"], msg["limits"]
         runs, blobs = [], []
         header: dict = {"runs": runs}
-        compiled = crec = None
-        if len(code) <= COMPILE_IN_WORKER_MAX:
-            compiled, crec = compile_candidate(code)
-        if crec is not None:  # does not compile: nothing to run
-            runs.append({"exit": None, "signal": None, "cpu": 0.0, "wall": 0.0, "timeout": False,
-                         "wall_killed": False, "overflow": False, "token": "", "minflt": 0})
-            blobs += [(json.dumps(crec) + "\n").encode(), b"", b""]
-        elif spec["mode"] == "stdio":
-            # One run per test, but one wall-clock budget for the candidate: a worker is never
-            # held longer than ``total_wall`` by one candidate, however many tests it has.
-            end = time.monotonic() + float(lim["total_wall"])
-            reply_bytes = 0
-            for k, inp in enumerate(spec["inputs"]):
-                remaining = end - time.monotonic()
-                if remaining <= 0:
-                    header["total_wall_exceeded"] = True
-                    break
-                if reply_bytes > MAX_REPLY_BYTES:
-                    header["reply_limit_exceeded"] = True
-                    break
-                info, data = self.run_one(spec, code, compiled, lim, inp, wall_cap=remaining)
-                if k:  # only the first run's stderr is reported
-                    data[2] = b""
-                reply_bytes += sum(len(b) for b in data)
-                runs.append(info)
-                blobs += data
-                if info["timeout"] or data[0].startswith(b'["c"'):
-                    if info["wall_killed"] and info["wall_limit"] < float(lim["wall"]):
-                        header["total_wall_exceeded"] = True
-                    break
-        else:
-            info, data = self.run_one(spec, code, compiled, lim, None)
+        if spec["mode"] != "stdio":
+            info, data, report = self.run_judged(msg["key"], spec, code, lim)
             runs.append(info)
             blobs += data
+            header["judge"] = report
+        else:
+            compiled, crec = self.judge_compile(code, lim)
+            if crec is not None:  # does not compile: nothing to run
+                runs.append({"exit": None, "signal": None, "cpu": 0.0, "wall": 0.0, "timeout": False,
+                             "wall_killed": False, "overflow": False, "token": "", "minflt": 0})
+                blobs += [(json.dumps(crec) + "\n").encode(), b"", b""]
+            else:
+                header.update(self.run_stdio(spec, code, compiled, lim, runs, blobs))
         for k, info in enumerate(runs):
             info["records_len"], info["stdout_len"], info["stderr_len"] = (len(b) for b in blobs[3 * k: 3 * k + 3])
         return header, blobs
 
-    def run_one(self, spec, code, compiled, lim, stdin_text, wall_cap: float | None = None):
+    def run_stdio(self, spec, code, compiled, lim, runs, blobs) -> dict:
+        header = {}
+        # One run per test, but one wall-clock budget for the candidate: a worker is never
+        # held longer than ``total_wall`` by one candidate, however many tests it has.
+        end = time.monotonic() + float(lim["total_wall"])
+        reply_bytes = 0
+        for k, inp in enumerate(spec["inputs"]):
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                header["total_wall_exceeded"] = True
+                break
+            if reply_bytes > MAX_REPLY_BYTES:
+                header["reply_limit_exceeded"] = True
+                break
+            info, data = self.run_one(spec, code, compiled, lim, inp, wall_cap=remaining)
+            if k:  # only the first run's stderr is reported
+                data[2] = b""
+            reply_bytes += sum(len(b) for b in data)
+            runs.append(info)
+            blobs += data
+            if info["timeout"] or data[0].startswith(b'["c"'):
+                if info["wall_killed"] and info["wall_limit"] < float(lim["wall"]):
+                    header["total_wall_exceeded"] = True
+                break
+        return header
+
+    def run_judged(self, key: str, spec: dict, code: str, lim: dict):
+        """One run in ``assert`` or ``call`` mode: the judge process runs the tests and asks
+        the run (over a socket pair made for it) to call the program's functions."""
+        if self.judge_pid is None:
+            self.start_judge()
+        judge_end, run_end = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        start = time.monotonic()
+        job = {"op": "judge", "key": key, "code": code, "timeout_s": float(lim["timeout_s"]),
+               "memory_mb": int(lim["memory_mb"])}
+        if not self.judge_known_key(key):
+            job["spec"] = {k: v for k, v in spec.items() if k != "child"}
+        try:
+            self.judge_send(job, judge_end.fileno())
+        except OSError:
+            self.stop_judge()
+        judge_end.close()
+        try:
+            info, data = self.run_one(spec, code, None, lim, None, run_fd=run_end)
+        finally:
+            run_end.close()
+        report = None
+        if self.judge_pid is not None:
+            try:
+                kind, payload = self.judge_recv(start + float(lim["wall"]) + REAP_GRACE_S)
+                report = json.loads(payload)
+            except (OSError, PeerGone, TimeoutError, ValueError):
+                report = None
+        if report is None:
+            _status, cpu_killed = self.stop_judge()
+            report = {"died": "timeout" if cpu_killed else "crashed"}
+        return info, data, report
+
+    def run_one(self, spec, code, compiled, lim, stdin_text, wall_cap: float | None = None, run_fd=None):
         token = os.urandom(12).hex()
         workdir = self.workdir
         if workdir is None:
@@ -1022,7 +1731,11 @@ class Worker:
         _pwrite_all(self.job_fd, job)
         os.ftruncate(self.job_fd, len(job))  # no tail of an earlier, longer job
         try:
-            os.write(self.cmd_fd, _CMD.pack(wall, timeout, len(job)))
+            cmd = _CMD.pack(wall, timeout, len(job))
+            if run_fd is None:
+                self.cmd_sock.sendall(cmd)
+            else:
+                self.cmd_sock.sendmsg([cmd], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, _FD.pack(run_fd.fileno()))])
             # the forker answers within the wall limit plus its reaping grace; beyond, it is stuck
             if not select.select([self.done_fd], [], [], wall + REAP_GRACE_S + 5)[0]:
                 raise EOFError
@@ -1053,7 +1766,7 @@ class Worker:
         return info, [records, out, err]
 
     # ---- in the child ----------------------------------------------------------------
-    def child_main(self, job_size: int) -> None:
+    def child_main(self, job_size: int, run_fd: int) -> None:
         """Entry point of a freshly forked child: read the job, set up, run; never returns."""
         try:
             job = os.pread(self.job_fd, job_size, 0)
@@ -1062,7 +1775,7 @@ class Worker:
             spec_blob, code, compiled, rlimits, token, workdir, use_stdin, timeout = marshal.loads(job)
             del job
             self._child(marshal.loads(spec_blob), code, compiled, rlimits, token, workdir,
-                        self.in_fd if use_stdin else self.devnull, timeout)
+                        self.in_fd if use_stdin else self.devnull, timeout, run_fd)
         except BaseException as e:  # noqa: BLE001
             try:
                 _emit(["l", "SandboxError", _text(e), f"SandboxError: {_text(e)}"])
@@ -1071,14 +1784,16 @@ class Worker:
         finally:
             _os_exit(0)
 
-    def _child(self, spec, code, compiled, rlimits, token, workdir, stdin_fd, timeout):
+    def _child(self, spec, code, compiled, rlimits, token, workdir, stdin_fd, timeout, run_fd):
         os.setsid()
         os.dup2(stdin_fd, 0)
         os.dup2(self.out_fd, 1)
         os.dup2(self.err_fd, 2)
         os.dup2(self.res_fd, RESULT_FD, inheritable=False)
+        if run_fd >= 0:
+            os.dup2(run_fd, SOCK_FD, inheritable=False)
         os.closerange(3, RESULT_FD)
-        os.closerange(RESULT_FD + 1, 1 << 20)
+        os.closerange(SOCK_FD + 1 if run_fd >= 0 else RESULT_FD + 1, 1 << 20)
         os.chdir(workdir)
         setr = resource.setrlimit
         for which, value in rlimits:
@@ -1098,18 +1813,15 @@ class Worker:
             os.environ["HOME"] = workdir
             os.environ["TMPDIR"] = workdir
         signal.setitimer(signal.ITIMER_PROF, timeout)
-        if compiled is None:  # too large to compile in the worker
+        mode = spec["mode"]
+        if mode != "stdio":
+            _run_served(code, token)
+        if compiled is None:  # the judge could not compile it: compiled here, under this run's limits
             compiled, crec = compile_candidate(code)
             if crec is not None:
                 _emit(crec)
                 _os_exit(0)
-        mode = spec["mode"]
-        if mode == "assert":
-            _run_assert(spec, code, compiled, token)
-        elif mode == "call":
-            _run_call(spec, code, compiled, token)
-        else:
-            _run_stdio(code, compiled, token)
+        _run_stdio(code, compiled, token)
 
     # ---- after a run -----------------------------------------------------------------
     @staticmethod
@@ -1156,15 +1868,13 @@ class Worker:
                  "        out.append(name)\n"
                  "    import statistics, fractions\n"
                  "    return len(out) - len(THIRD_PARTY) + int(statistics.mean([1, 2, 3]))\n")
-        spec = {"mode": "assert", "tests": [{"kind": "p", "probes": ["f()"], "materialize": [False]}]}
+        spec = self.prepare({"mode": "assert", "tests": ["assert f() == 8"], "setup": None})
         lim = {"timeout_s": 10, "wall": 32, "memory_mb": 1024, "file_size_mb": 1, "max_open_files": 64,
                "max_processes": 16, "max_output_bytes": 65536}
-        compiled, _ = compile_candidate(probe)
-        info, (records, _out, err) = self.run_one(self.prepare(spec), probe, compiled, lim, None)
-        lines = records.decode(errors="replace").splitlines()
-        if len(lines) == 2 and lines[0].startswith('["v", 0, [8]]'):
+        info, (_records, _out, err), report = self.run_judged("execrl-self-test", spec, probe, lim)
+        if report.get("tests") == [["pass", None, None, ""]]:
             return None
-        return f"sandbox self-test failed: {records[:800]!r} {err[:500]!r} {info}"
+        return f"sandbox self-test failed: {report!r} {err[:500]!r} {info}"
 
 
 def _third_party_probe() -> list[str]:
@@ -1183,7 +1893,7 @@ def _third_party_probe() -> list[str]:
     return []
 
 
-def _forker(worker: Worker, cmd_fd: int, done_fd: int) -> None:
+def _forker(worker: Worker, cmd_sock, done_fd: int) -> None:
     """The forker's loop: one child per command, supervised, swept, reported.
 
     Kept minimal on purpose (see ``Worker``): no JSON, no job data, a handful of objects.
@@ -1211,18 +1921,22 @@ def _forker(worker: Worker, cmd_fd: int, done_fd: int) -> None:
     os.write(done_fd, b"P" if in_pid_ns else b"N")
     if worker.seccomp is not None:
         install_seccomp(worker.seccomp, worker.cfg.get("seccomp_syscall"))  # once, here: every run inherits it
-    read, write, fork, monotonic = os.read, os.write, os.fork, time.monotonic
+    write, fork, monotonic, close = os.write, os.fork, time.monotonic, os.close
     killpg = os.killpg
-    cmd_size, unpack_cmd, pack_done = _CMD.size, _CMD.unpack, _DONE.pack
+    recvmsg, fd_space = cmd_sock.recvmsg, _socket.CMSG_SPACE(_FD.size)
+    cmd_size, unpack_cmd, pack_done, unpack_fd = _CMD.size, _CMD.unpack, _DONE.pack, _FD.unpack
     while True:
-        cmd = read(cmd_fd, cmd_size)
+        cmd, ancillary, _flags, _addr = recvmsg(cmd_size, fd_space)
         if len(cmd) != cmd_size:
             return  # the controller is gone
+        run_fd = unpack_fd(ancillary[0][2][:_FD.size])[0] if ancillary else -1
         wall, cpu_limit, job_size = unpack_cmd(cmd)
         t0 = monotonic()
         pid = fork()
         if pid == 0:
-            worker.child_main(job_size)
+            worker.child_main(job_size, run_fd)
+        if run_fd >= 0:
+            close(run_fd)
         # Block in one select() until the child exits or the wall deadline passes: the less
         # the forker touches while the child lives, the fewer copy-on-write faults.
         pidfd = os.pidfd_open(pid)
@@ -1243,6 +1957,28 @@ def _pwrite_all(fd: int, data: bytes) -> None:
         off += os.pwrite(fd, data[off:off + (1 << 20)], off)
 
 
+def _judge_process(worker: Worker, fd: int) -> None:
+    """The judge process (forked from the controller): runs ``_judge.py``'s loop. It holds
+    the tests, expected values included, so it runs as a uid of its own (not the runs'),
+    outside the runs' PID namespace, with every other file descriptor closed."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != worker.tid:  # the controller died before PR_SET_PDEATHSIG
+        return
+    os.dup2(fd, 3)
+    os.closerange(4, 1 << 20)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    uid = worker.cfg.get("judge_uid")
+    if worker.uid is not None and uid is not None and uid != worker.uid:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    if worker.seccomp is not None:
+        install_seccomp(worker.seccomp, worker.cfg.get("seccomp_syscall"))
+    namespace = dict(globals(), __name__="execrl_judge")
+    exec(worker.judge_code, namespace)
+    namespace["judge_main"](3, worker.cfg)
+
+
 # --------------------------------------------------------------------------------------
 # Warm-up (in the controller, before the forker is forked)
 # --------------------------------------------------------------------------------------
@@ -1256,13 +1992,18 @@ _WARM_PROGRAM = ("import math\n"
                  "        raise ValueError('negative')\n"
                  "    print(x, end='')\n"
                  "    return [x + y, (x, 'a', b'b'), {'k': x * 1.5, 2: {x}}, None, True, math.pi, 1 << 70]\n")
-_WARM_SPEC = {"mode": "assert", "setup": "Y = 1",
-              "tests": [{"kind": "p", "probes": ["f(1)"], "materialize": [False]},
-                        {"kind": "p", "probes": ["f(2, Y)", "len(f(3))"], "materialize": [False, False]},
-                        {"kind": "p", "probes": ["f(-1)"], "materialize": [False]},
-                        {"kind": "p", "probes": ["map(abs, [1, -2])"], "materialize": [True]},
-                        {"kind": "r", "source": ("x = __execrl_site__(0, lambda: f(4))\n__execrl_assert__"
-                                                 "(0, lambda: (__execrl_quiet__(1, lambda: f(x[0])),))")}]}
+_WARM_CALLS = ([["c", {"g": "f"}, [1], []], ["c", {"g": "f"}, [2, {"l": [3, 4]}], [["y", {"t": ["a", 1.5]}]]],
+                ["c", {"g": "f"}, [-1], []], ["n", "LIMIT"], ["a", {"g": "Solution"}, "f"],
+                ["o", "len", [{"g": "TABLE"}]], ["o", "iter", [{"l": [1, 2]}]], ["k", "f", [{"d": [[1, {"s": [2]}]]}]]])
+
+
+class _WarmDone(Exception):
+    pass
+
+
+class _WarmSide(_ChildSide):
+    def finish(self):
+        raise _WarmDone
 
 
 def warm_up(worker: Worker, rounds: int = 12) -> None:
@@ -1271,22 +2012,39 @@ def warm_up(worker: Worker, rounds: int = 12) -> None:
     Every candidate is forked from this process's memory. Running the harness once here
     does its one-time work (quickening its bytecode, filling the type and method caches,
     creating the allocator pools it needs) before the fork instead of again in every child,
-    where each page it writes costs a copy-on-write fault. Results go to /dev/null.
+    where each page it writes costs a copy-on-write fault. Results go to /dev/null; the
+    judge's requests are written ahead into a socket pair, and its answers read afterwards.
     """
-    assert_spec = marshal.loads(worker.prepare(_WARM_SPEC)["child"])
-    call_spec = marshal.loads(worker.prepare({"mode": "call", "entry_point": "f",
-                                              "args": ["[1]", "[2, 3]", "[-1]"]})["child"])
     saved = {name: getattr(sys, name) for name in ("stdout", "stderr")}
     saved_main = sys.modules.get("__main__")
     sink = os.open(os.devnull, os.O_WRONLY)
     os.dup2(sink, RESULT_FD, inheritable=False)
+    program = _WARM_PROGRAM + "LIMIT = 3\nTABLE = [1, 2]\n"
     try:
         for _ in range(rounds):
-            compiled, _ = compile_candidate(_WARM_PROGRAM)
-            _run_assert(assert_spec, _WARM_PROGRAM, compiled, "0" * 24)
-            _run_call(call_spec, _WARM_PROGRAM, compiled, "0" * 24)
+            compiled, _ = compile_candidate(program)
+            judge, run = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+            try:
+                feeder = _Side(judge.fileno())
+                feeder.send_raw(b"P", marshal.dumps(compiled))
+                for request in _WARM_CALLS:
+                    feeder.send(request)
+                feeder.send(["x"])
+                try:
+                    _run_served(program, "0" * 24, _WarmSide(run.fileno(), {"<solution>": program}))
+                except _WarmDone:
+                    pass
+                judge.setblocking(False)
+                try:
+                    while judge.recv(1 << 16):
+                        pass
+                except BlockingIOError:
+                    pass
+            finally:
+                judge.close()
+                run.close()
             _run_stdio(_WARM_PROGRAM, compiled, "0" * 24)
-            marshal.loads(marshal.dumps((assert_spec, _WARM_PROGRAM, compiled)))
+            marshal.loads(marshal.dumps(({"mode": "assert"}, _WARM_PROGRAM, compiled)))
     finally:
         _flush()  # nothing of the warm-up may stay buffered for a child to inherit
         os.close(RESULT_FD)
@@ -1294,7 +2052,6 @@ def warm_up(worker: Worker, rounds: int = 12) -> None:
         sys.modules["__main__"] = saved_main
         for name, stream in saved.items():
             setattr(sys, name, stream)
-
 
 
 def _read_memfd(fd: int, cap: int, truncate: bool = False) -> tuple[bytes, bool]:
@@ -1412,6 +2169,7 @@ def main() -> None:
     # The configuration came in the boot file, not on the command line: a candidate's
     # sys.argv and /proc/self/cmdline must look like those of a plain program.
     cfg = json.loads(globals().pop("EXECRL_CONFIG"))
+    judge_code = globals().pop("EXECRL_JUDGE")
     in_fd, out_fd = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
@@ -1428,6 +2186,7 @@ def main() -> None:
             pass
     try:
         worker = Worker(cfg)
+        worker.judge_code = judge_code
         warm_up(worker)
         # Freeze before forking the forker: every candidate is forked from its memory, and
         # frozen objects are never written by the GC (no copy-on-write of their pages).
@@ -1437,7 +2196,8 @@ def main() -> None:
             _libc.malloc_trim(0)
         except AttributeError:  # not glibc
             pass
-        worker.start_forker(close=(in_fd, out_fd))
+        worker.start_judge()
+        worker.start_forker(close=(in_fd, out_fd, worker.judge_sock.fileno()))
         problem = worker.self_test()
     except Exception as e:  # noqa: BLE001
         _send(out_fd, {"ready": False, "error": f"{type(e).__name__}: {e}"})

@@ -25,14 +25,14 @@ from execrl.sandbox.judge import judge
 from execrl.sandbox.limits import ExecutionLimits
 from execrl.sandbox.result import ExecutionResult
 from execrl.sandbox.seccomp import build_filter, seccomp_syscall
-from execrl.sandbox.split import Prepared, candidate_bindings, prepare
+from execrl.sandbox.split import Prepared, prepare
 
 log = logging.getLogger(__name__)
 
 WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
 _BOOT = ("import marshal, os, sys\n"
          "fd = int(sys.argv.pop())\n"
-         "EXECRL_CONFIG, code = marshal.loads(os.pread(fd, os.fstat(fd).st_size, 0))\n"
+         "EXECRL_CONFIG, code, EXECRL_JUDGE = marshal.loads(os.pread(fd, os.fstat(fd).st_size, 0))\n"
          "os.close(fd)\n"
          "del fd\n"
          "sys.argv[:] = ['solution.py']\n"
@@ -45,6 +45,8 @@ returned), and every fork of it would pay for those pages. The configuration tra
 same file, so that nothing of it is on the command line (a candidate's ``sys.argv`` is that
 of a plain ``python solution.py``)."""
 _worker_code: Any = None
+JUDGE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_judge.py")
+_judge_code: Any = None
 _LEN = struct.Struct(">I")
 
 DEFAULT_PRELOAD = ("collections", "heapq", "itertools", "math", "functools", "bisect", "string",
@@ -89,14 +91,16 @@ def _pick_uid() -> int:
 
 
 def _worker_code_fd(cfg: dict[str, Any]) -> int:
-    """A memfd holding the configuration and the marshalled code of ``_worker.py``
-    (compiled once per process)."""
-    global _worker_code
+    """A memfd holding the configuration and the marshalled code of ``_worker.py`` and of
+    ``_judge.py`` (which only the worker's judge process runs), compiled once per process."""
+    global _worker_code, _judge_code
     if _worker_code is None:
         with open(WORKER_SCRIPT, encoding="utf-8") as fh:
             _worker_code = compile(fh.read(), WORKER_SCRIPT, "exec", dont_inherit=True)
+        with open(JUDGE_SCRIPT, encoding="utf-8") as fh:
+            _judge_code = compile(fh.read(), JUDGE_SCRIPT, "exec", dont_inherit=True)
     fd = os.memfd_create("execrl-worker-code", os.MFD_CLOEXEC)
-    view = memoryview(marshal.dumps((json.dumps(cfg), _worker_code)))
+    view = memoryview(marshal.dumps((json.dumps(cfg), _worker_code, _judge_code)))
     while view:
         view = view[os.write(fd, view):]
     return fd
@@ -104,7 +108,7 @@ def _worker_code_fd(cfg: dict[str, Any]) -> int:
 
 class _WorkerHandle:
     def __init__(self, cfg: dict[str, Any], cache_size: int) -> None:
-        cfg = dict(cfg, uid=_pick_uid())
+        cfg = dict(cfg, uid=_pick_uid(), judge_uid=_pick_uid())  # the judge process runs as a uid of its own
         self.sandbox_uid: int | None = None
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
                "PYTHONHASHSEED": str(cfg["hash_seed"]), "PYTHONDONTWRITEBYTECODE": "1"}
@@ -302,7 +306,6 @@ class Executor:
         self._handles: list[_WorkerHandle] = []
         self._lock = threading.Lock()
         self._prepared: dict[int, tuple[Problem, Prepared, tuple]] = {}
-        self._variants: dict[tuple[str, frozenset[str]], Prepared] = {}
         self._closed = False
         self.respawns = 0
         self._finalizer = weakref.finalize(self, _shutdown, self._handles)
@@ -366,17 +369,6 @@ class Executor:
                 if len(self._prepared) > 200_000:
                     self._prepared.clear()
                 self._prepared[id(problem)] = (problem, prepared, fingerprint)
-        if prepared.judge_names:
-            shadowed = candidate_bindings(code, prepared.judge_names)
-            if shadowed:
-                variant = self._variants.get((prepared.key, shadowed))
-                if variant is None:
-                    variant = prepare(problem, shadowed)
-                    with self._lock:
-                        if len(self._variants) > 10_000:
-                            self._variants.clear()
-                        self._variants[(prepared.key, shadowed)] = variant
-                return variant
         return prepared
 
     def run(self, problem: Problem, code: str, limits: ExecutionLimits | None = None) -> ExecutionResult:

@@ -1,32 +1,27 @@
-"""Judge a worker's reply: every verdict is decided here, in the executor's process.
+"""Judge a worker's reply: every verdict is assembled here, in the executor's process.
 
-``split`` decides what the sandbox runs (probes, recorded expressions, call arguments,
-stdin) and what stays here (expected values, the rest of each test). The child reports
-values; this module decodes them strictly (``codec``), evaluates the rest of each test on
-them under ``guard``'s bounds, and compares outputs. A failure while judging one candidate
-is that candidate's ``error``, never the end of a batch.
+In ``assert`` and ``call`` mode the worker's judge process ran the tests (``_judge.py``) and
+reports one outcome per test it ran; what ended a run early (a timeout, a signal, an exit)
+comes from the worker's own observation of the run. In ``stdio`` mode each run's output is
+compared here. A failure while judging one candidate is that candidate's ``error``, never
+the end of a batch.
 """
 
 from __future__ import annotations
 
-import builtins
 import json
 import re
 import signal
-from collections import deque
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from execrl.sandbox.codec import DecodeError, decode, loads_record
-from execrl.sandbox.guard import run_with_deadline
+from execrl.sandbox._judge import FLOAT_ABS_TOL, FLOAT_REL_TOL, call_equal
+from execrl.sandbox.codec import DecodeError, loads_record
 from execrl.sandbox.result import ExecutionResult
-from execrl.sandbox.split import JudgeTest, Prepared
+from execrl.sandbox.split import Prepared
 
-FLOAT_REL_TOL = 1e-5
-"""Relative tolerance for floats in ``stdio`` and ``call`` comparisons (as numpy.allclose)."""
-FLOAT_ABS_TOL = 1e-8
-"""Absolute tolerance for floats in ``stdio`` and ``call`` comparisons."""
+__all__ = ["FLOAT_ABS_TOL", "FLOAT_REL_TOL", "call_equal", "judge", "stdio_equal"]
 
 TRACE_LIMIT = 2000
 _loads = json.loads
@@ -88,44 +83,6 @@ def stdio_equal(got: str, expected: str) -> bool:
             if x != y and not _tokens_equal(x, y):
                 return False
     return True
-
-
-def _normalize(v: Any) -> Any:
-    if type(v) in (list, tuple):
-        return [_normalize(x) for x in v]
-    if type(v) is dict:
-        return {k: _normalize(x) for k, x in v.items()}
-    return v
-
-
-def call_equal(got: Any, expected: Any) -> bool:
-    """Call-mode comparison: tuples equal lists; a float expected matches within the
-    tolerance, an integer expected only exactly."""
-    got, expected = _normalize(got), _normalize(expected)
-    return _equal_tol(got, expected)
-
-
-def _equal_tol(a: Any, b: Any) -> bool:
-    ta, tb = type(a), type(b)
-    if ta is float or tb is float:
-        if ta in (int, float) and tb in (int, float):
-            if a == b:
-                return True
-            if tb is not float:  # an integer is expected: exact only
-                return False
-            try:
-                return _close(float(a), b)
-            except OverflowError:  # an int too large for a float is far from any float
-                return False
-        return False
-    if ta is list and tb is list:
-        return len(a) == len(b) and all(_equal_tol(x, y) for x, y in zip(a, b))
-    if ta is dict and tb is dict:
-        return a.keys() == b.keys() and all(_equal_tol(a[k], b[k]) for k in a)
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - plain values; defensive only
-        return False
 
 
 # --------------------------------------------------------------------------------------
@@ -278,7 +235,9 @@ def _judge(prepared: Prepared, reply: dict, blobs: list[bytes], limits: dict) ->
     if prepared.test_type == "stdio":
         result = _judge_stdio(prepared, runs, limits, reply)
     else:
-        result = _judge_single(prepared, runs[0], limits)
+        result = _judge_single(prepared, runs[0], limits, reply.get("judge"))
+    if reply.get("judge"):  # the judge process's work for this candidate is its CPU time too
+        cpu += float(reply["judge"].get("cpu", 0.0))
     result.cpu_time_s = cpu
     result.wall_time_s = wall
     if runs:
@@ -296,278 +255,65 @@ def _finish(outcomes: list[dict], first: dict | None, n: int) -> ExecutionResult
                            first["trace"])
 
 
-def _judge_single(prepared: Prepared, run: _Run, limits: dict) -> ExecutionResult:
+def _judge_single(prepared: Prepared, run: _Run, limits: dict, report: dict | None) -> ExecutionResult:
+    """``assert`` and ``call`` mode: the judge process's report on the tests, and the run's
+    end (as the worker saw it) for the test during which it stopped."""
     n = prepared.n_tests
-    try:
-        parsed = _parse_records(run, n)
-    except _Violation as v:
-        outcomes = [_outcome(i, "error", "ProtocolViolation", str(v)) for i in range(n)]
-        return ExecutionResult("error", 0, n, outcomes, "ProtocolViolation",
-                               f"the sandboxed program interfered with the harness: {v}",
-                               f"ProtocolViolation: {v}")
-    if parsed["compile"]:
-        etype, msg, trace = parsed["compile"]
-        return ExecutionResult("syntax_error", 0, n, [_outcome(i, "not_run") for i in range(n)],
-                               etype, msg, _trace(trace))
-    if parsed["load"]:
-        etype, msg, trace = parsed["load"]
-        outcomes = [_outcome(i, "not_run") for i in range(n)]
-        return ExecutionResult("error", 0, n, outcomes, etype, msg, _trace(trace))
+    report = report or {"died": "crashed"}
+    not_run = [_outcome(i, "not_run") for i in range(n)]
+    if report.get("compile"):
+        etype, msg, trace = (str(x) for x in report["compile"][:3])
+        return ExecutionResult("syntax_error", 0, n, not_run, etype, msg, _trace(trace))
+    if report.get("load"):
+        etype, msg, trace = (str(x) for x in report["load"][:3])
+        return ExecutionResult("error", 0, n, not_run, etype, msg, _trace(trace))
+    if report.get("judge_error"):
+        msg = _short(f"judging this program failed: {report['judge_error']}")
+        return ExecutionResult("error", 0, n, not_run, "JudgeError", msg, f"JudgeError: {msg}")
     outcomes, first = [], None
-    stopped = None
-    for i in range(n):
-        rec = parsed["tests"].get(i)
-        if rec is None:
-            if stopped is None:
-                status, etype, msg = _death(run, limits)
-                stopped = status
-                o = _outcome(i, status, etype, msg)
-                if prepared.test_type == "assert":
-                    o_trace = _trace(prepared.tests[i].source, f"{etype}: {msg}")
-                else:
-                    o_trace = _trace(_call_repr(prepared, i), f"{etype}: {msg}")
-            else:
-                o, o_trace = _outcome(i, "not_run"), ""
-        elif prepared.test_type == "assert":
-            o, o_trace = _judge_assert(prepared, prepared.tests[i], i, rec)
-        else:
-            o, o_trace = _judge_call(prepared, i, rec)
+    reported = report.get("tests") or []
+    for i in range(min(len(reported), n)):
+        status, etype, msg, trace = reported[i]
+        o = _outcome(i, status, etype, msg)
         outcomes.append(o)
-        if o["status"] != "pass" and first is None:
-            first = dict(o, trace=o_trace)
-    tampered = next((o for o in outcomes if o["error_type"] == "ProtocolViolation"), None)
-    if tampered is not None:
-        msg = f"the sandboxed program interfered with the harness: {tampered['message']}"
+        if status != "pass" and first is None:
+            first = dict(o, trace=trace)
+    if len(outcomes) < n:  # the run or the judge stopped during test len(outcomes)
+        i = len(outcomes)
+        source = prepared.tests[i] if prepared.test_type == "assert" else _call_repr(prepared, i)
+        if report.get("violation"):
+            status, etype, msg = "error", "ProtocolViolation", str(report["violation"])
+        elif report.get("died") == "timeout":
+            status, etype, msg = "timeout", "Timeout", (
+                f"CPU-time limit of {limits['timeout_s']}s exceeded while judging the program's values")
+        elif report.get("died"):
+            status, etype, msg = "error", "JudgeError", "the judge process died while judging this program"
+        else:
+            status, etype, msg = _death(run, limits)
+        o = _outcome(i, status, etype, msg)
+        outcomes.append(o)
+        outcomes += not_run[i + 1:]
+        if first is None:
+            first = dict(o, trace=_trace(source, f"{etype}: {msg}"))
+    if report.get("violation"):
+        msg = f"the sandboxed program interfered with the harness: {report['violation']}"
         return ExecutionResult("error", 0, n, [dict(o, status="error") if o["status"] == "pass" else o
                                                for o in outcomes], "ProtocolViolation", msg,
                                f"ProtocolViolation: {msg}")
-    if first is None and not parsed["done"]:
-        status, etype, msg = _death(run, limits)
-        if status != "timeout":
-            etype, msg = "IncompleteRun", "every test passed but the run did not finish cleanly: " + msg
-        first = {"status": status if status == "timeout" else "error", "error_type": etype,
-                 "message": msg, "trace": f"{etype}: {msg}"}
+    cpu = float(run.info.get("cpu", 0.0)) + float(report.get("cpu", 0.0))
+    if first is None and cpu > float(limits["timeout_s"]):
+        msg = (f"CPU-time limit of {limits['timeout_s']}s exceeded by the program and the judging of its "
+               "values together")
+        first = {"status": "timeout", "error_type": "Timeout", "message": msg, "trace": f"Timeout: {msg}"}
     return _finish(outcomes, first, n)
-
-
-def _judge_assert(prepared: Prepared, test: JudgeTest, i: int, rec: list) -> tuple[dict, str]:
-    tag = rec[0]
-    if (tag == "r") != (test.kind == "r") and tag != "u":
-        msg = f"unexpected {tag!r} record for this test"
-        return _outcome(i, "error", "ProtocolViolation", msg), _trace(test.source, f"ProtocolViolation: {msg}")
-    if tag == "r":
-        return _judge_replay(prepared, test, i, rec)
-    if tag == "e":
-        etype, msg, trace = (str(x) for x in rec[2:5]) if len(rec) >= 5 else ("Error", "", "")
-        return _outcome(i, "error", etype, msg), _trace(test.source, trace)
-    if tag == "u":
-        tname, shown = (str(x) for x in rec[2:4]) if len(rec) >= 4 else ("?", "")
-        msg = f"got a {tname} object ({shown}), not a plain value"
-        return _outcome(i, "fail", "AssertionError", msg), _trace(test.source, f"AssertionError: {msg}")
-    # "v": evaluate the assert here on plain values
-    try:
-        values = rec[2]
-        if type(values) is not list or len(values) != len(test.probes):
-            raise DecodeError("wrong number of probe values")
-        env = dict(prepared.env)
-        for k, v in enumerate(values):
-            env[f"_v{k}"] = decode(v)
-    except DecodeError as e:
-        msg = f"malformed value record: {e}"
-        return _outcome(i, "error", "ProtocolViolation", msg), _trace(test.source, msg)
-    try:
-        if test.timed:
-            ok = bool(run_with_deadline(eval, test.judge_code, env))
-        else:
-            ok = bool(eval(test.judge_code, env))  # noqa: S307 - dataset test code on plain values
-    except Exception as e:  # noqa: BLE001 - e.g. len() of an int: an error, as in the original
-        msg = _short(f"{e}")
-        return _outcome(i, "error", type(e).__name__, msg), _trace(test.source, f"{type(e).__name__}: {msg}")
-    if ok:
-        return _outcome(i, "pass"), ""
-    got = ", ".join(_r(env[f"_v{k}"]) for k in range(len(values)))
-    if test.expected_repr is not None and len(values) == 1:
-        msg = f"expected {test.expected_repr}, got {got}"
-    else:
-        msg = "; ".join(f"{p} = {_r(env[f'_v{k}'])}" for k, p in enumerate(test.probes)) or "assertion is false"
-    return _outcome(i, "fail", "AssertionError", msg), _trace(test.source, f"AssertionError: {msg}")
-
-
-# --------------------------------------------------------------------------------------
-# Replayed tests (see split.py): the judge runs the test on the values the child recorded
-# --------------------------------------------------------------------------------------
-
-class _Mismatch(Exception):
-    """The recorded values do not follow the test as the judge runs it."""
-
-
-class _Opaque:
-    """A recorded value that is not a plain value: equal only to itself."""
-
-    def __init__(self, type_name: str, shown: str) -> None:
-        self.type_name, self.shown = type_name, shown
-
-    def __repr__(self) -> str:
-        return f"<{self.type_name} object: {self.shown}>"
-
-    def __bool__(self) -> bool:  # as in split asserts: an object that is not a plain value fails
-        raise AssertionError(f"got a {self.type_name} object ({self.shown}), not a plain value")
-
-
-class CandidateError(Exception):
-    """An exception the candidate's code raised, re-raised in the judge."""
-
-
-def _reraise(entry: list) -> BaseException:
-    etype, msg, trace, base = (str(x) for x in entry[2:6])
-    cls = getattr(builtins, base, None)
-    if not (isinstance(cls, type) and issubclass(cls, Exception)) or issubclass(
-            cls, (StopIteration, StopAsyncIteration)):
-        # SystemExit, KeyboardInterrupt, ... must not stop the judge, and StopIteration must
-        # not end an iteration of the judge's early (``all(map(...))`` would be true)
-        cls = CandidateError
-    try:
-        exc = cls(msg)
-    except Exception:  # noqa: BLE001 - a builtin class with other constructor arguments
-        exc = CandidateError(msg)
-    exc.execrl_recorded = (etype, msg, trace)
-    return exc
-
-
-class _Replay:
-    def __init__(self, entries: list) -> None:
-        self.entries, self.pos, self.group = entries, 0, None
-        self.last_group: dict[int, list] = {}
-
-    def _value(self, entry: list) -> Any:
-        if type(entry) is not list or len(entry) < 3:
-            raise _Mismatch("malformed recorded value")
-        tag = entry[1]
-        if tag == "v":
-            try:
-                return decode(entry[2])
-            except DecodeError as e:
-                raise _Mismatch(f"malformed recorded value: {e}") from None
-        if tag == "u" and len(entry) >= 4:
-            return _Opaque(_short(str(entry[2]), 80), _short(str(entry[3]), 200))
-        if tag == "x" and len(entry) >= 6:
-            raise _reraise(entry)
-        raise _Mismatch("malformed recorded value")
-
-    def replay(self, k: int) -> Any:
-        if self.group is not None:
-            queue = self.group.get(k)
-            if not queue:
-                raise _Mismatch(f"no recorded value for expression {k} of this assert")
-            return self._value(queue.popleft())
-        if self.pos >= len(self.entries):
-            raise _Mismatch("fewer recorded values than the test evaluates")
-        entry = self.entries[self.pos]
-        self.pos += 1
-        if type(entry) is not list or not entry or entry[0] != k:
-            raise _Mismatch("recorded values out of order")
-        return self._value(entry)
-
-    def enter(self, j: int) -> None:
-        if self.pos >= len(self.entries) or self.entries[self.pos] != ["a", j]:
-            raise _Mismatch("recorded asserts out of order")
-        self.pos += 1
-        group: dict[int, deque] = {}
-        while self.pos < len(self.entries) and self.entries[self.pos] != ["z", j]:
-            entry = self.entries[self.pos]
-            if type(entry) is not list or not entry or type(entry[0]) is not int:
-                raise _Mismatch("malformed assert record")
-            group.setdefault(entry[0], deque()).append(entry)
-            self.pos += 1
-        if self.pos >= len(self.entries):
-            raise _Mismatch("unterminated assert record")
-        self.pos += 1
-        self.group = group
-        self.last_group = {k: list(q) for k, q in group.items()}
-
-    def leave(self, j: int) -> None:
-        self.group = None
-
-
-def _judge_replay(prepared: Prepared, test: JudgeTest, i: int, rec: list) -> tuple[dict, str]:
-    entries = rec[2] if len(rec) >= 3 else None
-    child_exc = rec[3] if len(rec) >= 4 and type(rec[3]) is list and len(rec[3]) == 3 else None
-    if test.judge_code is None or type(entries) is not list:  # a test that does not compile
-        etype, msg, trace = (str(x) for x in child_exc) if child_exc else ("ProtocolViolation", "no values", "")
-        return _outcome(i, "error", etype, msg), _trace(test.source, trace)
-    replay = _Replay(entries)
-    env = dict(prepared.env, __execrl_replay__=replay.replay, __execrl_enter__=replay.enter,
-               __execrl_leave__=replay.leave)
-    try:
-        run_with_deadline(exec, test.judge_code, env)
-        if replay.pos != len(entries):
-            raise _Mismatch("more recorded values than the test evaluates")
-        if child_exc is not None:  # the child's run of the test failed outside the recorded expressions
-            etype, msg, trace = (str(x) for x in child_exc)
-            return _outcome(i, "error", etype, msg), _trace(test.source, trace)
-        return _outcome(i, "pass"), ""
-    except AssertionError as e:
-        j = e.args[0] if e.args and type(e.args[0]) is int else None
-        values = [] if j is None else [
-            f"{test.sites[k]} = {_short(repr(_shown(entry)), 200)}"
-            for k, entries_k in sorted(replay.last_group.items()) for entry in entries_k[:1]]
-        msg = _short("assertion is false" + (": " + "; ".join(values) if values else ""), 600)
-        return _outcome(i, "fail", "AssertionError", msg), _trace(test.source, f"AssertionError: {msg}")
-    except _Mismatch as e:
-        if child_exc is not None:
-            etype, msg, trace = (str(x) for x in child_exc)
-            return _outcome(i, "error", etype, msg), _trace(test.source, trace)
-        msg = f"the recorded values do not match the test: {e}"
-        return _outcome(i, "error", "ProtocolViolation", msg), _trace(test.source, f"ProtocolViolation: {msg}")
-    except Exception as e:  # noqa: BLE001
-        recorded = getattr(e, "execrl_recorded", None)
-        if recorded is not None:
-            etype, msg, trace = recorded
-            return _outcome(i, "error", etype, msg), _trace(test.source, trace)
-        msg = _short(f"{e}")
-        return _outcome(i, "error", type(e).__name__, msg), _trace(test.source, f"{type(e).__name__}: {msg}")
-
-
-def _shown(entry: list) -> Any:
-    try:
-        return _Replay([])._value(entry)
-    except Exception as e:  # noqa: BLE001 - an exception was recorded
-        return e
 
 
 def _call_repr(prepared: Prepared, i: int) -> str:
     try:
-        args = json.loads(prepared.child_spec["args"][i])
-        shown = ", ".join(_r(a) for a in args)
+        shown = ", ".join(_r(a) for a in prepared.tests[i][0])
     except Exception:  # noqa: BLE001
         shown = "..."
     return _short(f"{prepared.entry_point}({shown})", 600)
-
-
-def _judge_call(prepared: Prepared, i: int, rec: list) -> tuple[dict, str]:
-    tag = rec[0]
-    call = _call_repr(prepared, i)
-    if tag == "e":
-        etype, msg, trace = (str(x) for x in rec[2:5]) if len(rec) >= 5 else ("Error", "", "")
-        return _outcome(i, "error", etype, msg), _trace(call, trace)
-    expected = prepared.tests[i]
-    if tag == "u":
-        tname, shown = (str(x) for x in rec[2:4]) if len(rec) >= 4 else ("?", "")
-        msg = f"expected {_r(expected)}, got a {tname} object ({shown}), not a plain value"
-        return _outcome(i, "fail", "WrongAnswer", msg), _trace(call, msg)
-    if tag != "v":
-        return _outcome(i, "error", "ProtocolViolation", f"unexpected record {tag!r}"), ""
-    try:
-        values = rec[2]
-        if type(values) is not list or len(values) != 1:
-            raise DecodeError("expected one value")
-        got = decode(values[0])
-    except DecodeError as e:
-        return _outcome(i, "error", "ProtocolViolation", str(e)), ""
-    if call_equal(got, expected):
-        return _outcome(i, "pass"), ""
-    msg = f"expected {_r(expected)}, got {_r(got)}"
-    return _outcome(i, "fail", "WrongAnswer", msg), _trace(call, msg)
 
 
 def _judge_stdio(prepared: Prepared, runs: list[_Run], limits: dict, reply: dict) -> ExecutionResult:

@@ -1,0 +1,1034 @@
+"""The judge process: runs each problem's tests, the program's functions called in its run.
+
+Each sandbox worker forks one judge process (``_worker._judge_process``) and runs this file in
+it, in a copy of the worker module's namespace (the value exchange, ``_Side``, is shared with
+the runs' harness). It holds the tests, expected values included; a run never does.
+
+For every candidate of an ``assert`` or ``call`` problem the controller hands the judge the
+program and one end of a socket pair whose other end is the run's. The judge compiles the
+program (under the candidate's CPU-time limit) and sends it to the run, which loads it and
+reports its global names. The judge then runs the setup code and each test itself, as plain
+Python in a fresh namespace, in which every name the program defines is a proxy: calling
+``f(xs)`` sends the arguments to the run (copies, with identity kept between them), runs
+``f`` there, and brings back the result and the arguments' new content (copy-in,
+copy-out). Objects that are not plain values stay in the run as handles whose operations
+(attributes, methods, iteration, arithmetic) are sent there too. So a test's expected side
+never leaves the judge, and its verdict is the one the test gives in one interpreter, with
+these stated exceptions: a comparison between the program's object and a test's value is
+never decided by the program's code (``==`` is identity, ordering raises ``TypeError``,
+``in`` iterates the object), an object whose class defines ``__bool__`` or ``__len__`` has no
+truth value, ``math``/``cmath`` and modules the tests import are the judge's own, and a
+builtin the program redefines is the program's only in tests that use no other name of the
+program.
+
+All of the judge's work for a candidate (compiling its program, decoding its values,
+running the tests on them) runs under the candidate's CPU-time limit (``ITIMER_PROF``, whose
+signal ends the process: a C-level loop cannot ignore it) and a memory limit; the
+controller then forks a fresh judge and the candidate times out.
+
+This file is also imported as a module (``execrl.sandbox.judge`` uses its comparisons).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import sys
+import time
+from collections import deque
+from typing import Any
+
+if "_Side" not in globals():  # imported as a module (not run in the worker's namespace)
+    from execrl.sandbox._worker import _FD, PeerGone, ProtocolError, _Exchange, _Side, _socket, compile_candidate
+
+FLOAT_REL_TOL = 1e-5
+"""Relative tolerance for floats in ``stdio`` and ``call`` comparisons (as numpy.allclose)."""
+FLOAT_ABS_TOL = 1e-8
+"""Absolute tolerance for floats in ``stdio`` and ``call`` comparisons."""
+REPR_LIMIT = 300
+TRACE_LIMIT = 2000
+JUDGE_CACHE = 1024
+"""Problems whose compiled tests the judge keeps (the controller mirrors this LRU)."""
+_BUILTIN_NAMES = frozenset(dir(builtins))
+_JUDGE_MODULES = ("math", "cmath")
+"""Always the judge's own modules, whatever the program binds to these names."""
+
+
+# --------------------------------------------------------------------------------------
+# Comparisons of call mode (also used by execrl.sandbox.judge)
+# --------------------------------------------------------------------------------------
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= FLOAT_ABS_TOL + FLOAT_REL_TOL * abs(b)
+
+
+def _normalize(v: Any) -> Any:
+    if isinstance(v, (list, tuple)) and not isinstance(v, (str, bytes)):
+        return [_normalize(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _normalize(x) for k, x in v.items()}
+    return v
+
+
+def call_equal(got: Any, expected: Any) -> bool:
+    """Call-mode comparison: tuples equal lists; a float expected matches within the
+    tolerance, an integer expected only exactly."""
+    return _equal_tol(_normalize(got), _normalize(expected))
+
+
+def _equal_tol(a: Any, b: Any) -> bool:
+    ta, tb = type(a), type(b)
+    if ta is float or tb is float:
+        if ta in (int, float) and tb in (int, float):
+            if a == b:
+                return True
+            if tb is not float:  # an integer is expected: exact only
+                return False
+            try:
+                return _close(float(a), b)
+            except OverflowError:  # an int too large for a float is far from any float
+                return False
+        return False
+    if ta is list and tb is list:
+        return len(a) == len(b) and all(_equal_tol(x, y) for x, y in zip(a, b))
+    if ta is dict and tb is dict:
+        return a.keys() == b.keys() and all(_equal_tol(a[k], b[k]) for k in a)
+    if isinstance(a, Remote) or isinstance(b, Remote):
+        return a is b
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - plain values; defensive only
+        return False
+
+
+def _short(text: str, limit: int = REPR_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _trace(*parts: str) -> str:
+    text = "\n".join(p for p in parts if p)
+    return text if len(text) <= TRACE_LIMIT else text[: TRACE_LIMIT - 4] + "\n..."
+
+
+def describe(v: Any) -> str:
+    """A value for a message: its repr, short; a program's object by its type."""
+    if isinstance(v, Remote):
+        note = Remote._note.__get__(v)
+        if not note:
+            try:
+                shown = repr(v)
+            except BaseException:  # noqa: BLE001 - the run is gone, or its __repr__ failed
+                shown = ""
+            note = _short(shown, 200) if isinstance(shown, str) else ""
+        return f"a {Remote._tname.__get__(v)} object ({note}), not a plain value"
+    try:
+        return _short(repr(v))
+    except Exception:  # noqa: BLE001 - e.g. an int too large to print
+        return f"<{type(v).__name__}>"
+
+
+# --------------------------------------------------------------------------------------
+# The program's objects, seen from the judge
+# --------------------------------------------------------------------------------------
+
+class NotPlainValue(AssertionError):
+    """The truth value of the program's object would be decided by the program's code."""
+
+
+class CandidateExit(BaseException):
+    """``SystemExit``, ``KeyboardInterrupt`` or ``GeneratorExit`` raised by the program: it
+    ends the test, and test code cannot catch it with ``except Exception``."""
+
+
+class Remote:
+    """An object of the program's that stays in its run: what the test does with it is done
+    there (by a request over the run's socket)."""
+
+    __slots__ = ("_side", "_ref", "_tname", "_note", "_buf", "_end", "_batch", "__weakref__")
+
+    def __init__(self, side: Any, ref: dict, tname: str = "object", note: str = "") -> None:
+        for name, value in (("_side", side), ("_ref", ref), ("_tname", tname), ("_note", note), ("_buf", None),
+                            ("_end", None), ("_batch", 1)):
+            object.__setattr__(self, name, value)
+
+    def _op(self, name: str, *operands: Any) -> Any:
+        return Remote._side.__get__(self).request_op(name, operands)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return Remote._side.__get__(self).request_call(self, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_execrl"):
+            raise AttributeError(name)
+        return Remote._side.__get__(self).request_attr(self, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        Remote._side.__get__(self).request_set(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        Remote._side.__get__(self).request_del(self, name)
+
+    def __repr__(self) -> str:
+        return self._op("repr")
+
+    def __str__(self) -> str:
+        return self._op("str")
+
+    def __len__(self) -> int:
+        return self._op("len")
+
+    def __iter__(self) -> Any:
+        return self._op("iter")
+
+    def __next__(self) -> Any:
+        buf = Remote._buf.__get__(self)
+        if buf:
+            return buf.popleft()
+        end = Remote._end.__get__(self)
+        if end is None:
+            side = Remote._side.__get__(self)
+            n = Remote._batch.__get__(self)
+            object.__setattr__(self, "_batch", min(2 * n, 1024))
+            items, end = side.request_batch(self, n)
+            if items:
+                buf = deque(items)
+                object.__setattr__(self, "_buf", buf)
+                object.__setattr__(self, "_end", end)
+                return buf.popleft()
+        object.__setattr__(self, "_end", None)  # delivered: the next call asks the run again
+        if end == "s" or end is None:
+            raise StopIteration
+        raise Remote._side.__get__(self).candidate_exception(end)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._op("getitem", self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._op("setitem", self, key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self._op("delitem", self, key)
+
+    def __contains__(self, item: Any) -> bool:
+        # decided here, on the items the program's object yields: the test's value stays here
+        return any(x is item or x == item for x in self)
+
+    def __bool__(self) -> bool:
+        value = self._op("truth", self)
+        if value is True:
+            return True
+        raise NotPlainValue(f"got {describe(self)}")
+
+    def __eq__(self, other: Any) -> Any:
+        return self._op("eq", self, other) if isinstance(other, Remote) else NotImplemented
+
+    def __ne__(self, other: Any) -> Any:
+        return self._op("ne", self, other) if isinstance(other, Remote) else NotImplemented
+
+    def __lt__(self, other: Any) -> Any:
+        return self._op("lt", self, other) if isinstance(other, Remote) else NotImplemented
+
+    def __le__(self, other: Any) -> Any:
+        return self._op("le", self, other) if isinstance(other, Remote) else NotImplemented
+
+    def __gt__(self, other: Any) -> Any:
+        return self._op("gt", self, other) if isinstance(other, Remote) else NotImplemented
+
+    def __ge__(self, other: Any) -> Any:
+        return self._op("ge", self, other) if isinstance(other, Remote) else NotImplemented
+
+    __hash__ = object.__hash__  # one proxy per object of the run: identity is the run's
+
+    def __instancecheck__(self, instance: Any) -> bool:
+        return self._op("isinstance", instance, self)
+
+    def __subclasscheck__(self, cls: Any) -> bool:
+        return self._op("issubclass", cls, self)
+
+    def __enter__(self) -> Any:
+        return self.__getattr__("__enter__")()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.__getattr__("__exit__")(*exc)
+
+    def __reversed__(self) -> Any:
+        return self._op("reversed", self)
+
+    def __round__(self, ndigits: Any = None) -> Any:
+        return self._op("round", self) if ndigits is None else self._op("round", self, ndigits)
+
+
+def _binary(op: str):
+    def forward(self, other):
+        return self._op(op, self, other)
+
+    def reflected(self, other):
+        return self._op(op, other, self)
+
+    return forward, reflected
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "and", "or", "xor",
+              "matmul"):
+    _fwd, _rev = _binary(_name + "_" if _name in ("and", "or") else _name)
+    setattr(Remote, f"__{_name}__", _fwd)
+    setattr(Remote, f"__r{_name}__", _rev)
+for _name in ("neg", "pos", "abs", "invert", "index", "int", "float", "complex"):
+    setattr(Remote, f"__{_name}__", (lambda op: lambda self: self._op(op, self))(_name))
+Remote.__divmod__, Remote.__rdivmod__ = _binary("divmod")
+del _name, _fwd, _rev
+
+
+def _shadow_type(base: type) -> type:
+    """A plain container holding the content of the program's object of a subclass of
+    ``base`` (a namedtuple, a ``Counter`` subclass, a ``list`` subclass): compared, indexed
+    and iterated as its plain content (so a subclass's ``__eq__`` never decides a test), its
+    other attributes and methods asked of the run."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.__dict__["_execrl_remote"], name)
+
+    def __repr__(self):
+        return base.__repr__(base(self))
+
+    return type(f"{base.__name__}_of_the_program", (base,), {"__getattr__": __getattr__, "__repr__": __repr__})
+
+
+_SHADOWS = {base: _shadow_type(base) for base in (tuple, list, dict, set, frozenset)}
+_SHADOW_TYPES = frozenset(_SHADOWS.values())
+
+
+class _SetInRunOrder(set):
+    """A set whose iteration order is the one the run's set had (the judge's own insertion
+    order cannot always reproduce it), as long as its content is unchanged."""
+
+    def __iter__(self):
+        order = self.__dict__.get("_execrl_order")
+        if order is not None and len(order) == len(self) and all(x in self for x in order):
+            return iter(order)
+        return set.__iter__(self)
+
+    def __repr__(self):
+        return "{" + ", ".join(repr(x) for x in self) + "}" if self else "set()"
+
+
+class _FrozenSetInRunOrder(frozenset):
+    def __iter__(self):
+        return iter(self.__dict__["_execrl_order"])
+
+    def __repr__(self):
+        return "frozenset({" + ", ".join(repr(x) for x in self) + "})" if self else "frozenset()"
+
+
+# --------------------------------------------------------------------------------------
+# The judge's side of the conversation with one run
+# --------------------------------------------------------------------------------------
+
+class _Gone(BaseException):
+    """The run ended (exited, was killed or timed out) during a test."""
+
+
+class _Violation(BaseException):
+    """The run sent something that is not a valid answer."""
+
+
+class _JudgeSide(_Side):
+    def __init__(self, fd: int, kinds: dict | None = None) -> None:
+        super().__init__(fd)
+        self.kinds = kinds or {}
+        self.shadows: dict = {}
+        self.named: dict = {}
+        self.exceptions: dict = {}
+        self.ended: BaseException | None = None
+        self.sources: dict = {}
+
+    # ---- values: what only this side has -------------------------------------------------
+    def other(self, v, ex, depth):
+        t = type(v)
+        if t is Remote:
+            return Remote._ref.__get__(v)
+        if t in _SHADOW_TYPES:
+            return Remote._ref.__get__(v.__dict__["_execrl_remote"])
+        if t is _SetInRunOrder or t is _FrozenSetInRunOrder:
+            base = set if t is _SetInRunOrder else frozenset
+            return self.enc(base(v), ex, depth)
+        if t is type(sys):
+            return {"m": v.__name__}
+        name = getattr(v, "__name__", None)
+        if isinstance(name, str) and getattr(builtins, name, None) is v:
+            return {"B": name}
+        return {"j": self.lend(v)}
+
+    def dec_other(self, tag, val, ex):
+        if tag == "h":
+            if type(val) is not list or not val or type(val[0]) is not int:
+                raise ProtocolError("bad handle")
+            n = val[0]
+            remote = self.proxies.get(n)
+            if remote is None:
+                tname = val[1] if len(val) > 1 and type(val[1]) is str else "object"
+                note = val[2] if len(val) > 2 and type(val[2]) is str else ""
+                remote = self.proxies[n] = Remote(self, {"h": n}, _short(tname, 80), _short(note, 80))
+            return remote
+        if tag == "S":
+            if type(val) is not list or len(val) != 3 or type(val[0]) is not int:
+                raise ProtocolError("bad shadow")
+            n, tname = val[0], val[1]
+            k = len(ex.table)
+            base = self.dec(val[2], ex)
+            shadow = self.shadows.get(n)
+            if shadow is None:
+                cls = _SHADOWS.get(type(base) if type(base) in _SHADOWS else None)
+                if cls is None:
+                    raise ProtocolError("bad shadow")
+                shadow = cls(base)
+                shadow.__dict__["_execrl_remote"] = self.dec_other("h", [n, tname if type(tname) is str else "object"],
+                                                                   ex)
+                self.shadows[n] = shadow
+            if k < len(ex.table):
+                ex.table[k] = shadow
+            return shadow
+        if tag == "j":
+            return self.lent_object(val)
+        raise ProtocolError(f"unknown tag {tag!r}")
+
+    @staticmethod
+    def make_set(items, frozen):
+        out = frozenset(items) if frozen else set(items)
+        if len(out) > 1 and len(out) == len(items) and any(a is not b for a, b in zip(out, items)):
+            out = (_FrozenSetInRunOrder if frozen else _SetInRunOrder)(items)
+            out.__dict__["_execrl_order"] = list(items)
+        return out
+
+    def refresh(self, entries) -> None:
+        """New content of the program's container subclasses whose copies the judge holds."""
+        if type(entries) is not list:
+            raise ProtocolError("malformed refresh")
+        for entry in entries:
+            if type(entry) is not list or len(entry) != 2:
+                raise ProtocolError("malformed refresh")
+            shadow = self.shadows.get(entry[0])
+            value = self.dec(entry[1], _Exchange())
+            if shadow is None or not isinstance(shadow, (list, dict, set)):
+                continue
+            if isinstance(shadow, list):
+                shadow[:] = value
+            else:
+                shadow.clear()
+                shadow.update(value)
+
+    # ---- requests to the run ------------------------------------------------------------
+    def ask(self, msg: list, ex) -> tuple:
+        """Send a request, serve the run's calls back meanwhile; the decoded answer."""
+        if self.ended is not None:
+            raise self.ended
+        try:
+            reply = self.call_peer(msg)
+            rex = ex.follow()
+            if reply[0] == "e":
+                if len(reply) < 8:
+                    raise ProtocolError("malformed exception answer")
+                self.apply_updates(reply[5], rex)
+                self.refresh(reply[6])
+                raise self.candidate_exception(reply[1:5] + [reply[7]])
+            if len(reply) < 4:
+                raise ProtocolError("malformed answer")
+            value = self.dec(reply[1], rex)
+            self.apply_updates(reply[2], rex)
+            self.refresh(reply[3])
+            return value, (reply[4] if len(reply) > 4 else None)
+        except PeerGone:
+            self.ended = _Gone()
+            raise self.ended from None
+        except (ProtocolError, RecursionError, MemoryError) as e:
+            self.ended = _Violation(f"{type(e).__name__}: {e}"[:300])
+            raise self.ended from None
+
+    def request_call(self, target, args, kwargs):
+        ex = _Exchange()
+        enc = self.enc
+        msg = ["c", enc(target, ex), [enc(a, ex) for a in args], [[k, enc(v, ex)] for k, v in kwargs.items()]]
+        return self.ask(msg, ex)[0]
+
+    def request_op(self, name, operands):
+        ex = _Exchange()
+        return self.ask(["o", name, [self.enc(x, ex) for x in operands]], ex)[0]
+
+    def request_attr(self, target, name):
+        ex = _Exchange()
+        return self.ask(["a", self.enc(target, ex), name], ex)[0]
+
+    def request_set(self, target, name, value):
+        ex = _Exchange()
+        self.ask(["s", self.enc(target, ex), name, self.enc(value, ex)], ex)
+
+    def request_del(self, target, name):
+        ex = _Exchange()
+        self.ask(["d", self.enc(target, ex), name], ex)
+
+    def request_batch(self, target, n):
+        ex = _Exchange()
+        items, end = self.ask(["t", self.enc(target, ex), n], ex)
+        if type(items) is not list:
+            raise _Violation("malformed batch")
+        return items, end
+
+    def request_global(self, name):
+        return self.ask(["n", name], _Exchange())[0]
+
+    def request_entry(self, name, args):
+        ex = _Exchange()
+        return self.ask(["k", name, [self.enc(a, ex) for a in args]], ex)[0]
+
+    def candidate_exception(self, record) -> BaseException:
+        """The program's exception, raised in the test as its nearest builtin class (so
+        ``except ValueError`` works), or as the judge's stand-in for the program's own class."""
+        if type(record) is not list or len(record) < 4:
+            return _Violation("malformed exception record")
+        etype, msg, trace, base = (str(x)[:2000] for x in record[:4])
+        gname = record[4] if len(record) > 4 and type(record[4]) is str else None
+        cls = self.exceptions.get(gname) if gname else None
+        if cls is None:
+            cls = getattr(builtins, base, None)
+            if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+                cls = Exception
+            elif not issubclass(cls, Exception):
+                cls = CandidateExit
+        try:
+            exc = cls(msg)
+        except Exception:  # noqa: BLE001 - a builtin class with other constructor arguments
+            exc = Exception(msg)
+        exc.execrl_candidate = (etype, msg, trace)
+        return exc
+
+    # ---- the run's requests (a call back into an object the test passed) --------------
+    def serve_one(self, req) -> str:
+        ex = _Exchange()
+        try:
+            value = self._perform(req, ex)
+        except (_Gone, _Violation):
+            raise
+        except BaseException as e:  # noqa: BLE001 - the test's code raised: the program sees it
+            base = next((c.__name__ for c in type(e).__mro__ if c.__module__ == "builtins"), "Exception")
+            return json.dumps(["e", type(e).__name__, _short(str(e)), "", base, [], [], None])
+        return json.dumps(["r", self.enc(value, ex.follow()), [], []])
+
+    def _perform(self, req, ex):
+        op = req[0]
+        if op == "c" and len(req) == 4:
+            target = self.dec(req[1], ex)
+            args = [self.dec(a, ex) for a in req[2]]
+            kwargs = {str(k): self.dec(v, ex) for k, v in req[3]}
+            return target(*args, **kwargs)
+        if op == "a" and len(req) == 3:
+            target = self.dec(req[1], ex)
+            name = str(req[2])
+            if name.startswith("_") or getattr(type(target), "__module__", None) != "__main__":
+                raise AttributeError(name)  # only a test's own objects show their attributes
+            return getattr(target, name)
+        if op == "o" and len(req) == 3:
+            operands = [self.dec(a, ex) for a in req[2]]
+            fn = _REVERSE_OPS.get(req[1])
+            if fn is None or not operands:
+                raise TypeError(f"unsupported operation {req[1]!r}")
+            return fn(*operands)
+        raise ProtocolError(f"unexpected request {op!r}")
+
+
+_REVERSE_OPS = {"iter": iter, "next": next, "len": len, "repr": repr, "hash": hash, "truth": bool,
+                "getitem": lambda a, b: a[b], "contains": lambda a, b: b in a, "eq": lambda a, b: a == b,
+                "ne": lambda a, b: a != b, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b,
+                "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+
+
+# --------------------------------------------------------------------------------------
+# A problem, prepared once: the tests compiled with their asserts instrumented for messages
+# --------------------------------------------------------------------------------------
+
+class _AssertInfo:
+    __slots__ = ("source", "expected", "sites")
+
+    def __init__(self, source: str, expected: str | None, sites: list[tuple[int, str]]) -> None:
+        self.source, self.expected, self.sites = source, expected, sites
+
+
+def _loaded(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _stored(tree: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            out.add(n.id)
+        elif isinstance(n, ast.arg):
+            out.add(n.arg)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in n.names if a.name != "*")
+    return out
+
+
+def _imported(tree: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            out.update(a.name.split(".")[0] for a in n.names)
+        elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
+            out.add(n.module.split(".")[0])
+    return out
+
+
+def _plain_literal(node: ast.AST) -> bool:
+    """An expected side that can be shown as written: literals, and builtins applied to them."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and n.id not in _BUILTIN_NAMES:
+            return False
+        if isinstance(n, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
+            return False
+    return True
+
+
+def _call(name: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=list(args), keywords=[])
+
+
+class _Instrument(ast.NodeTransformer):
+    """Rewrites every ``assert`` so that a failure can say what was compared, without
+    changing what it evaluates: ``assert t, m`` becomes ``__execrl_enter__(j)`` then
+    ``assert t', __execrl_fail__(j, m)``, where ``t'`` is ``t`` with the values of the
+    program's calls (sites) and of the compared side noted as they are computed."""
+
+    def __init__(self, free: set[str], asserts: list[_AssertInfo], n_sites: list[int]) -> None:
+        self.free, self.asserts, self.n_sites = free, asserts, n_sites
+
+    def visit_Assert(self, node: ast.Assert) -> list[ast.stmt]:
+        j = len(self.asserts)
+        sites: list[tuple[int, str]] = []
+        test = _Sites(self.free, sites, self.n_sites).visit(node.test)
+        expected = None
+        if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+                and _plain_literal(test.comparators[0])):
+            expected = _short(ast.unparse(test.comparators[0]))
+            test.left = _call("__execrl_got__", ast.Constant(j), test.left)
+        self.asserts.append(_AssertInfo(ast.unparse(node), expected, sites))
+        msg = _call("__execrl_fail__", ast.Constant(j), *([node.msg] if node.msg is not None else []))
+        return [ast.copy_location(ast.Expr(_call("__execrl_enter__", ast.Constant(j))), node),
+                ast.copy_location(ast.Assert(test=test, msg=msg), node)]
+
+
+class _Sites(ast.NodeTransformer):
+    """Notes the value of each outermost call of a program's name inside an assert."""
+
+    def __init__(self, free: set[str], sites: list, n_sites: list[int]) -> None:
+        self.free, self.sites, self.n_sites = free, sites, n_sites
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        root = node.func
+        while isinstance(root, (ast.Attribute, ast.Call, ast.Subscript)):
+            root = root.value if not isinstance(root, ast.Call) else root.func
+        if isinstance(root, ast.Name) and root.id in self.free:
+            k = self.n_sites[0]
+            self.n_sites[0] += 1
+            self.sites.append((k, _short(ast.unparse(node), 120)))
+            return ast.copy_location(_call("__execrl_site__", ast.Constant(k), node), node)
+        return self.generic_visit(node)
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        return node  # evaluated later, elsewhere: not this assert's value
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_Lambda
+
+
+class _Test:
+    __slots__ = ("source", "code", "names", "error")
+
+    def __init__(self, source: str, code: Any, names: frozenset[str], error: tuple | None = None) -> None:
+        self.source, self.code, self.names, self.error = source, code, names, error
+
+
+class Problem:
+    """A problem as the judge runs it."""
+
+    def __init__(self, spec: dict) -> None:
+        self.mode = spec["mode"]
+        self.asserts: list[_AssertInfo] = []
+        self.setup: _Test | None = None
+        self.tests: list[_Test] = []
+        self.imported: set[str] = set()
+        if self.mode == "call":
+            self.entry_point = spec["entry_point"]
+            self.calls = [(t["args"], t["expected"]) for t in spec["tests"]]
+            return
+        setup_src = spec.get("setup") or ""
+        trees = []
+        try:
+            setup_tree = ast.parse(setup_src) if setup_src.strip() else None
+        except (SyntaxError, ValueError) as e:
+            setup_tree = None
+            self.setup = _Test(setup_src, None, frozenset(), ("SyntaxError", f"invalid setup code: {e}", ""))
+        for src in spec["tests"]:
+            try:
+                trees.append(ast.parse(src))
+            except (SyntaxError, ValueError) as e:
+                trees.append(e)
+        stored = _stored(setup_tree) if setup_tree is not None else set()
+        setup_loaded = _loaded(setup_tree) - stored if setup_tree is not None else set()
+        n_sites = [0]
+        if setup_tree is not None:
+            self.imported |= _imported(setup_tree)
+            free = setup_loaded - _BUILTIN_NAMES
+            tree = ast.fix_missing_locations(_Instrument(free, self.asserts, n_sites).visit(setup_tree))
+            self.setup = _Test(setup_src, compile(tree, "<setup>", "exec", dont_inherit=True),
+                               frozenset(setup_loaded))
+        for src, tree in zip(spec["tests"], trees):
+            if isinstance(tree, Exception):
+                self.tests.append(_Test(src, None, frozenset(),
+                                        ("SyntaxError", f"invalid test: {tree}", f"SyntaxError: invalid test: {tree}")))
+                continue
+            self.imported |= _imported(tree)
+            names = (_loaded(tree) - _stored(tree) - stored) | setup_loaded
+            free = names - _BUILTIN_NAMES
+            tree = ast.fix_missing_locations(_Instrument(free, self.asserts, n_sites).visit(tree))
+            self.tests.append(_Test(src, compile(tree, "<test>", "exec", dont_inherit=True), frozenset(names)))
+
+
+# --------------------------------------------------------------------------------------
+# Running one candidate
+# --------------------------------------------------------------------------------------
+
+class _Names(dict):
+    """The tests' namespace: what the setup and the tests bind, then the program's global
+    names (looked up in the run when used), then the builtins."""
+
+    def __missing__(self, name: str) -> Any:
+        return self["__execrl_resolve__"](name)
+
+
+class _Candidate:
+    def __init__(self, problem: Problem, side: _JudgeSide, kinds: dict) -> None:
+        self.problem, self.side, self.kinds = problem, side, kinds
+        self.excluded: frozenset[str] = frozenset()
+        self.failed: int | None = None
+        self.got: dict[int, Any] = {}
+        self.site_values: dict[int, Any] = {}
+        self.modules: dict[str, Any] = {}
+        for name, kind in kinds.items():
+            if kind.startswith("x:"):
+                base = getattr(builtins, kind[2:], Exception)
+                if not (isinstance(base, type) and issubclass(base, Exception)):
+                    base = Exception
+                side.exceptions[name] = type(name, (base,), {"__module__": "__main__"})
+
+    # ---- the namespace --------------------------------------------------------------------
+    def namespace(self) -> _Names:
+        ns = _Names(__name__="__main__", __builtins__=builtins, __execrl_resolve__=self.resolve,
+                    __execrl_enter__=self.enter, __execrl_fail__=self.fail, __execrl_got__=self.note_got,
+                    __execrl_site__=self.note_site)
+        return ns
+
+    def resolve(self, name: str) -> Any:
+        kind = self.kinds.get(name)
+        if kind is None or name in self.excluded:
+            raise KeyError(name)
+        if name in _JUDGE_MODULES:
+            return __import__(name)
+        side = self.side
+        if kind.startswith("m:"):
+            module = self.module(kind[2:])
+            if module is not None:
+                return module
+        elif kind == "v":
+            return side.request_global(name)
+        elif kind.startswith("x:"):
+            return side.exceptions[name]
+        remote = side.named.get(name)
+        if remote is None:
+            remote = side.named[name] = Remote(side, {"g": name}, "object")
+        return remote
+
+    def module(self, name: str) -> Any:
+        """The judge's own copy of a module the program imported: the standard library's, or
+        one the tests import themselves (any other stays the program's)."""
+        top = name.split(".")[0]
+        if top not in getattr(sys, "stdlib_module_names", ()) and top not in self.problem.imported:
+            return None
+        if name not in self.modules:
+            try:
+                self.modules[name] = __import__(name, fromlist=["_"])
+            except Exception:  # noqa: BLE001 - not importable here
+                self.modules[name] = None
+        return self.modules[name]
+
+    def exclude_for(self, names: frozenset[str]) -> None:
+        """A builtin the program redefines is its own only where it is the function under
+        test: in tests (with the setup code) that use no other name of the program."""
+        used = names & self.kinds.keys()
+        shadowing = {n for n in used if n in _BUILTIN_NAMES}
+        self.excluded = frozenset(shadowing) if used - shadowing - set(_JUDGE_MODULES) else frozenset()
+
+    # ---- assert instrumentation ---------------------------------------------------------
+    def enter(self, j: int) -> None:
+        for k, _src in self.problem.asserts[j].sites:
+            self.site_values.pop(k, None)
+        self.got.pop(j, None)
+
+    def fail(self, j: int, *msg: Any) -> None:
+        self.failed = j
+        raise AssertionError(*msg)
+
+    def note_got(self, j: int, value: Any) -> Any:
+        self.got[j] = value
+        return value
+
+    def note_site(self, k: int, value: Any) -> Any:
+        self.site_values.setdefault(k, value)
+        return value
+
+    def assertion_message(self) -> str:
+        j = self.failed
+        if j is None:
+            return "assertion is false"
+        info = self.problem.asserts[j]
+        if info.expected is not None and j in self.got:
+            return f"expected {info.expected}, got {describe(self.got[j])}"
+        shown = [f"{src} = {_short(describe(self.site_values[k]), 200)}" for k, src in info.sites
+                 if k in self.site_values]
+        return _short("assertion is false" + (": " + "; ".join(shown) if shown else ""), 600)
+
+    # ---- running --------------------------------------------------------------------------
+    def run_asserts(self) -> dict:
+        problem, side = self.problem, self.side
+        ns = self.namespace()
+        if problem.setup is not None:
+            if problem.setup.error is not None:
+                etype, msg, _ = problem.setup.error
+                return {"load": [etype, msg, f"{etype}: {msg}"]}
+            self.exclude_for(problem.setup.names)
+            try:
+                exec(problem.setup.code, ns)
+            except (_Gone, _Violation) as e:
+                return self._ended(e, [])
+            except BaseException as e:  # noqa: BLE001 - the setup raised: as at load time
+                etype, msg, trace = self._error_fields(e, "")
+                return {"load": [etype, msg, trace]}
+        outcomes: list[list] = []
+        for test in problem.tests:
+            outcome = self.run_test(test, ns)
+            if side.ended is not None:
+                return self._ended(side.ended, outcomes)
+            outcomes.append(outcome)
+        return {"tests": outcomes}
+
+    def _ended(self, e: BaseException, outcomes: list) -> dict:
+        if isinstance(e, _Violation):
+            return {"tests": outcomes, "violation": str(e)}
+        return {"tests": outcomes, "gone": True}
+
+    def run_test(self, test: _Test, ns: dict) -> list:
+        if test.error is not None:
+            etype, msg, trace = test.error
+            return ["error", etype, msg, _trace(test.source, trace)]
+        self.failed = None
+        self.exclude_for(test.names)
+        try:
+            exec(test.code, ns)
+        except (_Gone, _Violation):
+            return ["error", None, None, ""]
+        except AssertionError as e:
+            if getattr(e, "execrl_candidate", None) is None:
+                msg = self.assertion_message() if not isinstance(e, NotPlainValue) else str(e)
+                return ["fail", "AssertionError", msg, _trace(test.source, f"AssertionError: {msg}")]
+            etype, msg, trace = self._error_fields(e, test.source)
+            return ["error", etype, msg, trace]
+        except BaseException as e:  # noqa: BLE001 - as in Python: the test raised
+            etype, msg, trace = self._error_fields(e, test.source)
+            return ["error", etype, msg, trace]
+        return ["pass", None, None, ""]
+
+    @staticmethod
+    def _error_fields(e: BaseException, source: str) -> tuple[str, str, str]:
+        recorded = getattr(e, "execrl_candidate", None)
+        if recorded is not None:
+            etype, msg, trace = recorded
+            return etype, _short(msg, 600), _trace(source, trace)
+        try:
+            msg = _short(str(e), 600)
+        except Exception:  # noqa: BLE001
+            msg = ""
+        etype = type(e).__name__
+        return etype, msg, _trace(source, f"{etype}: {msg}")
+
+    def run_calls(self) -> dict:
+        problem, side = self.problem, self.side
+        name = problem.entry_point
+        if name not in self.kinds and "Solution" not in self.kinds:
+            msg = f"entry point {name!r} is not defined"
+            return {"load": ["NameError", msg, f"NameError: name {name!r} is not defined"]}
+        outcomes = []
+        for args, expected in problem.calls:
+            call = _call_repr(name, args)
+            try:
+                got = side.request_entry(name, json.loads(json.dumps(args)))
+            except (_Gone, _Violation):
+                return self._ended(side.ended, outcomes)
+            except BaseException as e:  # noqa: BLE001
+                etype, msg, trace = self._error_fields(e, "")
+                outcomes.append(["error", etype, msg, _trace(call, trace)])
+                continue
+            if isinstance(got, Remote):
+                msg = f"expected {describe(expected)}, got {describe(got)}"
+                outcomes.append(["fail", "WrongAnswer", msg, _trace(call, msg)])
+            elif call_equal(got, expected):
+                outcomes.append(["pass", None, None, ""])
+            else:
+                msg = f"expected {describe(expected)}, got {describe(got)}"
+                outcomes.append(["fail", "WrongAnswer", msg, _trace(call, msg)])
+            if side.ended is not None:
+                return self._ended(side.ended, outcomes)
+        return {"tests": outcomes}
+
+
+def _call_repr(name: str, args: Any) -> str:
+    try:
+        shown = ", ".join(describe(a) for a in args)
+    except Exception:  # noqa: BLE001
+        shown = "..."
+    return _short(f"{name}({shown})", 600)
+
+
+# --------------------------------------------------------------------------------------
+# The process's loop
+# --------------------------------------------------------------------------------------
+
+def _limit(timeout_s: float, memory_mb: int) -> None:
+    """This candidate's limits on the judge's work: CPU time (the timer's signal ends the
+    process, whatever it is doing) and address space beyond what the judge already uses."""
+    import resource
+    import signal
+
+    with open("/proc/self/statm") as fh:
+        size = int(fh.read().split()[0]) * resource.getpagesize()
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    want = size + int(memory_mb) * (1 << 20)
+    resource.setrlimit(resource.RLIMIT_AS, (want if hard == resource.RLIM_INFINITY else min(want, hard), hard))
+    signal.setitimer(signal.ITIMER_PROF, max(float(timeout_s), 0.001))
+
+
+def _unlimit() -> None:
+    import resource
+    import signal
+
+    signal.setitimer(signal.ITIMER_PROF, 0)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+
+
+def judge_candidate(problem: Problem, code: str, fd: int) -> dict:
+    """Compile the program, send it to the run, run the tests; the report."""
+    compiled, record = compile_candidate(code)
+    side = _JudgeSide(fd)
+    try:
+        if record is not None:
+            return {"compile": [str(x) for x in record[1:4]]}
+        import marshal
+
+        try:
+            side.send_raw(b"P", marshal.dumps(compiled))
+            first = side.recv()
+        except PeerGone:  # the run ended before it loaded the program
+            return {"tests": [], "gone": True}
+        except ProtocolError as e:
+            return {"tests": [], "violation": str(e)[:300]}
+        if first[0] == "l" and len(first) >= 4:
+            return {"load": [str(x)[:2000] for x in first[1:4]]}
+        if first[0] != "g" or len(first) != 2 or type(first[1]) is not dict or any(
+                type(v) is not str for v in first[1].values()):
+            return {"tests": [], "violation": "malformed greeting"}
+        side.kinds = first[1]
+        candidate = _Candidate(problem, side, first[1])
+        report = candidate.run_calls() if problem.mode == "call" else candidate.run_asserts()
+        if side.ended is None:
+            try:
+                side.send(["x"])
+            except BaseException:  # noqa: BLE001 - it is gone already
+                pass
+        return report
+    finally:
+        import os
+
+        os.close(fd)
+
+
+def judge_main(fd: int, cfg: dict) -> None:
+    """Serve the controller: compile programs, judge candidates; one message at a time."""
+    import os
+
+    sock = _socket.socket(fileno=fd)
+    problems: dict[str, Problem] = {}
+    fd_space = _socket.CMSG_SPACE(_FD.size)
+    while True:
+        head, ancillary, _flags, _addr = sock.recvmsg(4, fd_space)
+        if not head:
+            return
+        while len(head) < 4:
+            more = sock.recv(4 - len(head))
+            if not more:
+                return
+            head += more
+        fds = [_FD.unpack(data[:_FD.size])[0] for _level, _kind, data in ancillary]
+        n = int.from_bytes(head, "big")
+        parts, got = [], 0
+        while got < n:
+            chunk = sock.recv(min(n - got, 1 << 20))
+            if not chunk:
+                return
+            parts.append(chunk)
+            got += len(chunk)
+        msg = json.loads(b"".join(parts)[1:])
+        kind, reply = b"J", None
+        problem = None
+        if msg.get("op") == "judge":  # the problem's own preparation is not the candidate's work
+            key = msg["key"]
+            problem = problems.pop(key, None)
+            try:
+                if problem is None:
+                    problem = Problem(msg["spec"])
+                problems[key] = problem
+            except Exception as e:  # noqa: BLE001
+                problem, reply = None, {"judge_error": f"the tests could not be prepared: {type(e).__name__}: {e}"}
+            while len(problems) > cfg.get("cache_size", JUDGE_CACHE):
+                problems.pop(next(iter(problems)))
+        start = time.process_time()
+        try:
+            _limit(msg.get("timeout_s", 10.0), msg.get("memory_mb", 1024))
+            if msg.get("op") == "compile":
+                compiled, record = compile_candidate(msg["code"])
+                if record is not None:
+                    reply = record
+                else:
+                    import marshal
+
+                    kind, reply = b"P", marshal.dumps(compiled)
+            elif problem is not None:
+                reply = judge_candidate(problem, msg["code"], fds.pop(0))
+        except Exception as e:  # noqa: BLE001 - this candidate's judging failed, not the judge
+            reply = {"judge_error": f"{type(e).__name__}: {e}"[:600]}
+        finally:
+            _unlimit()
+            for extra in fds:
+                os.close(extra)
+        if kind == b"J":
+            if isinstance(reply, dict):
+                reply["cpu"] = time.process_time() - start
+            data = json.dumps(reply).encode("ascii")
+        else:
+            data = reply
+        sock.sendall((len(data) + 1).to_bytes(4, "big") + kind + data)
+
