@@ -286,7 +286,9 @@ def train_grpo(
     make_sampler = lambda trainer: PolicySampler(trainer, settings)  # noqa: E731
     rollout = task.rollout_func(make_sampler)
     if srrl is not None:
-        rollout = SRRLRollout(problems_by_prompt, executor, srrl, prompt_config, make_sampler)
+        rollout = SRRLRollout(
+            problems_by_prompt, executor, srrl, prompt_config, make_sampler, rewarded=reward_settings.rewarded
+        )
     trainer = task.trainer_class(LengthChunkedGRPOTrainer)(
         model=model,
         reward_funcs=reward_funcs,

@@ -109,8 +109,9 @@ def pass_rates(results: list[dict], sample_kind: list[str] | None = None) -> dic
 class ExecutionRewards(OnlineTask):
     """TRL reward functions backed by the sandbox: the problems' tests decide the reward.
 
-    Results computed during rollout (SRRL executes every first attempt to build refinement
-    prompts) arrive through the `execution` column and are not run again.
+    Completions run against `settings.rewarded(problem)` (its first `max_tests` tests). Results
+    computed during rollout (SRRL executes every first attempt to build refinement prompts, against
+    the same tests) arrive through the `execution` column and are not run again.
     """
 
     def __init__(self, problems: dict[str, Problem], executor, settings: RewardSettings, reasoning_format: bool = False):
@@ -134,7 +135,7 @@ class ExecutionRewards(OnlineTask):
         if key != self._batch_key:
             known = execution or [None] * len(texts)
             pending = [
-                (i, self.problems[pid], extract_code(text, self.reasoning_format))
+                (i, self.settings.rewarded(self.problems[pid]), extract_code(text, self.reasoning_format))
                 for i, (text, pid, result) in enumerate(zip(texts, problem_id, known, strict=True))
                 if result is None
             ]

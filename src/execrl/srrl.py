@@ -127,8 +127,12 @@ class SRRLRollout:
         settings: SRRLSettings,
         prompt_config: PromptConfig,
         make_sampler,
+        rewarded=None,
     ):
         self.problems_by_prompt = problems_by_prompt
+        self.rewarded = rewarded or (lambda problem: problem)
+        """problem -> the problem the reward runs (`RewardSettings.rewarded`: its first `max_tests`
+        tests); prompts and refinement prompts still quote the problem as given."""
         self.executor = executor
         self.settings = settings
         self.prompt_config = prompt_config
@@ -194,5 +198,7 @@ class SRRLRollout:
         return output
 
     def _execute(self, items: list[tuple[Problem, str]]) -> list[dict]:
-        pairs = [(problem, extract_code(text, self.prompt_config.reasoning_format)) for problem, text in items]
+        pairs = [
+            (self.rewarded(problem), extract_code(text, self.prompt_config.reasoning_format)) for problem, text in items
+        ]
         return [result.to_dict() for result in self.executor.run_batch(pairs)] if pairs else []
