@@ -248,3 +248,31 @@ def test_large_models_train_all_weights_under_zero3_beside_a_vllm_server(workdir
     assert "ddp.yaml" in small["shell"] and '"lora": {' in small["shell"]
     merged_models = {j["wildcards"]["model"] for j in jobs if j["rule"] == "merge_adapter"}
     assert merged_models == {"qwen2.5-1.5b-instruct", "qwen2.5-3b-instruct", "qwen2.5-7b-instruct"}
+
+
+def test_seed_000s_refinement_prompt_shows_the_execution_trace():
+    """Seed 000's refinement prompt (config/config.yaml) carries a real failure's trace, beside the
+    problem, the failed code, the error and the failed test, and asks for an analysis and a fix."""
+    from execrl.problems import Problem
+    from execrl.prompting import PromptConfig
+    from execrl.sandbox import Executor
+    from execrl.srrl import SRRLSettings, refinement_message
+
+    config = merged("config.yaml")
+    settings = SRRLSettings(**config["srrl"])
+    prompt_config = PromptConfig(template=config["prompt"]["template"], num_tests_shown=config["prompt"]["num_tests_shown"])
+    problem = Problem(id="t/1", prompt="Write halve(x).", test_type="assert",
+                      tests=["assert halve(4) == 2", "assert halve(0) == 0"], entry_point="halve")
+    code = "def helper(x):\n    return 2 * x // x\n\ndef halve(x):\n    return x // helper(x)"
+    with Executor(workers=1) as executor:
+        (result,) = executor.run_batch([(problem, code)])
+    result = result.to_dict()
+    assert result["status"] == "error" and "helper" in result["trace"]
+    message = refinement_message(problem, code, result, settings, prompt_config)
+    frames = [line.strip() for line in result["trace"].splitlines() if line.strip().startswith("File ")]
+    assert frames and all(frame in message for frame in frames)
+    assert not any(frame in refinement_message(problem, code, result, SRRLSettings(), prompt_config) for frame in frames)
+    for section in ("## Original problem", "Write halve(x).", "## Failed code", "return x // helper(x)",
+                    "## Execution result", "ZeroDivisionError", "Failed test: assert halve(0) == 0",
+                    "Execution trace:", "Analyse the error"):
+        assert section in message, section
