@@ -3,8 +3,10 @@
 Each train problem seeds one game prompt (`program_template`), so prompts vary as in GRPO. The
 completion's program runs in the sandbox's run-and-capture mode; the opponent sees only the
 code (`opponent_template`) and predicts what it prints. The policy gets `win` when its program
-ran and the prediction is wrong, `loss` when the prediction is right, and seed 002's execution
-reward (`execrl.program_rewards`) when its program did not run. A program that prints nothing
+ran and the prediction is wrong, `loss` when the prediction is right, and when its program did
+not run seed 002's execution reward (`execrl.program_rewards`) capped at `loss`: a program that
+does not run never scores above one whose output the opponent predicts, or breaking the syntax
+(−0.5 by default) would beat playing once the opponent predicts most programs. A program that prints nothing
 loses (`silent_loses`): a tiny frozen opponent never predicts empty output, and a policy trained
 against it learned to print nothing within 160 steps.
 
@@ -127,7 +129,8 @@ def deterministic(first: ProgramRun, second: ProgramRun) -> ProgramRun:
 
 def game_reward(run: ProgramRun, predicted_right: bool, settings: CodeGameSettings, exec_settings: ExecRewardSettings) -> float:
     if not run.ran:
-        return execution_reward(run, exec_settings)
+        # Not running must never pay more than losing the game.
+        return min(execution_reward(run, exec_settings), settings.loss)
     if settings.silent_loses and not run.printed:
         return settings.loss
     return settings.loss if predicted_right else settings.win
