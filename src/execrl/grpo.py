@@ -16,7 +16,7 @@ from execrl.online_task import OnlineTask
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.rewards import ExecutionRewards, RewardSettings
-from execrl.srrl import SRRLRollout, SRRLSettings
+from execrl.srrl import SRRLRollout, SRRLSettings, grouping_trainer_class
 from execrl.training import (
     ExampleLog,
     MetricsFileCallback,
@@ -289,7 +289,10 @@ def train_grpo(
         rollout = SRRLRollout(
             problems_by_prompt, executor, srrl, prompt_config, make_sampler, rewarded=reward_settings.rewarded
         )
-    trainer = task.trainer_class(LengthChunkedGRPOTrainer)(
+    trainer_class = task.trainer_class(LengthChunkedGRPOTrainer)
+    if srrl is not None:
+        trainer_class = grouping_trainer_class(trainer_class, srrl)
+    trainer = trainer_class(
         model=model,
         reward_funcs=reward_funcs,
         args=args,
