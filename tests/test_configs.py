@@ -276,3 +276,22 @@ def test_seed_000s_refinement_prompt_shows_the_execution_trace():
                     "## Execution result", "ZeroDivisionError", "Failed test: assert halve(0) == 0",
                     "Execution trace:", "Analyse the error"):
         assert section in message, section
+
+
+def test_seed_000s_grpo_is_tiny_grpos_step_in_trls_terms(tmp_path):
+    """config/config.yaml's GRPO reaches TRL's GRPOConfig as tiny-grpo's step: KL weight 0.01,
+    clipping 0.2, per-sequence averaging, gradient clipping at 1.0, and each round of 16 prompts x 8
+    completions split into mini-batches of 16 completions, one update each."""
+    from trl import GRPOConfig
+
+    from execrl.grpo import GRPOSettings
+    from execrl.training import device_kwargs
+
+    settings = GRPOSettings(**without_runtime_settings(merged("config.yaml"))["grpo"])
+    args = GRPOConfig(output_dir=str(tmp_path), **settings.trl_args(processes=1), use_vllm=False, report_to=[],
+                      **device_kwargs())
+    assert (args.beta, args.epsilon, args.loss_type, args.scale_rewards) == (0.01, 0.2, "grpo", "group")
+    assert args.max_grad_norm == 1.0 and args.num_iterations == 1
+    assert args.generation_batch_size == 128 and args.per_device_train_batch_size == 16
+    assert args.steps_per_generation == 8 and args.gradient_accumulation_steps == 1
+    assert args.max_steps == 800  # 100 generation rounds

@@ -53,6 +53,14 @@ class GRPOSettings:
     max_completion_length: int = 1024
     gradient_accumulation_steps: int = 1
     num_iterations: int = 1
+    """Passes over each generation round's completions (TRL's μ; tiny-grpo's `epochs_per_step`)."""
+    steps_per_generation: int | None = None
+    """Micro-batches each generation round is cut into (TRL's name): the round's prompts_per_step ×
+    num_generations completions are shuffled and split into this many, so a round makes
+    steps_per_generation / gradient_accumulation_steps optimiser updates (tiny-grpo's mini-batches of
+    its replay buffer). None: TRL's default, one round per optimiser step."""
+    max_grad_norm: float = 1.0
+    """Clip the gradient's global norm at this before each update."""
     save_steps: int = 25
     eval_every: int = 25
     """Interval evaluation every this many steps (0: none)."""
@@ -95,6 +103,41 @@ class GRPOSettings:
                 f"GPUs whose training processes divide {self.prompts_per_step}"
             )
         return self.prompts_per_step // processes * self.num_generations
+
+    def per_device_batch(self, processes: int) -> int:
+        """TRL's per_device_train_batch_size: a process's completions of a round, over steps_per_generation."""
+        completions = self.per_process_completions(processes)
+        if self.steps_per_generation is None:
+            return completions
+        if completions % self.steps_per_generation:
+            raise ValueError(
+                f"grpo.steps_per_generation ({self.steps_per_generation}) must divide each process's completions "
+                f"of a round ({completions} = prompts_per_step {self.prompts_per_step} / {processes} process(es) "
+                f"× num_generations {self.num_generations})"
+            )
+        return completions // self.steps_per_generation
+
+    def trl_args(self, processes: int) -> dict:
+        """GRPOConfig's arguments from these settings (besides vLLM's, checkpoints' and the reward weights)."""
+        return {
+            "num_generations": self.num_generations,
+            "per_device_train_batch_size": self.per_device_batch(processes),
+            "gradient_accumulation_steps": self.gradient_accumulation_steps,
+            "steps_per_generation": self.steps_per_generation,
+            "num_iterations": self.num_iterations,
+            "max_steps": self.max_steps,
+            "learning_rate": self.learning_rate,
+            "lr_scheduler_type": "constant",
+            "max_grad_norm": self.max_grad_norm,
+            "beta": self.beta,
+            "epsilon": self.epsilon,
+            "loss_type": self.loss_type,
+            "scale_rewards": self.scale_rewards,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_completion_length": self.max_completion_length,
+            "gradient_checkpointing": self.gradient_checkpointing,
+        }
 
     def vllm_args(self, processes: int) -> dict:
         """GRPOConfig's vLLM arguments for `processes` training processes; in server mode, the
@@ -252,21 +295,7 @@ def train_grpo(
     reward_funcs, reward_weights = task.reward_functions()
     checkpoint_dir = Path(checkpoint_dir)
     args = GRPOConfig(
-        num_generations=settings.num_generations,
-        per_device_train_batch_size=settings.per_process_completions(world_size()),
-        gradient_accumulation_steps=settings.gradient_accumulation_steps,
-        max_steps=settings.max_steps,
-        learning_rate=settings.learning_rate,
-        lr_scheduler_type="constant",
-        beta=settings.beta,
-        epsilon=settings.epsilon,
-        loss_type=settings.loss_type,
-        scale_rewards=settings.scale_rewards,
-        temperature=settings.temperature,
-        top_p=settings.top_p,
-        max_completion_length=settings.max_completion_length,
-        num_iterations=settings.num_iterations,
-        gradient_checkpointing=settings.gradient_checkpointing,
+        **settings.trl_args(world_size()),
         reward_weights=reward_weights,
         **settings.vllm_args(world_size()),
         **resumable_run_kwargs(checkpoint_dir, settings.save_steps, settings.seed, wandb, run_name),

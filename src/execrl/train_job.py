@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         check_gpus(world_size())
         if online:
-            settings["grpo"].per_process_completions(world_size())
+            settings["grpo"].per_device_batch(world_size())
             settings["grpo"].vllm_args(world_size())
     except ValueError as error:
         cli.error(str(error))
