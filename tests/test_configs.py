@@ -12,6 +12,7 @@ import yaml
 from conftest import EMBEDDED, MBPP_DIR, REPO, SNAKEMAKE, copy_workflow
 from execrl.config import merged_config, without_runtime_settings
 from execrl.datasets import load_split
+from execrl.grpo import GRPOSettings
 
 CONFIGS = {
     "config.yaml": [],  # the analysis: GRPO vs SRRL on MBPP
@@ -78,14 +79,35 @@ def test_scaling_across_sizes_with_full_weights_and_reasoning_for_the_large_mode
     assert config["rewards"]["fraction_perfect"] == 1.0 and config["rewards"]["binary"] == 0.0
     assert config["rewards"]["max_tests"] == 3
     assert config["grpo"]["vllm_mode"] == "server"
+    grpo = config["grpo"]
+    assert (grpo["beta"], grpo["loss_type"], grpo["steps_per_generation"], grpo["max_steps"]) == (0.0, "dapo", None, 100)
+
+
+def test_seed_004_says_it_runs_on_python_and_where_sft_checkpoints_go():
+    """Seed 004 trains q programs; its config and report say the method runs on Python here, and
+    where a user's own SFT checkpoints go."""
+    config = merged("scaling-binary-bonus.yaml")
+    notes = " ".join(config["report"]["method_notes"].split())
+    assert "seed 004's method on Python" in notes and "q (kdb+)" in notes and "models.NAME.source" in notes
+    text = (REPO / "config" / "scaling-binary-bonus.yaml").read_text()
+    assert "no free q" in text and "models.NAME.source" in text
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "seed 004's method on Python" in readme and "models.NAME.source" in readme
 
 
 def test_seed_002s_methods_with_its_settings():
     config = merged("seed-002-self-play.yaml")
     assert config["experiment"]["methods"] == ["base", "exec", "code_game", "spiral"]
-    assert config["models"]["qwen2.5-1.5b-instruct"]["source"] == "Qwen/Qwen2.5-1.5B-Instruct"
+    assert config["experiment"]["models"] == ["qwen2.5-1.5b"]
+    assert config["models"]["qwen2.5-1.5b"]["source"] == "Qwen/Qwen2.5-1.5B"  # the base model, not Instruct
     grpo = config["grpo"]
     assert (grpo["learning_rate"], grpo["max_steps"], grpo["num_generations"]) == (2e-5, 90, 2)
+    settings = GRPOSettings(**without_runtime_settings(config)["grpo"])
+    assert settings.per_device_batch(processes=1) == 8  # seed 002's per-device batch, on its one GPU
+    assert (grpo["vllm_max_model_length"], grpo["vllm_server_gpu_memory_utilization"]) == (2048, 0.85)
+    assert grpo["vllm_mode"] == "colocate" and grpo["vllm_gpu_memory_utilization"] == 0.3  # shares the GPU (see the config)
+    # TRL's GRPO step, not seed 000's tiny-grpo step from config/config.yaml
+    assert (grpo["beta"], grpo["loss_type"], grpo["steps_per_generation"]) == (0.0, "dapo", None)
     assert (grpo["eval_every"], grpo["eval_temperature"]) == (20, 0.2)
     assert config["exec"] == {"printed": 1.0, "silent": 0.5, "syntax_error": -0.5, "error": -1.0, "timeout": -1.0}
     assert config["spiral"]["game"] == "tictactoe" and config["spiral"]["observation"] == "full"
@@ -284,7 +306,6 @@ def test_seed_000s_grpo_is_tiny_grpos_step_in_trls_terms(tmp_path):
     completions split into mini-batches of 16 completions, one update each."""
     from trl import GRPOConfig
 
-    from execrl.grpo import GRPOSettings
     from execrl.training import device_kwargs
 
     settings = GRPOSettings(**without_runtime_settings(merged("config.yaml"))["grpo"])

@@ -124,6 +124,7 @@ def build(
         pairwise=comparison_records,
         token_budget=tokens,
     )
+    record["method_notes"] = config.get("report", {}).get("method_notes") or ""
     page = html.render(
         title=title,
         summary=record,

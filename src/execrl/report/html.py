@@ -300,6 +300,13 @@ def nav(sections: list[tuple[str, str]]) -> str:
     return "<nav>" + "".join(f'<a href="#{html.escape(i)}">{html.escape(t)}</a>' for i, t in sections) + "</nav>"
 
 
+def method_notes_html(notes: str | None) -> str:
+    """What the experiment's config says a reader must know about its methods (`report.method_notes`)."""
+    if not notes:
+        return ""
+    return f'<h2 id="method-notes">Method notes</h2><p class="notes">{html.escape(notes.strip())}</p>'
+
+
 def render(
     *,
     title: str,
@@ -349,6 +356,7 @@ def render(
 <p class="meta">Experiment <b>{html.escape(str(summary["experiment"]))}</b> · generated {html.escape(meta["generated"])} ·
 git {html.escape(meta["git_commit"])} · host {html.escape(meta["host"])} · Python {html.escape(meta["python"])}</p>
 {nav(sections)}
+{method_notes_html(summary.get("method_notes"))}
 <h2 id="glance">At a glance</h2>
 <ul class="findings">{findings}</ul>
 <h2 id="summary">Summary ({html.escape(split)} split)</h2>

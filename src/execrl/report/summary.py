@@ -182,6 +182,8 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
     if summary.get("provenance"):
         p = summary["provenance"]
         parts += [f"Experiment `{summary['experiment']}` · generated {p.get('generated', '')} · git {p.get('git_commit', '')}", ""]
+    if summary.get("method_notes"):
+        parts += ["## Method notes", "", summary["method_notes"].strip(), ""]
     parts += ["## At a glance", ""] + [f"- {s}" for s in summary["findings"]] + [""]
     columns, rows = tables.main_table_rows(summary["summary"], split, ks)
     parts += [f"## Summary ({split} split)", "", tables.markdown_table(columns, [[r["cells"][c] for c in columns] for r in rows]), ""]
