@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from execrl.methods import METHODS
-from execrl.report import budget, comparisons, tables
+from execrl.report import budget, comparisons, stats, tables
 from execrl.report.evaluations import OUTCOME_LABELS
 from execrl.report.training import SUMMARY_LABELS
 
@@ -275,8 +275,8 @@ def comparison_sections(summary: dict, split: str) -> str:
         blocks.append(
             f'<h2 id="{section_id(first["method"], first["baseline"])}">{html.escape(heading)}</h2>'
             f'<p class="caption">{html.escape(first["method"])} minus {html.escape(first["baseline"])} on the problems and seeds '
-            f"both have ({html.escape(split)} split). Interval: 95% paired bootstrap over problems and seeds (the same "
-            f"resamples for both methods). pass@k: mean ± sd over seeds, with its 95% interval. "
+            f"both have ({html.escape(split)} split). {html.escape(stats.INTERVAL_RULE)} "
+            f"pass@k: mean ± sd over seeds, with its 95% interval. "
             f"{html.escape(summary['seed_noise_rule'])} Fixed and broke: problems the baseline never passed that the method "
             f"passed at least once, and the reverse (pooled over seeds).</p>"
             + "".join(body)
@@ -361,7 +361,7 @@ git {html.escape(meta["git_commit"])} · host {html.escape(meta["host"])} · Pyt
 <ul class="findings">{findings}</ul>
 <h2 id="summary">Summary ({html.escape(split)} split)</h2>
 <p class="caption">One row per dataset × model × method. pass@k: mean ± sd over seeds (sd only with several seeds; n = seeds);
-95% CI: bootstrap over problems and seeds. Δ: difference to the base model with a paired bootstrap interval over the same problems and seeds.
+95% CI and Δ (difference to the base model on the same problems and seeds): {html.escape(stats.INTERVAL_RULE)}
 Fixed / broke: problems the base model never passed that the method passed at least once, and the reverse.
 distinct / n: distinct programs per problem as a share of the samples. Training hours: train, merge and RL-data jobs of the method.</p>
 {tables.html_table(columns, rows, table_id="summary-table", numeric_from=3)}
