@@ -120,6 +120,21 @@ def planned_training(workdir, srrl):
     return jobs
 
 
+def test_srrl_grouping_and_the_grpo_step_reach_srrls_train_job(workflow_copy):
+    """srrl.groups, grpo.steps_per_generation and grpo.max_grad_norm are in the settings SRRL's train
+    job gets (and so in its checkpoints' digest): changing one retrains SRRL."""
+    config = deep_update(json.loads(json.dumps(REDUCED)), {
+        "experiment": {"methods": ["base", "srrl"]},
+        "srrl": {"groups": "separate"},
+        "grpo": {"steps_per_generation": 2, "max_grad_norm": 0.5},
+    })
+    (workflow_copy / "config" / "test.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(workflow_copy, "-n", "-p", SRRL_TRAINED, "--configfile", EMBEDDED, "config/test.yaml")
+    (train,) = [block for block in re.split(r"^(?:local)?rule ", result.stdout, flags=re.MULTILINE) if block.startswith("train:")]
+    assert '"groups": "separate"' in train
+    assert '"steps_per_generation": 2' in train and '"max_grad_norm": 0.5' in train
+
+
 @pytest.mark.parametrize("budget", ["tokens", "completions"])
 def test_srrl_trains_after_grpo_only_under_a_token_budget(workflow_copy, budget):
     jobs = planned_training(workflow_copy, {"budget": budget})
