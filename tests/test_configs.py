@@ -65,6 +65,9 @@ def test_offline_against_online_rl_on_two_datasets():
     assert config["models"]["qwen2.5-3b-instruct"]["finetuning"] == "lora"
     assert config["generation"]["max_new_tokens"] == 2048 and config["grpo"]["max_completion_length"] == 2048
     assert config["grpo"]["train_problems"] is None and config["dpo"]["max_length"] == 3072
+    # the analysis' GRPO step (seed 000's tiny-grpo step), as its comment says
+    grpo = config["grpo"]
+    assert (grpo["beta"], grpo["loss_type"], grpo["steps_per_generation"], grpo["max_steps"]) == (0.01, "grpo", 8, 800)
 
 
 def test_scaling_across_sizes_with_full_weights_and_reasoning_for_the_large_models():
