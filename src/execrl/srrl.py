@@ -4,7 +4,9 @@ Per prompt, a group of G completions is split into G1 first attempts and G2 = ro
 refinements. Every c1 is executed; each failed c1 yields a refinement prompt (the problem, the
 failed code, the error, the failed tests the config allows, and a trace); the G2 slots are dealt
 round-robin over the failed c1s. When no c1 failed, the unused c2 budget goes back to c1, so a
-group always holds G completions and GRPO and SRRL draw as many completions. Refinement prompts
+group always holds G completions and GRPO and SRRL draw as many completions. Advantages normalise
+each group's c1s among themselves and its c2s among themselves (`groups: separate`), or all G
+together as TRL does (`pooled`). Refinement prompts
 are longer than first attempts, so `srrl.budget: tokens` compares them at equal sampled tokens
 instead (`execrl.token_budget`).
 
