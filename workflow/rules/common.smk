@@ -45,6 +45,21 @@ def get_all_evaluations():
     )
 
 
+def get_all_plus_evaluations():
+    return expand_runs(
+        "results/eval/{dataset}/{model}/{method}/{seed}/{split}.plus.json",
+        split=EXPERIMENT["eval_splits"],
+    )
+
+
+def get_plus_test_manifests():
+    return expand(
+        "results/data/{dataset}/{split}.plus.manifest.json",
+        dataset=EXPERIMENT["datasets"],
+        split=EXPERIMENT["eval_splits"],
+    )
+
+
 def get_all_diversity():
     return expand_runs(
         "results/analysis/diversity/{dataset}/{model}/{method}/{seed}/{split}.tsv",
@@ -102,6 +117,10 @@ def dataset_config(wildcards):
 
 def get_problems(wildcards):
     return f"results/data/{wildcards.dataset}/{wildcards.split}.jsonl"
+
+
+def get_plus_problems(wildcards):
+    return f"results/data/{wildcards.dataset}/{wildcards.split}.plus.jsonl"
 
 
 def get_train_problems(wildcards):
@@ -216,6 +235,8 @@ def get_report_inputs(wildcards):
         "per_problem": "results/tables/per_problem.tsv",
         "diversity": "results/tables/diversity.tsv",
         "cost": "results/tables/cost.tsv",
+        "plus": "results/tables/pass_at_k_plus.tsv",
+        "plus_manifests": "results/tables/plus_tests.tsv",
         "refinements": get_refinement_samples(),
         "manifests": get_rl_manifests(),
         "metrics": get_training_metrics(),

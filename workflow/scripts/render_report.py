@@ -22,6 +22,8 @@ page, summary, markdown = build(
         refinements=list(inputs.refinements),
         manifests=list(inputs.manifests),
         metrics=list(inputs.metrics),
+        plus=inputs.plus,
+        plus_manifests=inputs.plus_manifests,
         figures={name[4:]: path for name, path in inputs.items() if name.startswith("fig_")},
     ),
     title=snakemake.params.title,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from execrl.jsonl import read_jsonl
-from execrl.report import budget, comparisons, cost, html, refinements, stats, summary, tables
+from execrl.report import budget, comparisons, cost, held_out, html, refinements, stats, summary, tables
 from execrl.report.evaluations import read_tsv
 
 _RL_RUN = re.compile(r"rl_data/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<seed>\d+)/manifest\.json$")
@@ -32,6 +32,8 @@ class ReportInputs:
     refinements: list[str] = field(default_factory=list)
     manifests: list[str] = field(default_factory=list)
     metrics: list[str] = field(default_factory=list)
+    plus: str | None = None
+    plus_manifests: str | None = None
 
 
 def _optional_tsv(path: str | None) -> pd.DataFrame:
@@ -108,6 +110,7 @@ def build(
             pairwise, curves, ks, changes=pair_changes, token_methods=tokens,
             srrl_budget=config.get("srrl", {}).get("budget"),
         )
+    held_out_records = held_out.method_records(_optional_tsv(inputs.plus), split)
     record = summary.build_summary(
         title=title,
         experiment=experiment,
@@ -124,6 +127,7 @@ def build(
         pairwise=comparison_records,
         token_budget=tokens,
     )
+    record["held_out"] = held_out_records
     page = html.render(
         title=title,
         summary=record,
@@ -138,5 +142,6 @@ def build(
         rl_data=rl_data,
         training=training,
         n_examples=n_examples,
+        held_out_html=held_out.section(held_out_records, _optional_tsv(inputs.plus_manifests), split),
     )
     return page, record, summary.markdown(record, ks)

@@ -315,6 +315,7 @@ def render(
     rl_data: pd.DataFrame,
     training: pd.DataFrame,
     n_examples: int = 4,
+    held_out_html: str = "",
 ) -> str:
     split = summary["main_split"]
     meta = summary["provenance"]
@@ -325,7 +326,8 @@ def render(
     total = summary["cost"]["total"]
     pairs = [(section_id(r[0]["method"], r[0]["baseline"]), t) for t, r in comparisons.by_title(summary["comparisons"], split)]
     sections = [("glance", "At a glance"), ("summary", "Summary"), *pairs, ("pass-at-k", "pass@k"), ("per-problem", "Problems"),
-                ("outcomes", "Outcomes"), ("training", "Training"), ("refinements", "Refinements"), ("diversity", "Diversity"),
+                ("outcomes", "Outcomes"), *([("held-out", "Held-out tests")] if held_out_html else []),
+                ("training", "Training"), ("refinements", "Refinements"), ("diversity", "Diversity"),
                 ("cost", "Cost"), ("rl-data", "RL data"), ("configuration", "Configuration")]
     labels = tables.COST_LABELS
     hours = {labels["wall_h"]: tables.fmt_hours, labels["cpu_h"]: tables.fmt_hours, labels["gpu_h"]: tables.fmt_hours,
@@ -364,6 +366,7 @@ distinct / n: distinct programs per problem as a share of the samples. Training 
 {fig("per_problem")}
 {changes_section(summary["summary"], split)}
 {fig("outcomes")}
+{held_out_html}
 <h2>Training</h2>
 {training_table}
 {token_section(summary)}
