@@ -92,3 +92,17 @@ def held_out_table(base_paths: Iterable[str | Path], plus_paths: Iterable[str | 
                          "pass_at_k_plus": value, "gap": base_value - value})  # fmt: skip
     table = pd.DataFrame(rows, columns=columns)
     return table.sort_values(RUN_KEYS[:3] + ["split", "seed", "k"]).reset_index(drop=True)
+
+
+def plus_test_manifests(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """One row per data set and split: how many problems got how many held-out tests."""
+    rows = []
+    for path in paths:
+        path = Path(path)
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        dataset, split = path.parent.name, path.name.split(".")[0]
+        rows.append({"dataset": dataset, "split": split, **{k: manifest[k] for k in
+                     ("problems", "problems_with_plus_tests", "plus_tests")},
+                     "tests_per_problem": json.dumps(manifest["tests_per_problem"]),
+                     "skipped": json.dumps(manifest["skipped"])})  # fmt: skip
+    return pd.DataFrame(rows)

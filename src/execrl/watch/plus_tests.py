@@ -17,16 +17,12 @@ tests, and the manifest says why.
 from __future__ import annotations
 
 import ast
-import json
 import math
 import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
-
-import pandas as pd
 
 from execrl.problems import Problem
 from execrl.sandbox.programs import run_programs
@@ -381,16 +377,3 @@ def with_plus_tests(problem: Problem) -> Problem:
     """The problem judged on its base tests and its held-out tests together."""
     return replace(problem, tests=list(problem.tests) + list(problem.plus_tests), plus_tests=[])
 
-
-def manifest_table(paths) -> pd.DataFrame:
-    """One row per data set and split: how many problems got how many held-out tests."""
-    rows = []
-    for path in paths:
-        path = Path(path)
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-        dataset, split = path.parent.name, path.name.split(".")[0]
-        rows.append({"dataset": dataset, "split": split, **{k: manifest[k] for k in
-                     ("problems", "problems_with_plus_tests", "plus_tests")},
-                     "tests_per_problem": json.dumps(manifest["tests_per_problem"]),
-                     "skipped": json.dumps(manifest["skipped"])})  # fmt: skip
-    return pd.DataFrame(rows)
