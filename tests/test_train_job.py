@@ -101,6 +101,7 @@ def grpo_settings():
         "lora": LORA,
         "prompt": {"template": "{prompt}\nTest: {tests}\n", "num_tests_shown": 1},
         "execution": {"timeout_s": 2, "memory_mb": 512},
+        "watch": {"sample_size": 4},
     }
 
 

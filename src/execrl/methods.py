@@ -44,13 +44,13 @@ METHODS: dict[str, Method] = {
         Method(
             "grpo",
             "TRL GRPOTrainer on online samples rewarded by the sandbox",
-            settings=("grpo", "rewards", "prompt", "execution"),
+            settings=("grpo", "rewards", "prompt", "execution", "watch"),
             online=True,
         ),
         Method(
             "srrl",
             "GRPO whose groups mix first attempts with refinements prompted by execution feedback",
-            settings=("grpo", "rewards", "prompt", "execution", "srrl"),
+            settings=("grpo", "rewards", "prompt", "execution", "srrl", "watch"),
             online=True,
         ),
         Method(

@@ -185,9 +185,13 @@ def get_policy_model_input(wildcards):
 
 
 def get_training_data(wildcards):
-    """What the method trains on: preference pairs, or the train split's problems."""
-    if METHODS[wildcards.method].data == "pairs":
+    """What the method trains on: preference pairs, the train split's problems with their held-out
+    tests (methods the reward-hacking watch follows), or the train split's problems."""
+    method = METHODS[wildcards.method]
+    if method.data == "pairs":
         return f"results/rl_data/{wildcards.dataset}/{wildcards.model}/{wildcards.seed}/pairs.jsonl"
+    if "watch" in method.settings:
+        return f"results/data/{wildcards.dataset}/train.plus.jsonl"
     return get_train_problems(wildcards)
 
 
