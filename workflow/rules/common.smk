@@ -74,6 +74,24 @@ def get_training_metrics(methods=None):
     )
 
 
+def get_watched_metrics():
+    """The training metrics of the methods the reward-hacking watch follows."""
+    return get_training_metrics([m for m in TRAINED if "watch" in METHODS[m].settings])
+
+
+def get_main_split_annotations():
+    """Every run's annotations on the main split, on the visible and on base + held-out tests."""
+    # The report's main split (execrl.report.summary.main_split): test when evaluated.
+    split = (
+        "test" if "test" in EXPERIMENT["eval_splits"] else EXPERIMENT["eval_splits"][0]
+    )
+    return expand_runs(
+        "results/annotations/{dataset}/{model}/{method}/{seed}/{split}{suite}.jsonl",
+        split=[split],
+        suite=["", ".plus"],
+    )
+
+
 def get_method_metrics(wildcards):
     """The training metrics of one method's runs (its own figure's input)."""
     return get_training_metrics([wildcards.method])
@@ -224,6 +242,8 @@ def get_report_figures():
     for method in TRAINED:
         if METHODS[method].panels:
             figures[f"method_{method}"] = f"results/plots/methods/{method}.png"
+    if get_watched_metrics():
+        figures["reward_hacking"] = "results/plots/reward_hacking.png"
     if get_warm_start_metrics():
         figures["warm_start"] = "results/plots/warm_start.png"
     return figures
@@ -241,6 +261,7 @@ def get_report_inputs(wildcards):
         "cost": "results/tables/cost.tsv",
         "plus": "results/tables/pass_at_k_plus.tsv",
         "plus_manifests": "results/tables/plus_tests.tsv",
+        "annotations": get_main_split_annotations(),
         "refinements": get_refinement_samples(),
         "manifests": get_rl_manifests(),
         "metrics": get_training_metrics(),

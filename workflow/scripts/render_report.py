@@ -24,6 +24,7 @@ page, summary, markdown = build(
         metrics=list(inputs.metrics),
         plus=inputs.plus,
         plus_manifests=inputs.plus_manifests,
+        annotations=list(inputs.annotations),
         figures={name[4:]: path for name, path in inputs.items() if name.startswith("fig_")},
     ),
     title=snakemake.params.title,
