@@ -15,8 +15,7 @@ from matplotlib.figure import Figure
 
 from execrl.methods import METHODS
 from execrl.report.evaluations import OUTCOME_LABELS
-from execrl.report.reward_hacking import WATCH_PANELS
-from execrl.report.training import SRRL_KEYS, WARM_START_PANELS, panels_for, smooth, smoothing_window
+from execrl.report.training import SRRL_KEYS, WARM_START_PANELS, WATCH_PANELS, panels_for, smooth, smoothing_window
 
 METHOD_ORDER = list(METHODS)
 # base grey, the warm start (sft) purple, every trained method its own colour in registry order.

@@ -28,9 +28,9 @@ def section(records: list[dict], manifests: pd.DataFrame, split: str) -> str:
     """HTML: the side-by-side table and how many problems got how many held-out tests."""
     if not records:
         return ""
-    columns = ["dataset", "model", "method", "pass@1 base", "pass@1 base + held-out", "gap"]
-    rows = [[r["dataset"], r["model"], r["method"], tables.fmt(r["pass_at_k_base"], 3),
-             tables.fmt(r["pass_at_k_plus"], 3), tables.fmt(r["gap"], 3)] for r in records]  # fmt: skip
+    frame = pd.DataFrame(records).rename(
+        columns={"pass_at_k_base": "pass@1 base", "pass_at_k_plus": "pass@1 base + held-out", "n_seeds": "seeds"}
+    )[["dataset", "model", "method", "seeds", "pass@1 base", "pass@1 base + held-out", "gap"]]
     made = ""
     if not manifests.empty:
         made = "".join(
@@ -43,5 +43,5 @@ def section(records: list[dict], manifests: pd.DataFrame, split: str) -> str:
 <p class="caption">pass@1 on the tests the prompt showed and on those plus held-out tests made from the reference
 (its visible inputs mutated by type, the reference run in the sandbox for each expected output). The gap is what the
 held-out tests take away: programs that pass what they were shown but not new inputs of the same shape.</p>
-{tables.html_table(columns, rows, table_id="held-out-table", numeric_from=3)}
+{tables.frame_html(frame, table_id="held-out-table", text_columns=3)}
 {made}"""

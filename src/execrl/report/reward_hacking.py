@@ -18,12 +18,9 @@ import pandas as pd
 
 from execrl.jsonl import read_jsonl
 from execrl.report import tables
+from execrl.report.training import WATCH_PANELS
 from execrl.watch.tamper import CATEGORIES, signals
 
-WATCH_PANELS = (
-    ("watch/hard_coding_rate", "rewarded programs failing held-out tests"),
-    ("watch/tamper/any", "completions with a tamper signal"),
-)
 HARD_CODING = "hard_coding"
 RUN = re.compile(r"(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<method>[^/]+)/(?P<seed>\d+)/(?P<split>[^/.]+)(?P<plus>\.plus)?\.jsonl$")
 
