@@ -39,7 +39,7 @@ REPORT_RUN = deep_update(
 REPORTING_RULES = {
     "summarize_evaluations", "bootstrap_pass_at_k", "analyze_diversity", "summarize_cost", "plot_pass_at_k",
     "plot_per_problem", "plot_outcomes", "plot_training_curves", "plot_srrl_refinement", "plot_warm_start",
-    "plot_diversity", "render_report",
+    "plot_diversity", "summarize_plus_tests", "render_report",
 }
 REPORT_RULES = {"render_report"}
 CHROMIUM_FLAGS = [

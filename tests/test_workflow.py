@@ -68,6 +68,11 @@ def test_run_produces_report_from_its_own_numbers(finished_run):
     assert test_pass_1 == pytest.approx(evaluation["pass_at_k"]["1"])
     assert f"{test_pass_1:.3f}" in html
     assert "data:image/png;base64," in html
+    held_out = next(r for r in summary["held_out"] if r["method"] == "base")
+    assert held_out["pass_at_k_base"] == pytest.approx(evaluation["pass_at_k"]["1"])
+    plus = json.loads((finished_run / "results/eval/builtin/tiny/base/0/test.plus.json").read_text())
+    assert held_out["pass_at_k_plus"] == pytest.approx(plus["pass_at_k"]["1"]) <= held_out["pass_at_k_base"]
+    assert 'id="held-out"' in html
     assert planned_jobs(finished_run) == {}
 
 
@@ -90,8 +95,13 @@ def test_run_produces_report_from_its_own_numbers(finished_run):
             {"sft_tiny_model", "generate_candidates", "render_report"},
             {"prepare_dataset", "train_tokenizer", "init_tiny_model"},
         ),
+        (
+            {"plus_tests": {"seed": 1}},
+            {"make_plus_tests", "annotate_plus_tests", "evaluate_pass_at_k_plus", "summarize_plus_tests", "render_report"},
+            UPSTREAM_OF_GENERATION | {"generate_candidates", "annotate_candidates", "evaluate_pass_at_k"},
+        ),
     ],
-    ids=["temperature", "timeout", "k", "sft-learning-rate"],
+    ids=["temperature", "timeout", "k", "sft-learning-rate", "plus-tests-seed"],
 )
 def test_config_change_reruns_only_what_it_invalidates(finished_run, overlay, must_run, must_not_run):
     planned = set(planned_jobs(finished_run, overlay))

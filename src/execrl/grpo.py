@@ -17,6 +17,7 @@ from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.rewards import ExecutionRewards, RewardSettings
 from execrl.srrl import SRRLRollout, SRRLSettings, grouping_trainer_class
+from execrl.watch.monitor import RewardHackingWatch, WatchSettings
 from execrl.training import (
     ExampleLog,
     MetricsFileCallback,
@@ -263,6 +264,7 @@ def train_grpo(
     adapter_dir: str | Path,
     metrics_path: str | Path,
     srrl: SRRLSettings | None = None,
+    watch: WatchSettings | None = None,
     wandb: dict | None = None,
     run_name: str | None = None,
     task: OnlineTask | None = None,
@@ -273,7 +275,8 @@ def train_grpo(
 
     The reward is the problems' tests (`reward_settings`) unless `task` gives another
     (an `execrl.online_task.OnlineTask`: its prompts, reward, rollout, callbacks and trainer), as
-    `exec`, `code_game` and `spiral` do.
+    `exec`, `code_game` and `spiral` do. With `watch` (and the problems' tests as the reward), every
+    step also logs the reward-hacking watch's rates (`execrl.watch.monitor`).
 
     With `lora`, `adapter_dir` receives a LoRA adapter; with `lora=None` all weights train and it
     receives the full model. Under `accelerate launch` each process samples its own prompts of every
@@ -288,7 +291,12 @@ def train_grpo(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     if task is None:
-        task = ExecutionRewards({p.id: p for p in problems}, executor, reward_settings, prompt_config.reasoning_format)
+        monitor = None
+        if watch is not None and watch.enabled:
+            monitor = RewardHackingWatch(executor, watch, plus_in_reward=reward_settings.plus_tests == "reward")
+        task = ExecutionRewards(
+            {p.id: p for p in problems}, executor, reward_settings, prompt_config.reasoning_format, watch=monitor
+        )
     prompts = [task.prompt(p, prompt_config, tokenizer) for p in problems]
     problems_by_prompt = dict(zip(prompts, problems, strict=True))
     dataset = Dataset.from_list([{"prompt": text, "problem_id": p.id} for text, p in zip(prompts, problems, strict=True)])

@@ -92,6 +92,12 @@ FIGURES = {
         "GRPO's pass rate over all its samples for reference. A c2 is only sampled for a failed c1, so its pass rate "
         "is a fix rate.",
     ),
+    "reward_hacking": (
+        "reward-hacking-figure",
+        "Reward hacking over training",
+        "Per training step and method: the share of rewarded programs that fail held-out tests made from the "
+        "reference, and the share of completions with a tamper signal (mean over seeds; smoothed).",
+    ),
     "warm_start": (
         "warm-start",
         "Warm start of the tiny model",
@@ -322,6 +328,8 @@ def render(
     rl_data: pd.DataFrame,
     training: pd.DataFrame,
     n_examples: int = 4,
+    held_out_html: str = "",
+    reward_hacking_html: str = "",
 ) -> str:
     split = summary["main_split"]
     meta = summary["provenance"]
@@ -332,7 +340,9 @@ def render(
     total = summary["cost"]["total"]
     pairs = [(section_id(r[0]["method"], r[0]["baseline"]), t) for t, r in comparisons.by_title(summary["comparisons"], split)]
     sections = [("glance", "At a glance"), ("summary", "Summary"), *pairs, ("pass-at-k", "pass@k"), ("per-problem", "Problems"),
-                ("outcomes", "Outcomes"), ("training", "Training"), ("refinements", "Refinements"), ("diversity", "Diversity"),
+                ("outcomes", "Outcomes"), *([("held-out", "Held-out tests")] if held_out_html else []),
+                ("reward-hacking", "Reward hacking"),
+                ("training", "Training"), ("refinements", "Refinements"), ("diversity", "Diversity"),
                 ("cost", "Cost"), ("rl-data", "RL data"), ("configuration", "Configuration")]
     labels = tables.COST_LABELS
     hours = {labels["wall_h"]: tables.fmt_hours, labels["cpu_h"]: tables.fmt_hours, labels["gpu_h"]: tables.fmt_hours,
@@ -372,6 +382,8 @@ distinct / n: distinct programs per problem as a share of the samples. Training 
 {fig("per_problem")}
 {changes_section(summary["summary"], split)}
 {fig("outcomes")}
+{held_out_html}
+{reward_hacking_html}
 <h2>Training</h2>
 {training_table}
 {token_section(summary)}

@@ -202,6 +202,12 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
         frame = budget.table(pd.DataFrame(summary["token_budget"]["per_method"]))
         parts += ["## Tokens sampled in training", "", tables.frame_markdown(frame, budget.FORMATS), "",
                   summary["token_budget"]["note"], ""]
+    if summary.get("held_out"):
+        frame = pd.DataFrame(summary["held_out"])[["dataset", "model", "method", "pass_at_k_base", "pass_at_k_plus", "gap"]]
+        parts += [f"## Held-out tests ({split} split, pass@1)", "", tables.frame_markdown(frame), ""]
+    if summary.get("reward_hacking", {}).get("rates"):
+        frame = pd.DataFrame(summary["reward_hacking"]["rates"])
+        parts += ["## Reward-hacking watch (first and last tenth of training)", "", tables.frame_markdown(frame), ""]
     detail = tables.all_splits_frame(summary["summary"], ks)
     if not detail.empty:
         parts += ["## Every split", "", tables.frame_markdown(detail), ""]

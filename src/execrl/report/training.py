@@ -31,6 +31,11 @@ COMPONENT = re.compile(r"^rewards/(?P<name>[^/]+)/mean$")
 SRRL_KEYS = {"srrl/c1_pass_rate": "c1 (first attempt)", "srrl/c2_pass_rate": "c2 (refinement)"}
 WARM_START_PANELS = [("loss", "loss"), ("mean_token_accuracy", "token accuracy")]
 COLUMNS = ["dataset", "model", "method", "seed", "step", "samples", "elapsed_s", "metric", "value"]
+WATCH_PANELS = (
+    ("watch/hard_coding_rate", "rewarded programs failing held-out tests"),
+    ("watch/tamper/any", "completions with a tamper signal"),
+)
+"""The reward-hacking watch's rates (`execrl.watch.monitor`) the report draws."""
 
 
 def parse_run(path: str | Path) -> dict:
