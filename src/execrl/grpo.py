@@ -17,7 +17,6 @@ from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.rewards import ExecutionRewards, RewardSettings
 from execrl.srrl import SRRLRollout, SRRLSettings, grouping_trainer_class
-from execrl.watch.monitor import RewardHackingWatch, WatchSettings
 from execrl.training import (
     ExampleLog,
     MetricsFileCallback,
@@ -29,6 +28,7 @@ from execrl.training import (
     world_size,
 )
 from execrl.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
+from execrl.watch.monitor import RewardHackingWatch, WatchSettings
 
 VLLM_MODES = ("colocate", "server")
 
