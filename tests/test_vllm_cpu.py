@@ -66,3 +66,20 @@ def test_two_steps_with_colocated_vllm(tiny, tmp_path, method):
     assert second["sampling/sampling_logp_difference/max"] < 0.05, second
     assert 0.95 < second["sampling/importance_sampling_ratio/min"] <= second["sampling/importance_sampling_ratio/max"] < 1.05
     assert (tmp_path / "trained" / "adapter_config.json").is_file()
+
+
+def test_grpo_beside_a_vllm_server_on_cpu(tiny, tmp_path):
+    """`python -m execrl.vllm_server --gpus 0` (vLLM's server on CPU) around the `train` rule's command."""
+    server = (sys.executable, "-m", "execrl.vllm_server", "--model", str(tiny / "model"), "--gpus", "0",
+              "--gpu-memory-utilization", str(MEMORY_SHARE), "--max-model-len", "256", "--timeout", "300",
+              "--log", str(tmp_path / "vllm.log"), "--")
+    run(*vllm_job(tiny, tmp_path, "grpo", "server", prefix=server), tmp_path)
+    assert step_records(tmp_path) == [0, 1, 1, 2, 2]
+    # The served model changed: step 2 was sampled by the server after step 1's weights were reloaded into
+    # it, and the trainer's log-probs agree with the server's token by token.
+    second = trained_steps(tmp_path)[1]
+    assert second["sampling/sampling_logp_difference/max"] < 0.05, second
+    log = (tmp_path / "vllm.log").read_text()
+    assert "Application startup complete" in log
+    # One weight reload per step the server sampled after (the evaluations' and the steps' own syncs).
+    assert log.count('"POST /collective_rpc HTTP/1.1" 200') >= 2

