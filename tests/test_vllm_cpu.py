@@ -7,6 +7,7 @@ vLLM on CPU reserves `gpu_memory_utilization` of the machine's memory and `VLLM_
 of KV cache; both are kept small here.
 """
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -53,6 +54,31 @@ def trained_steps(tmp_path):
     return [r for r in records if "reward" in r]
 
 
+def test_vllm_sampling_through_the_generation_backend(tiny, monkeypatch):
+    """`generation.backend: vllm`, as the candidates rule builds it: seeded samples from vLLM's own engine."""
+    from execrl.generation import GenerationSettings, VLLMSettings, candidate_records, get_backend
+    from execrl.problems import Problem
+    from execrl.prompting import PromptConfig
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", KV_CACHE_GB)
+    problems = [Problem(**{k: v for k, v in p.items() if k != "reference"}) for p in PROBLEMS]
+    backend = get_backend("vllm", str(tiny / "model"), gpus=0,
+                          vllm=VLLMSettings(gpu_memory_utilization=MEMORY_SHARE, max_model_len=256, dtype="float32"))
+    settings = GenerationSettings(num_samples=4, max_new_tokens=16, seed=3, temperature=1.0, top_p=1.0)
+    prompt = PromptConfig(num_tests_shown=1)
+    first = candidate_records(problems, backend, settings, prompt)
+    again = candidate_records(problems, backend, settings, prompt)
+    other = candidate_records(problems, backend, dataclasses.replace(settings, seed=4), prompt)
+    assert len(first) == 4 * len(problems)
+    assert [r["sample_index"] for r in first[:4]] == [0, 1, 2, 3]
+    completions = [r["completion"] for r in first]
+    assert completions == [r["completion"] for r in again]  # seeded
+    assert completions != [r["completion"] for r in other]
+    assert all(len(set(completions[i:i + 4])) > 1 for i in range(0, len(completions), 4))  # a problem's samples differ
+    config = backend.llm.llm_engine.model_config
+    assert config.max_model_len == 256 and str(config.dtype) == "torch.float32"
+
+
 @pytest.mark.parametrize("method", ["grpo", "srrl"])
 def test_two_steps_with_colocated_vllm(tiny, tmp_path, method):
     """The `train` rule's command on CPU, 1 process with a vLLM engine inside it."""
@@ -83,3 +109,10 @@ def test_grpo_beside_a_vllm_server_on_cpu(tiny, tmp_path):
     assert "Application startup complete" in log
     # One weight reload per step the server sampled after (the evaluations' and the steps' own syncs).
     assert log.count('"POST /collective_rpc HTTP/1.1" 200') >= 2
+
+
+def test_vllm_settings_are_checked():
+    from execrl.generation import VLLMSettings
+
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):
+        VLLMSettings(gpu_memory_utilization=1.5)
