@@ -77,6 +77,11 @@ def test_vllm_sampling_through_the_generation_backend(tiny, monkeypatch):
     assert all(len(set(completions[i:i + 4])) > 1 for i in range(0, len(completions), 4))  # a problem's samples differ
     config = backend.llm.llm_engine.model_config
     assert config.max_model_len == 256 and str(config.dtype) == "torch.float32"
+    # More prompt tokens than one engine step prefills (the embedded default's 200 problems × 8 samples
+    # are): seeded sampling on vLLM's CPU build then fails unless prefills stay whole.
+    many = candidate_records(problems * 8, backend, dataclasses.replace(settings, num_samples=64, max_new_tokens=2),
+                             prompt)
+    assert len(many) == 64 * 8 * len(problems)
 
 
 @pytest.mark.parametrize("method", ["grpo", "srrl"])
