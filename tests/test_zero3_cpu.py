@@ -102,3 +102,29 @@ def test_killed_zero3_run_resumes_from_its_checkpoint(tiny, tmp_path):  # noqa: 
     assert len(resumed) == 2 and resumed[0] == resumed[1] >= saved
     assert step_records(tmp_path) == list(range(1, 31))  # 60 pairs, 1 per process and step
     assert (tmp_path / "trained" / "adapter_config.json").is_file()
+
+
+def test_code_game_with_a_frozen_base_opponent_under_zero3(tmp_path):
+    """The `base` opponent is loaded after the trainer exists, when ZeRO-3's `zero.Init` would build it
+    from empty shards; it must be a whole model on every process, sampling as on one."""
+    from test_program_methods import PROBLEMS as PROGRAM_PROBLEMS
+    from test_program_methods import settings_json
+
+    from conftest import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "tiny", [f"print({i} * {i})\n" for i in range(50)] * 2)
+    (tmp_path / "tiny" / "hook").mkdir()
+    (tmp_path / "tiny" / "hook" / "sitecustomize.py").write_text("")
+    data = tmp_path / "problems.jsonl"
+    data.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in PROGRAM_PROBLEMS))
+    settings = json.loads(settings_json("code_game"))
+    command, env = job(tmp_path / "tiny", tmp_path, "code_game", settings, data, config=ZERO3,
+                       extra=("--eval-problems", str(data), "--sandbox-workers", "1"))
+    command[command.index("--model") + 1] = model
+    run(command, env, tmp_path)
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    games = [r for r in records if "code_game/reward" in r]
+    # Before the fix both processes died in the opponent's first forward pass (empty embedding shards:
+    # "Padding_idx must be within num_embeddings").
+    assert len(games) == 2 and all(r["code_game/reward"] == pytest.approx(r["reward"]) for r in games)
+    assert zero3_checkpoint(tmp_path) == (3, 2)
