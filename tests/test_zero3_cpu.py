@@ -128,3 +128,4 @@ def test_code_game_with_a_frozen_base_opponent_under_zero3(tmp_path):
     # "Padding_idx must be within num_embeddings").
     assert len(games) == 2 and all(r["code_game/reward"] == pytest.approx(r["reward"]) for r in games)
     assert zero3_checkpoint(tmp_path) == (3, 2)
+
