@@ -23,6 +23,8 @@ training process asks for as many (vLLM's server mode samples collectively).
 
 from __future__ import annotations
 
+import contextlib
+
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -212,6 +214,27 @@ class CodeGameRewards(OnlineTask):
         return [code_game], [1.0]
 
 
+@contextlib.contextmanager
+def whole_model_loading():
+    """`from_pretrained` builds a whole model on this process, also under DeepSpeed ZeRO-3.
+
+    Once a ZeRO-3 trainer exists, transformers builds every model inside `deepspeed.zero.Init`,
+    which leaves each process an empty shard of every weight, to be gathered by an engine; a
+    frozen model sampled outside the trainer has no engine, so it must be built whole.
+    """
+    from transformers.integrations import deepspeed
+
+    config = deepspeed._hf_deepspeed_config_weak_ref() if deepspeed._hf_deepspeed_config_weak_ref else None
+    if config is None:
+        yield
+        return
+    deepspeed.unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        deepspeed.set_hf_deepspeed_config(config)
+
+
 def opponent_predictor(settings: CodeGameSettings, base_model: str, grpo_settings) -> Callable:
     """`trainer -> predict(prompts, temperature, max_tokens)` for the configured opponent.
 
@@ -237,7 +260,9 @@ def opponent_predictor(settings: CodeGameSettings, base_model: str, grpo_setting
         from execrl.generation.transformers_backend import generate_token_ids
 
         tokenizer = trainer.processing_class
-        frozen = AutoModelForCausalLM.from_pretrained(base_model, dtype="auto").to(trainer.accelerator.device).eval()
+        with whole_model_loading():
+            frozen = AutoModelForCausalLM.from_pretrained(base_model, dtype="auto")
+        frozen = frozen.to(trainer.accelerator.device).eval()
         frozen.requires_grad_(False)
 
         def predict(prompts, temperature, max_tokens, batch=64):

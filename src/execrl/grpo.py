@@ -27,6 +27,7 @@ from execrl.training import (
     train_resuming,
     world_size,
 )
+from execrl.vllm_cpu import trl_vllm_generation_for_platform
 from execrl.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
 from execrl.watch.monitor import RewardHackingWatch, WatchSettings
 
@@ -329,21 +330,23 @@ def train_grpo(
     trainer_class = task.trainer_class(LengthChunkedGRPOTrainer)
     if srrl is not None:
         trainer_class = grouping_trainer_class(trainer_class, srrl)
-    trainer = trainer_class(
-        model=model,
-        reward_funcs=reward_funcs,
-        args=args,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=lora.peft_config() if lora else None,
-        rollout_func=rollout,
-        callbacks=[
-            MetricsFileCallback(metrics_in_progress),
-            interval,
-            *([StopAtTokenBudget(token_budget)] if token_budget is not None else []),
-            *task.callbacks(make_sampler),
-        ],
-    )
+    # On vLLM's CPU build the trainer's weight sync is execrl.vllm_cpu's; elsewhere it is TRL's own.
+    with trl_vllm_generation_for_platform(settings.use_vllm):
+        trainer = trainer_class(
+            model=model,
+            reward_funcs=reward_funcs,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=lora.peft_config() if lora else None,
+            rollout_func=rollout,
+            callbacks=[
+                MetricsFileCallback(metrics_in_progress),
+                interval,
+                *([StopAtTokenBudget(token_budget)] if token_budget is not None else []),
+                *task.callbacks(make_sampler),
+            ],
+        )
     trainer.data_collator = ExampleLog(trainer.data_collator, "problem_id", drop=False)
     interval.trainer = trainer
     task.bind(trainer)
