@@ -979,9 +979,13 @@ class Worker:
                          "wall_killed": False, "overflow": False, "token": "", "minflt": 0})
             blobs += [(json.dumps(crec) + "\n").encode(), b"", b""]
         elif spec["mode"] == "stdio":
-            # One run per test, but one wall-clock budget for the candidate: a worker is never
-            # held longer than ``total_wall`` by one candidate, however many tests it has.
-            end = time.monotonic() + float(lim["total_wall"])
+            # One run per test, each bounded by its CPU time, and one wall-clock backstop for
+            # the candidate: a worker is never held longer by one candidate, however many
+            # tests it has (limits.candidate_wall: the same formula).
+            n_runs = len(spec["inputs"])
+            total_wall = (float(lim["total_wall"]) if lim["total_wall"] is not None else
+                          max(3 * float(lim["wall"]), 3 * float(lim["timeout_s"]) * n_runs + float(lim["wall"])))
+            end = time.monotonic() + total_wall
             reply_bytes = 0
             for k, inp in enumerate(spec["inputs"]):
                 remaining = end - time.monotonic()

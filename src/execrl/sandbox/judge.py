@@ -20,6 +20,7 @@ from typing import Any
 
 from execrl.sandbox.codec import DecodeError, decode, loads_record
 from execrl.sandbox.guard import run_with_deadline
+from execrl.sandbox.limits import candidate_wall
 from execrl.sandbox.result import ExecutionResult
 from execrl.sandbox.split import JudgeTest, Prepared
 
@@ -585,7 +586,7 @@ def _judge_stdio(prepared: Prepared, runs: list[_Run], limits: dict, reply: dict
     for i in range(n):
         if i >= len(runs):
             if first is None and reply.get("total_wall_exceeded"):  # the candidate's budget ran out
-                msg = f"total wall-clock limit of {limits['total_wall']}s per program exceeded"
+                msg = f"total wall-clock limit of {candidate_wall(limits, n):g}s per program exceeded"
                 outcomes.append(_outcome(i, "timeout", "Timeout", msg))
                 first = dict(outcomes[-1], trace=f"Timeout: {msg}")
             elif first is None and reply.get("reply_limit_exceeded"):
