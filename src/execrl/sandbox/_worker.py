@@ -699,6 +699,21 @@ def _exit_as_python_does() -> None:
         pass
 
 
+def _write_program_file(code: str) -> None:
+    """Put the program at ``solution.py`` in its working directory, the ``__file__`` it runs
+    as: ``multiprocessing``'s ``spawn`` and ``forkserver`` start methods run the main module's
+    file again in every new process (as ``__mp_main__``), as they do for ``python solution.py``.
+    Only for programs that mention the module: other runs do not pay for the file."""
+    try:
+        fd = os.open("solution.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, code.encode("utf-8", "surrogateescape"))
+        finally:
+            os.close(fd)
+    except OSError:  # beyond the file size limit: such a program cannot spawn, like any other
+        pass
+
+
 def _flush() -> None:
     for stream in (getattr(sys, "stdout", None), sys.__stdout__, getattr(sys, "stderr", None), sys.__stderr__):
         try:
@@ -1126,6 +1141,8 @@ class Worker:
         if self.workdir is None:
             os.environ["HOME"] = workdir
             os.environ["TMPDIR"] = workdir
+        if "multiprocessing" in code or "ProcessPool" in code:
+            _write_program_file(code)
         signal.setitimer(signal.ITIMER_PROF, timeout)
         if compiled is None:  # too large to compile in the worker
             compiled, crec = compile_candidate(code)
