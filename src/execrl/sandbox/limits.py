@@ -45,19 +45,22 @@ class ExecutionLimits:
     running; the rest is discarded)."""
 
     total_wall_timeout_s: float | None = None
-    """Wall-clock budget of one candidate over all its runs (a ``stdio`` problem runs once
+    """Wall-clock backstop of one candidate over all its runs (a ``stdio`` problem runs once
     per test): a worker is never held longer by one candidate. Tests that did not start
     within it are ``not_run`` and the candidate times out. ``None`` means ``3 *`` the per-run
-    wall-clock limit."""
+    wall-clock limit, or ``3 * timeout_s`` per test plus one per-run limit when that is more:
+    each test is bounded by its CPU time, so a candidate of many tests that each use most of
+    their budget passes on a loaded machine too."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def worker_limits(self) -> dict[str, Any]:
-        """The fields, plus the resolved per-run (``wall``) and per-candidate
-        (``total_wall``) wall-clock limits, as sent to the workers."""
+        """The fields, plus the resolved per-run wall-clock limit (``wall``) and the explicit
+        per-candidate one (``total_wall``, ``None`` for the default of
+        :func:`candidate_wall`), as sent to the workers."""
         wall = self.wall_timeout_s or 3 * self.timeout_s + 2
-        return dict(asdict(self), wall=wall, total_wall=self.total_wall_timeout_s or 3 * wall)
+        return dict(asdict(self), wall=wall, total_wall=self.total_wall_timeout_s)
 
     def __post_init__(self) -> None:
         if not self.timeout_s > 0:
@@ -68,3 +71,12 @@ class ExecutionLimits:
         for name in ("memory_mb", "max_processes", "max_open_files", "file_size_mb", "max_output_bytes"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be positive")
+
+
+def candidate_wall(lim: dict[str, Any], n_runs: int) -> float:
+    """The wall-clock backstop of one candidate of ``n_runs`` runs, from
+    :meth:`ExecutionLimits.worker_limits` (the worker computes the same: it imports nothing
+    from the package)."""
+    if lim["total_wall"] is not None:
+        return float(lim["total_wall"])
+    return max(3 * float(lim["wall"]), 3 * float(lim["timeout_s"]) * n_runs + float(lim["wall"]))
