@@ -43,7 +43,7 @@ def burner(cpu_s: float) -> str:
 def test_the_candidate_backstop_scales_with_its_tests():
     lim = ExecutionLimits(timeout_s=2.0).worker_limits()
     assert candidate_wall(lim, 1) == 3 * 8  # three per-run limits
-    assert candidate_wall(lim, 20) == 3 * 2.0 * 20 + 8  # each test may take three times its CPU budget
+    assert candidate_wall(lim, 20) == 3 * 2.0 * 20 + 2 * 8  # each test may take three times its CPU budget
     assert candidate_wall(ExecutionLimits(timeout_s=2.0, total_wall_timeout_s=5).worker_limits(), 20) == 5
 
 
