@@ -43,7 +43,7 @@ def burner(cpu_s: float) -> str:
 def test_the_candidate_backstop_scales_with_its_tests():
     lim = ExecutionLimits(timeout_s=2.0).worker_limits()
     assert candidate_wall(lim, 1) == 3 * 8  # three per-run limits
-    assert candidate_wall(lim, 20) == 3 * 2.0 * 20 + 8  # each test may take three times its CPU budget
+    assert candidate_wall(lim, 20) == 3 * 2.0 * 20 + 2 * 8  # each test may take three times its CPU budget
     assert candidate_wall(ExecutionLimits(timeout_s=2.0, total_wall_timeout_s=5).worker_limits(), 20) == 5
 
 
@@ -71,3 +71,20 @@ def test_a_test_over_its_cpu_budget_times_out_under_load():
     assert over.status == "timeout" and over.test_outcomes[0]["status"] == "timeout"
     assert [o["status"] for o in over.test_outcomes[1:]] == ["not_run", "not_run"]
     assert ok.status == "pass"
+
+
+def test_filling_the_scratch_space_under_load_is_a_verdict_not_a_kill():
+    """The hostile ``fill_scratch`` program, with the hostile suite's limits, next to CPU hogs:
+    it fails (or times out) every time, never ends as killed, and the next program passes."""
+    from pathlib import Path
+
+    from test_sandbox_hostile import LIMITS
+
+    code = (Path(__file__).parent / "hostile" / "fill_scratch.py").read_text()
+    problem = Problem(id="load/add", prompt="t", test_type="assert", tests=["assert add(1, 2) == 3"])
+    good = "def add(a, b):\n    return a + b\n"
+    with Executor(workers=1, limits=LIMITS) as ex, cpu_hogs(2 * (os.cpu_count() or 2)):
+        results = ex.run_batch([(problem, c) for _ in range(4) for c in (code, good)])
+    assert [r.status in ("fail", "timeout") for r in results[::2]] == [True] * 4, [
+        (r.status, r.error_type, r.error_message) for r in results[::2]]
+    assert [r.status for r in results[1::2]] == ["pass"] * 4

@@ -994,26 +994,32 @@ class Worker:
                          "wall_killed": False, "overflow": False, "token": "", "minflt": 0})
             blobs += [(json.dumps(crec) + "\n").encode(), b"", b""]
         elif spec["mode"] == "stdio":
-            # One run per test, each bounded by its CPU time, and one wall-clock backstop for
-            # the candidate: a worker is never held longer by one candidate, however many
-            # tests it has (limits.candidate_wall: the same formula).
-            n_runs = len(spec["inputs"])
-            total_wall = (float(lim["total_wall"]) if lim["total_wall"] is not None else
-                          max(3 * float(lim["wall"]), 3 * float(lim["timeout_s"]) * n_runs + float(lim["wall"])))
-            end = time.monotonic() + total_wall
+            # One run per test, each bounded by its CPU time, and a wall-clock backstop for the
+            # candidate that grows only with the CPU time its runs used: a program that sleeps
+            # or blocks holds a worker for at most 3 per-run limits over all its tests, one that
+            # computes may take 3 times its CPU time (a loaded machine), and never more than
+            # limits.candidate_wall (the same formula), which the executor waits for.
+            wall_run = float(lim["wall"])
+            explicit = lim["total_wall"]
+            start = time.monotonic()
+            cpu_used = 0.0
             reply_bytes = 0
             for k, inp in enumerate(spec["inputs"]):
-                remaining = end - time.monotonic()
+                budget = float(explicit) if explicit is not None else max(3 * wall_run, 3 * cpu_used + wall_run)
+                remaining = start + budget - time.monotonic()
                 if remaining <= 0:
                     header["total_wall_exceeded"] = True
                     break
                 if reply_bytes > MAX_REPLY_BYTES:
                     header["reply_limit_exceeded"] = True
                     break
-                info, data = self.run_one(spec, code, compiled, lim, inp, wall_cap=remaining)
+                # a run started on the CPU-scaled budget is bounded by its own limits only
+                scaled = explicit is None and 3 * cpu_used + wall_run > 3 * wall_run
+                info, data = self.run_one(spec, code, compiled, lim, inp, wall_cap=None if scaled else remaining)
                 if k:  # only the first run's stderr is reported
                     data[2] = b""
                 reply_bytes += sum(len(b) for b in data)
+                cpu_used += info["cpu"]
                 runs.append(info)
                 blobs += data
                 if info["timeout"] or data[0].startswith(b'["c"'):

@@ -20,7 +20,6 @@ from typing import Any
 
 from execrl.sandbox.codec import DecodeError, decode, loads_record
 from execrl.sandbox.guard import run_with_deadline
-from execrl.sandbox.limits import candidate_wall
 from execrl.sandbox.result import ExecutionResult
 from execrl.sandbox.split import JudgeTest, Prepared
 
@@ -586,7 +585,7 @@ def _judge_stdio(prepared: Prepared, runs: list[_Run], limits: dict, reply: dict
     for i in range(n):
         if i >= len(runs):
             if first is None and reply.get("total_wall_exceeded"):  # the candidate's budget ran out
-                msg = f"total wall-clock limit of {candidate_wall(limits, n):g}s per program exceeded"
+                msg = "the program's wall-clock backstop over all its tests was exceeded"
                 outcomes.append(_outcome(i, "timeout", "Timeout", msg))
                 first = dict(outcomes[-1], trace=f"Timeout: {msg}")
             elif first is None and reply.get("reply_limit_exceeded"):

@@ -47,10 +47,12 @@ class ExecutionLimits:
     total_wall_timeout_s: float | None = None
     """Wall-clock backstop of one candidate over all its runs (a ``stdio`` problem runs once
     per test): a worker is never held longer by one candidate. Tests that did not start
-    within it are ``not_run`` and the candidate times out. ``None`` means ``3 *`` the per-run
-    wall-clock limit, or ``3 * timeout_s`` per test plus one per-run limit when that is more:
-    each test is bounded by its CPU time, so a candidate of many tests that each use most of
-    their budget passes on a loaded machine too."""
+    within it are ``not_run`` and the candidate times out. ``None`` means a backstop that
+    grows with the CPU time the candidate's runs used: a test may start while the elapsed
+    time is under the larger of ``3 *`` the per-run wall-clock limit and ``3 *`` the CPU time
+    used so far plus one per-run limit. A program that sleeps is stopped after three per-run
+    limits; one of many tests that each use most of their CPU budget passes on a loaded
+    machine too (each test is bounded by its CPU time)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,9 +76,9 @@ class ExecutionLimits:
 
 
 def candidate_wall(lim: dict[str, Any], n_runs: int) -> float:
-    """The wall-clock backstop of one candidate of ``n_runs`` runs, from
-    :meth:`ExecutionLimits.worker_limits` (the worker computes the same: it imports nothing
-    from the package)."""
+    """The longest one candidate of ``n_runs`` runs may hold a worker, from
+    :meth:`ExecutionLimits.worker_limits`: its explicit backstop, or the CPU-scaled one at
+    its largest (every run used its whole CPU budget, the last one started just in time)."""
     if lim["total_wall"] is not None:
         return float(lim["total_wall"])
-    return max(3 * float(lim["wall"]), 3 * float(lim["timeout_s"]) * n_runs + float(lim["wall"]))
+    return max(3 * float(lim["wall"]), 3 * float(lim["timeout_s"]) * n_runs + 2 * float(lim["wall"]))
