@@ -1,0 +1,1 @@
+"""Cluster-side planning: what a GPU job needs before it is submitted."""
