@@ -271,9 +271,7 @@ def fit(
     micro_batch × accumulation. Raises DoesNotFit naming the numbers and what would make it fit.
     """
     if completions_per_step % job.processes:
-        raise ValueError(
-            f"completions per step ({completions_per_step}) do not split over {job.processes} processes"
-        )
+        raise ValueError(f"completions per step ({completions_per_step}) do not split over {job.processes} processes")
     per_process = completions_per_step // job.processes
     micro_batches = [m for m in range(per_process, 0, -1) if per_process % m == 0]
     offload_choices = [False] + ([True] if allow_offload and job.zero_stage == 3 else [])
@@ -301,7 +299,9 @@ def _fits(arch: Architecture, job: TrainingJob, completions_per_step: int, allow
 
 def _what_would_help(arch: Architecture, job: TrainingJob, completions_per_step: int, allow_offload: bool) -> str:
     remedies = []
-    if job.finetune == "full" and _fits(arch, dataclasses.replace(job, finetune="lora"), completions_per_step, allow_offload):
+    if job.finetune == "full" and _fits(
+        arch, dataclasses.replace(job, finetune="lora"), completions_per_step, allow_offload
+    ):
         remedies.append("finetune: lora")
     if job.zero_stage == 0 and _fits(arch, dataclasses.replace(job, zero_stage=3), completions_per_step, True):
         remedies.append("ZeRO-3 with optimizer offload")
@@ -311,11 +311,14 @@ def _what_would_help(arch: Architecture, job: TrainingJob, completions_per_step:
     larger = [
         name
         for name, model in GPU_MODELS.items()
-        if model.memory_gb > current and _fits(arch, dataclasses.replace(job, gpu_model=name), completions_per_step, allow_offload)
+        if model.memory_gb > current
+        and _fits(arch, dataclasses.replace(job, gpu_model=name), completions_per_step, allow_offload)
     ]
     if larger:
         remedies.append(f"a larger gpu_model ({', '.join(larger)})")
-    return "; ".join(remedies) if remedies else "nothing on one node: a shorter sequence length or more processes"
+    return (
+        "; ".join(remedies) if remedies else "no single change (LoRA, optimizer offload, a larger gpu_model) suffices"
+    )
 
 
 def plan_vllm_server(
