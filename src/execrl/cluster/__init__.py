@@ -1,1 +1,0 @@
-"""Cluster-side planning: what a GPU job needs before it is submitted."""
