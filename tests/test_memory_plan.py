@@ -172,6 +172,12 @@ def test_refusal_when_no_single_change_helps():
         fit(arch, job, completions_per_step=8)
 
 
+def test_more_processes_than_one_node_has_are_refused():
+    with pytest.raises(DoesNotFit, match="9 training processes do not fit one node of 8 GPUs"):
+        fit(TINY, TrainingJob(processes=9), completions_per_step=9)
+    assert fit(TINY, TrainingJob(processes=9), completions_per_step=9, gpus_per_node=16).fits
+
+
 def test_settings_are_validated():
     with pytest.raises(ValueError, match="offload_optimizer needs ZeRO-3"):
         TrainingJob(zero_stage=0, offload_optimizer=True)

@@ -265,6 +265,7 @@ def fit(
     job: TrainingJob,
     completions_per_step: int,
     allow_offload: bool = True,
+    gpus_per_node: int = 8,
 ) -> Plan:
     """The largest micro-batch (and accumulation keeping `completions_per_step`) that fits, offloading
     the optimizer only when nothing fits without it.
@@ -272,6 +273,11 @@ def fit(
     Each process takes completions_per_step / processes completions per optimizer step, as
     micro_batch × accumulation. Raises DoesNotFit naming the numbers and what would make it fit.
     """
+    if job.processes > gpus_per_node:
+        raise DoesNotFit(
+            f"{job.processes} training processes do not fit one node of {gpus_per_node} GPUs "
+            "(multi-node training is not planned)"
+        )
     if completions_per_step % job.processes:
         raise ValueError(f"completions per step ({completions_per_step}) do not split over {job.processes} processes")
     per_process = completions_per_step // job.processes
