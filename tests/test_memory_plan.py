@@ -15,6 +15,7 @@ from execrl.memory_plan import (
     TrainingJob,
     architecture,
     fit,
+    fit_vllm_server,
     gpu,
     plan_training,
     plan_vllm_server,
@@ -267,3 +268,15 @@ def test_issue_figure_3b_layer_inputs_for_one_unsplit_step():
     # Split into micro-batches with accumulation over 7 processes, the same 168 completions fit.
     chosen = fit(arch, TrainingJob(processes=7, sequence_length=2048), completions_per_step=168)
     assert chosen.micro_batch * chosen.accumulation == 24 and chosen.micro_batch < 24
+
+
+def test_vllm_server_tensor_parallelism_is_the_smallest_that_fits():
+    arch = architecture(QWEN_32B)
+    assert fit_vllm_server(arch, max_model_len=8192, concurrent_sequences=2)[0] == 1
+    assert fit_vllm_server(arch, max_model_len=32768, concurrent_sequences=1)[0] == 2
+    # 56 sequences of 32768 tokens need 56 × 8 GiB of cache: 4 GPUs are not enough, 8 are.
+    tensor_parallel, plan = fit_vllm_server(arch, max_model_len=32768, concurrent_sequences=56)
+    assert tensor_parallel == 8 and plan.fits
+    assert not plan_vllm_server(arch, 32768, 56, tensor_parallel=4).fits
+    with pytest.raises(DoesNotFit, match=r"128 sequences of 32768 tokens does not fit even at tensor parallelism 8"):
+        fit_vllm_server(arch, max_model_len=32768, concurrent_sequences=128)

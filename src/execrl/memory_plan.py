@@ -347,3 +347,27 @@ def plan_vllm_server(
         "kv_cache": vllm_server_kv_cache_bytes(arch, max_model_len, concurrent_sequences) / tensor_parallel / GB,
     }
     return Plan(terms, 0.0, gpu_memory_utilization * device.memory_gb, device.dtype)
+
+
+def fit_vllm_server(
+    arch: Architecture,
+    max_model_len: int,
+    concurrent_sequences: int,
+    gpu_memory_utilization: float = 0.9,
+    gpu_model: str | None = None,
+    gpus_per_node: int = 8,
+) -> tuple[int, Plan]:
+    """The smallest tensor parallelism (a power of two dividing the attention heads, as vLLM requires)
+    whose per-GPU weights and KV cache fit; DoesNotFit naming the numbers when none on one node does."""
+    sizes = [tp for tp in (1, 2, 4, 8, 16) if tp <= gpus_per_node and arch.num_attention_heads % tp == 0]
+    for tensor_parallel in sizes:
+        plan = plan_vllm_server(
+            arch, max_model_len, concurrent_sequences, tensor_parallel, gpu_memory_utilization, gpu_model
+        )
+        if plan.fits:
+            return tensor_parallel, plan
+    raise DoesNotFit(
+        f"a vLLM server of {arch.parameters() / 1e9:.1f}B for {concurrent_sequences} sequences of "
+        f"{max_model_len} tokens does not fit even at tensor parallelism {sizes[-1]}: {plan.describe()}. "
+        "Would help: a smaller max_model_len or fewer concurrent sequences, or a larger gpu_model"
+    )
