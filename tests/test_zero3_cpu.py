@@ -129,3 +129,39 @@ def test_code_game_with_a_frozen_base_opponent_under_zero3(tmp_path):
     assert len(games) == 2 and all(r["code_game/reward"] == pytest.approx(r["reward"]) for r in games)
     assert zero3_checkpoint(tmp_path) == (3, 2)
 
+
+
+def test_spiral_self_play_with_unequal_rounds_under_zero3(tmp_path):
+    """Each ZeRO-3 sampling call gathers the sharded weights (a collective), so both processes must
+    make the same number of calls although their games last a different number of rounds and one
+    process may need more games than the other to fill its step."""
+    import dataclasses
+
+    from test_self_play_training import GRPO, SPIRAL
+
+    from conftest import build_tiny_model
+
+    texts = [f"[{i}]" for i in range(9)] * 20 + ["You are playing Tic-tac-toe. Legal moves: [0], [1]"] * 5
+    build_tiny_model(tmp_path / "tiny", texts)
+    (tmp_path / "tiny" / "hook").mkdir()
+    (tmp_path / "tiny" / "hook" / "sitecustomize.py").write_text("")
+    problems = [{"id": f"t/{i}", "prompt": f"Return {i}.", "test_type": "assert", "tests": [f"assert f() == {i}"]} for i in range(4)]
+    data = write_jsonl(tmp_path / "problems.jsonl", problems)
+    settings = {
+        "grpo": {**dataclasses.asdict(GRPO), "max_steps": 3, "save_steps": 3},
+        "spiral": {**dataclasses.asdict(SPIRAL), "games_per_step": 2, "illegal_move": "random", "observation": "compact",
+                   "eval_opponents": list(SPIRAL.eval_opponents)},
+        "prompt": {"template": "{prompt}\n", "num_tests_shown": 0, "chat_template": "never"},
+        "execution": {"timeout_s": 1.0, "memory_mb": 512},
+        "lora": {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]},
+    }
+    command, env = job(tmp_path / "tiny", tmp_path, "spiral", settings, data, config=ZERO3,
+                       extra=("--eval-problems", str(data), "--sandbox-workers", "1"))
+    log = run(command, env, tmp_path)
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "spiral/self_play/turns_per_game" in r] == [1, 2, 3]
+    assert [r["step"] for r in records if "spiral/eval/random/win_rate" in r] == [0, 1, 2, 3]
+    # The processes really played rounds of different counts: the lockstep padded the shorter one.
+    padded = [int(n) for n in re.findall(r"self-play lockstep: (\d+) padding calls", log)]
+    assert sum(padded) > 0
+    assert zero3_checkpoint(tmp_path) == (3, 2)
