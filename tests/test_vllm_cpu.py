@@ -99,12 +99,14 @@ def test_two_steps_with_colocated_vllm(tiny, tmp_path, method):
     assert (tmp_path / "trained" / "adapter_config.json").is_file()
 
 
-def test_grpo_beside_a_vllm_server_on_cpu(tiny, tmp_path):
-    """`python -m execrl.vllm_server --gpus 0` (vLLM's server on CPU) around the `train` rule's command."""
+@pytest.mark.parametrize("method", ["grpo", "srrl"])
+def test_two_steps_beside_a_vllm_server_on_cpu(tiny, tmp_path, method):
+    """`python -m execrl.vllm_server --gpus 0` (vLLM's server on CPU) around the `train` rule's command;
+    SRRL's refinements (its second sampling round of a step) are served too."""
     server = (sys.executable, "-m", "execrl.vllm_server", "--model", str(tiny / "model"), "--gpus", "0",
               "--gpu-memory-utilization", str(MEMORY_SHARE), "--max-model-len", "256", "--timeout", "300",
               "--log", str(tmp_path / "vllm.log"), "--")
-    run(*vllm_job(tiny, tmp_path, "grpo", "server", prefix=server), tmp_path)
+    run(*vllm_job(tiny, tmp_path, method, "server", prefix=server), tmp_path)
     assert step_records(tmp_path) == [0, 1, 1, 2, 2]
     # The served model changed: step 2 was sampled by the server after step 1's weights were reloaded into
     # it, and the trainer's log-probs agree with the server's token by token.
@@ -114,6 +116,10 @@ def test_grpo_beside_a_vllm_server_on_cpu(tiny, tmp_path):
     assert "Application startup complete" in log
     # One weight reload per step the server sampled after (the evaluations' and the steps' own syncs).
     assert log.count('"POST /collective_rpc HTTP/1.1" 200') >= 2
+    if method == "srrl":
+        # Half of each step's completions are refinements of failed first attempts, sampled by the server
+        # in a second request of the step (7 completion requests against GRPO's 5 here).
+        assert [step["srrl/c2_share"] for step in trained_steps(tmp_path)] == [0.5, 0.5]
 
 
 def test_vllm_settings_are_checked():
