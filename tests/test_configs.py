@@ -12,6 +12,7 @@ import yaml
 from conftest import EMBEDDED, MBPP_DIR, REPO, SNAKEMAKE, copy_workflow
 from execrl.config import merged_config, without_runtime_settings
 from execrl.datasets import load_split
+from execrl.grpo import GRPOSettings
 
 CONFIGS = {
     "config.yaml": [],  # the analysis: GRPO vs SRRL on MBPP
@@ -64,6 +65,9 @@ def test_offline_against_online_rl_on_two_datasets():
     assert config["models"]["qwen2.5-3b-instruct"]["finetuning"] == "lora"
     assert config["generation"]["max_new_tokens"] == 2048 and config["grpo"]["max_completion_length"] == 2048
     assert config["grpo"]["train_problems"] is None and config["dpo"]["max_length"] == 3072
+    # the analysis' GRPO step (seed 000's tiny-grpo step), as its comment says
+    grpo = config["grpo"]
+    assert (grpo["beta"], grpo["loss_type"], grpo["steps_per_generation"], grpo["max_steps"]) == (0.01, "grpo", 8, 800)
 
 
 def test_scaling_across_sizes_with_full_weights_and_reasoning_for_the_large_models():
@@ -78,14 +82,35 @@ def test_scaling_across_sizes_with_full_weights_and_reasoning_for_the_large_mode
     assert config["rewards"]["fraction_perfect"] == 1.0 and config["rewards"]["binary"] == 0.0
     assert config["rewards"]["max_tests"] == 3
     assert config["grpo"]["vllm_mode"] == "server"
+    grpo = config["grpo"]
+    assert (grpo["beta"], grpo["loss_type"], grpo["steps_per_generation"], grpo["max_steps"]) == (0.0, "dapo", None, 100)
+
+
+def test_seed_004_says_it_runs_on_python_and_where_sft_checkpoints_go():
+    """Seed 004 trains q programs; its config and report say the method runs on Python here, and
+    where a user's own SFT checkpoints go."""
+    config = merged("scaling-binary-bonus.yaml")
+    notes = " ".join(config["report"]["method_notes"].split())
+    assert "seed 004's method on Python" in notes and "q (kdb+)" in notes and "models.NAME.source" in notes
+    text = (REPO / "config" / "scaling-binary-bonus.yaml").read_text()
+    assert "no free q" in text and "models.NAME.source" in text
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "seed 004's method on Python" in readme and "models.NAME.source" in readme
 
 
 def test_seed_002s_methods_with_its_settings():
     config = merged("seed-002-self-play.yaml")
     assert config["experiment"]["methods"] == ["base", "exec", "code_game", "spiral"]
-    assert config["models"]["qwen2.5-1.5b-instruct"]["source"] == "Qwen/Qwen2.5-1.5B-Instruct"
+    assert config["experiment"]["models"] == ["qwen2.5-1.5b"]
+    assert config["models"]["qwen2.5-1.5b"]["source"] == "Qwen/Qwen2.5-1.5B"  # the base model, not Instruct
     grpo = config["grpo"]
     assert (grpo["learning_rate"], grpo["max_steps"], grpo["num_generations"]) == (2e-5, 90, 2)
+    settings = GRPOSettings(**without_runtime_settings(config)["grpo"])
+    assert settings.per_device_batch(processes=1) == 8  # seed 002's per-device batch, on its one GPU
+    assert (grpo["vllm_max_model_length"], grpo["vllm_server_gpu_memory_utilization"]) == (2048, 0.85)
+    assert grpo["vllm_mode"] == "colocate" and grpo["vllm_gpu_memory_utilization"] == 0.3  # shares the GPU (see the config)
+    # TRL's GRPO step, not seed 000's tiny-grpo step from config/config.yaml
+    assert (grpo["beta"], grpo["loss_type"], grpo["steps_per_generation"]) == (0.0, "dapo", None)
     assert (grpo["eval_every"], grpo["eval_temperature"]) == (20, 0.2)
     assert config["exec"] == {"printed": 1.0, "silent": 0.5, "syntax_error": -0.5, "error": -1.0, "timeout": -1.0}
     assert config["spiral"]["game"] == "tictactoe" and config["spiral"]["observation"] == "full"
@@ -248,3 +273,49 @@ def test_large_models_train_all_weights_under_zero3_beside_a_vllm_server(workdir
     assert "ddp.yaml" in small["shell"] and '"lora": {' in small["shell"]
     merged_models = {j["wildcards"]["model"] for j in jobs if j["rule"] == "merge_adapter"}
     assert merged_models == {"qwen2.5-1.5b-instruct", "qwen2.5-3b-instruct", "qwen2.5-7b-instruct"}
+
+
+def test_seed_000s_refinement_prompt_shows_the_execution_trace():
+    """Seed 000's refinement prompt (config/config.yaml) carries a real failure's trace, beside the
+    problem, the failed code, the error and the failed test, and asks for an analysis and a fix."""
+    from execrl.problems import Problem
+    from execrl.prompting import PromptConfig
+    from execrl.sandbox import Executor
+    from execrl.srrl import SRRLSettings, refinement_message
+
+    config = merged("config.yaml")
+    settings = SRRLSettings(**config["srrl"])
+    prompt_config = PromptConfig(template=config["prompt"]["template"], num_tests_shown=config["prompt"]["num_tests_shown"])
+    problem = Problem(id="t/1", prompt="Write halve(x).", test_type="assert",
+                      tests=["assert halve(4) == 2", "assert halve(0) == 0"], entry_point="halve")
+    code = "def helper(x):\n    return 2 * x // x\n\ndef halve(x):\n    return x // helper(x)"
+    with Executor(workers=1) as executor:
+        (result,) = executor.run_batch([(problem, code)])
+    result = result.to_dict()
+    assert result["status"] == "error" and "helper" in result["trace"]
+    message = refinement_message(problem, code, result, settings, prompt_config)
+    frames = [line.strip() for line in result["trace"].splitlines() if line.strip().startswith("File ")]
+    assert frames and all(frame in message for frame in frames)
+    assert not any(frame in refinement_message(problem, code, result, SRRLSettings(), prompt_config) for frame in frames)
+    for section in ("## Original problem", "Write halve(x).", "## Failed code", "return x // helper(x)",
+                    "## Execution result", "ZeroDivisionError", "Failed test: assert halve(0) == 0",
+                    "Execution trace:", "Analyse the error"):
+        assert section in message, section
+
+
+def test_seed_000s_grpo_is_tiny_grpos_step_in_trls_terms(tmp_path):
+    """config/config.yaml's GRPO reaches TRL's GRPOConfig as tiny-grpo's step: KL weight 0.01,
+    clipping 0.2, per-sequence averaging, gradient clipping at 1.0, and each round of 16 prompts x 8
+    completions split into mini-batches of 16 completions, one update each."""
+    from trl import GRPOConfig
+
+    from execrl.training import device_kwargs
+
+    settings = GRPOSettings(**without_runtime_settings(merged("config.yaml"))["grpo"])
+    args = GRPOConfig(output_dir=str(tmp_path), **settings.trl_args(processes=1), use_vllm=False, report_to=[],
+                      **device_kwargs())
+    assert (args.beta, args.epsilon, args.loss_type, args.scale_rewards) == (0.01, 0.2, "grpo", "group")
+    assert args.max_grad_norm == 1.0 and args.num_iterations == 1
+    assert args.generation_batch_size == 128 and args.per_device_train_batch_size == 16
+    assert args.steps_per_generation == 8 and args.gradient_accumulation_steps == 1
+    assert args.max_steps == 800  # 100 generation rounds

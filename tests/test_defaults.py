@@ -20,6 +20,8 @@ from execrl.sandbox import ExecutionLimits
 from execrl.sft import SFTSettings
 from execrl.spiral import SPIRALSettings
 from execrl.srrl import SRRLSettings
+from execrl.watch.monitor import WatchSettings
+from execrl.watch.plus_tests import PlusTestSettings
 
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
 
@@ -35,6 +37,8 @@ SECTIONS = {
     ("prompt",): PromptConfig,
     ("generation",): GenerationSettings,
     ("execution",): ExecutionLimits,
+    ("plus_tests",): PlusTestSettings,
+    ("watch",): WatchSettings,
     ("tiny_model", "sft"): SFTSettings,
 }
 

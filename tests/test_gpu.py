@@ -74,7 +74,8 @@ def test_two_steps_with_colocated_vllm(tiny, tmp_path, method):
     env["CUDA_VISIBLE_DEVICES"] = "0"
     run(command, env, tmp_path)
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert step_records(tmp_path) == [0, 1, 2]  # the interval evaluation before the first step, then each step
+    # the interval evaluation before the first step, then each step's metrics and loss records
+    assert step_records(tmp_path) == [0, 1, 1, 2, 2]
     trained_steps = [r for r in records if "reward" in r]
     assert len(trained_steps) == 2
     assert all("sampling/importance_sampling_ratio/mean" in r for r in trained_steps)  # vLLM's log-probs were used
@@ -120,5 +121,6 @@ def test_grpo_beside_a_vllm_server(tiny, tmp_path):
                        extra=("--eval-problems", str(data), "--sandbox-workers", "1"))
     env["CUDA_VISIBLE_DEVICES"] = "0,1"
     run(command, env, tmp_path)
-    assert step_records(tmp_path) == [0, 1, 2]  # the interval evaluation before the first step, then each step
+    # the interval evaluation before the first step, then each step's metrics and loss records
+    assert step_records(tmp_path) == [0, 1, 1, 2, 2]
     assert "Application startup complete" in (tmp_path / "vllm.log").read_text()

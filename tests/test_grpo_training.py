@@ -143,3 +143,54 @@ def test_full_weight_training_without_deepspeed_loads_fp32(tiny_model, tmp_path)
     assert args.deepspeed_plugin is None
     assert load_model(str(tmp_path / "bf16"), args, full_weight=True).dtype == torch.float32
     assert load_model(str(tmp_path / "bf16"), args, full_weight=False).dtype == torch.bfloat16
+
+
+def test_tiny_grpo_step_several_updates_per_generation_round(tiny_model, tmp_path, monkeypatch):
+    """tiny-grpo's step in TRL's terms: one generation round of prompts_per_step x num_generations
+    completions feeds steps_per_generation updates on shuffled mini-batches, with the KL term
+    (beta, so reference log-probs are computed), clipping, per-sequence averaging and gradient
+    clipping reaching TRL's trainer."""
+    from trl import GRPOTrainer
+
+    rounds, batches, args = [], [], []
+    original_generate, original_loss = GRPOTrainer._generate_and_score_completions, GRPOTrainer.compute_loss
+
+    def recording_generate(self, inputs):
+        output = original_generate(self, inputs)
+        rounds.append(len(output["completion_ids"]))
+        return output
+
+    def recording_loss(self, model, inputs, *a, **kw):
+        batches.append((len(inputs["completion_ids"]), inputs.get("ref_per_token_logps") is not None))
+        args.append(self.args)
+        return original_loss(self, model, inputs, *a, **kw)
+
+    monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions", recording_generate)
+    monkeypatch.setattr(GRPOTrainer, "compute_loss", recording_loss)
+    settings = GRPOSettings(num_generations=4, prompts_per_step=2, max_steps=4, max_completion_length=8,
+                            save_steps=100, gradient_checkpointing=False, learning_rate=1e-3, use_vllm=False,
+                            eval_every=0, temperature=1.0, beta=0.01, epsilon=0.2, loss_type="grpo",
+                            max_grad_norm=0.5, steps_per_generation=2, num_iterations=1)
+    with Executor(workers=1) as executor:
+        train_grpo(tiny_model, PROBLEMS, PROBLEMS[:2], CONFIG, settings, RewardSettings(binary=1.0),
+                   LoRASettings(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]), executor,
+                   tmp_path / "checkpoints", tmp_path / "adapter", tmp_path / "metrics.jsonl")
+    assert rounds == [8, 8]  # 4 updates from 2 generation rounds of 2 prompts x 4 completions
+    assert batches == [(4, True)] * 4  # each update: half a round, with the reference model's log-probs
+    trl_args = args[0]
+    assert (trl_args.beta, trl_args.epsilon, trl_args.loss_type) == (0.01, 0.2, "grpo")
+    assert (trl_args.max_grad_norm, trl_args.steps_per_generation, trl_args.num_iterations) == (0.5, 2, 1)
+    assert trl_args.generation_batch_size == 8
+    # the report's completions per optimiser step count what was drawn
+    from execrl.report.training import completions_per_step
+
+    grpo = {"prompts_per_step": 2, "num_generations": 4, "steps_per_generation": 2}
+    assert completions_per_step(grpo) * settings.max_steps == sum(rounds) == 16
+
+
+def test_steps_per_generation_must_split_a_rounds_completions():
+    settings = GRPOSettings(num_generations=4, prompts_per_step=2, steps_per_generation=3)
+    with pytest.raises(ValueError, match="grpo.steps_per_generation"):
+        settings.per_device_batch(1)
+    assert GRPOSettings(num_generations=8, prompts_per_step=16, steps_per_generation=8).per_device_batch(2) == 8
+    assert GRPOSettings(num_generations=8, prompts_per_step=16).per_device_batch(2) == 64

@@ -56,11 +56,21 @@ def test_zero3_config():
     assert args.zero3_init_flag and args.zero3_save_16bit_model
 
 
+def test_cpu_zero3_config_has_no_mixed_precision():
+    config = load_config_from_file(str(DEFAULT_CONFIG_DIR / "zero3-cpu.yaml"))
+    assert config.distributed_type == DistributedType.DEEPSPEED and config.use_cpu
+    assert config.mixed_precision == "no" and config.deepspeed_config["zero_stage"] == 3
+    args = rule_command(DEFAULT_CONFIG_DIR / "zero3-cpu.yaml", 2)
+    assert args.use_deepspeed and args.num_processes == 2 and args.zero3_save_16bit_model
+
+
 @pytest.mark.parametrize(
     "device, params_b, full_weight, name",
     [
         ("cpu", 0.003, False, "cpu.yaml"),
         ("cpu", 0.003, True, "cpu.yaml"),
+        ("cpu", 7.6, True, "zero3-cpu.yaml"),  # what a GPU job shards, a CPU job shards too
+        ("cpu", 14, False, "zero3-cpu.yaml"),
         ("gpu", 3.1, False, "ddp.yaml"),  # 19 GB of LoRA training
         ("gpu", 3.1, True, "ddp.yaml"),  # 56 GB of full-weight training
         ("gpu", 7.6, False, "ddp.yaml"),

@@ -75,13 +75,19 @@ def test_prediction_comparison(prediction, output, normalized, exact):
     assert prediction_matches(prediction, output, "exact") is exact
 
 
-def test_game_reward_wins_on_a_wrong_prediction_and_falls_back_to_the_execution_reward():
+def test_game_reward_wins_on_a_wrong_prediction_and_never_pays_more_for_not_running():
     settings, exec_settings = CodeGameSettings(), ExecRewardSettings()
     ran = ProgramRun("ran", "7\n")
     assert game_reward(ran, predicted_right=False, settings=settings, exec_settings=exec_settings) == 1.0
     assert game_reward(ran, predicted_right=True, settings=settings, exec_settings=exec_settings) == -1.0
-    assert game_reward(ProgramRun("syntax_error"), False, settings, exec_settings) == -0.5
+    # seed 002's exec reward pays -0.5 for a syntax error; in the game that would beat a predicted -1
+    assert exec_settings.syntax_error == -0.5
+    assert game_reward(ProgramRun("syntax_error"), False, settings, exec_settings) == -1.0
     assert game_reward(ProgramRun("timeout"), False, settings, exec_settings) == -1.0
+    # below the loss, the exec reward's own order among failures stands
+    harsh = ExecRewardSettings(syntax_error=-3.0, error=-2.0)
+    assert game_reward(ProgramRun("syntax_error"), False, settings, harsh) == -3.0
+    assert game_reward(ProgramRun("error"), False, settings, harsh) == -2.0
 
 
 def test_a_program_that_prints_nothing_loses_the_game():
@@ -132,7 +138,9 @@ def test_code_game_on_crafted_programs(executor):
     logged = {}
     got = reward([obvious, tricky, unseeded, clock, "print(", "1/0"], log_metric=logged.__setitem__)
     # right about 2 + 2, wrong about 91; unpredictable programs do not win, they are errors
-    assert got == [-1.0, 1.0, -1.0, -1.0, -0.5, -1.0]
+    assert got == [-1.0, 1.0, -1.0, -1.0, -1.0, -1.0]
+    # a program that does not run ("print(") never scores above one the opponent predicts (2 + 2)
+    assert got[4] <= got[0]
     assert logged["code_game/opponent_accuracy"] == pytest.approx(1 / 2)
     assert logged["program/run_rate"] == pytest.approx(2 / 6)
     assert logged["code_game/nondeterministic_rate"] == pytest.approx(2 / 6)

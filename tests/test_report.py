@@ -444,7 +444,8 @@ def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_probl
                      per_problem=str(paths["per_problem"]), comparisons=str(paths["comparisons"]),
                      figures={"pass_at_k": str(figure), "cost": str(figure)}, refinements=[str(refinement)],
                      manifests=[str(metrics_files["manifest"])], metrics=[str(p) for p in metrics_files["metrics"]]),
-        title="A <title>", experiment={"name": "toy", "eval_splits": ["train", "test"]}, config={"k": 1}, ks=[1, 2, 4], n_boot=100,
+        title="A <title>", experiment={"name": "toy", "eval_splits": ["train", "test"]},
+        config={"k": 1, "report": {"method_notes": "Run on Python, not <q>."}}, ks=[1, 2, 4], n_boot=100,
         grpo=GRPO,
     )
     json.dumps(record, allow_nan=False)  # strict JSON as written
@@ -455,6 +456,8 @@ def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_probl
     )
     assert page.count('src="data:image/png;base64,') == 2 and not re.search(r"https?://", page)
     assert "A &lt;title&gt;" in page and "<script>x</script>" not in page
+    assert "Method notes" in page and "Run on Python, not &lt;q&gt;." in page
+    assert "## Method notes\n\nRun on Python, not <q>." in markdown and record["method_notes"] == "Run on Python, not <q>."
     header, rows = parse_table(page, "summary-table")
     assert [attrs["method"] for attrs, _ in rows] == ["base", "grpo", "srrl"]
     for attrs, cells in rows:

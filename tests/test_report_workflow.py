@@ -39,7 +39,7 @@ REPORT_RUN = deep_update(
 REPORTING_RULES = {
     "summarize_evaluations", "bootstrap_pass_at_k", "analyze_diversity", "summarize_cost", "plot_pass_at_k",
     "plot_per_problem", "plot_outcomes", "plot_training_curves", "plot_srrl_refinement", "plot_warm_start",
-    "plot_diversity", "render_report",
+    "plot_diversity", "summarize_plus_tests", "plot_reward_hacking", "render_report",
 }
 REPORT_RULES = {"render_report"}
 CHROMIUM_FLAGS = [
@@ -141,7 +141,8 @@ def planned_job_list(workdir: Path, overlay: dict) -> list[tuple[str, dict[str, 
 def test_method_setting_reruns_its_chain_and_the_report_only(finished_run, overlay, method, chain):
     jobs = planned_job_list(finished_run, overlay)
     rules = {rule for rule, _ in jobs}
-    evaluation_chain = {"merge_adapter", "generate_candidates", "annotate_candidates", "evaluate_pass_at_k"}
+    evaluation_chain = {"merge_adapter", "generate_candidates", "annotate_candidates", "evaluate_pass_at_k",
+                        "annotate_plus_tests", "evaluate_pass_at_k_plus"}  # fmt: skip
     assert chain | evaluation_chain | {"render_report"} <= rules
     assert rules <= chain | evaluation_chain | REPORTING_RULES
     if method is not None:  # every planned job of a single method belongs to that method

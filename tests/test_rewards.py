@@ -2,6 +2,7 @@
 
 import pytest
 
+from execrl.problems import Problem
 from execrl.rewards import ExecutionRewards, RewardSettings, pass_rates
 
 PASS = {"status": "pass", "tests_passed": 3, "tests_total": 3}
@@ -95,3 +96,65 @@ def test_all_zero_weights_rejected():
 
 def test_pass_rates():
     assert pass_rates([PASS, WRONG, PASS, CRASH]) == {"execution/pass_rate": 0.5}
+
+
+THREE_TESTS = Problem(
+    id="cap/1",
+    prompt="Write add(a, b).",
+    test_type="assert",
+    tests=["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(5, 5) == 10"],
+    entry_point="add",
+)
+PASSES_FIRST_ONLY = "def add(a, b):\n    return 3"  # right for add(1, 2) only
+
+
+def sandbox_rewards(max_tests):
+    """binary and fraction_perfect of one program, run in the real sandbox under `max_tests`."""
+    from execrl.sandbox import Executor
+
+    settings = RewardSettings(binary=1.0, fraction_perfect=1.0, perfect_bonus=1.0, max_tests=max_tests)
+    with Executor(workers=1) as executor:
+        functions, _ = ExecutionRewards({THREE_TESTS.id: THREE_TESTS}, executor, settings).reward_functions()
+        return {f.__name__: f(completions=[PASSES_FIRST_ONLY], problem_id=[THREE_TESTS.id])[0] for f in functions}
+
+
+def test_max_tests_caps_the_tests_every_reward_runs():
+    """A program passing only the first of three tests passes under a cap of one, and fails without one."""
+    uncapped, capped = sandbox_rewards(None), sandbox_rewards(1)
+    assert uncapped["binary"] == 0.0 and uncapped["fraction_perfect"] == pytest.approx(1 / 3)
+    assert capped["binary"] == 1.0 and capped["fraction_perfect"] == pytest.approx(2.0)
+
+
+def test_srrl_first_attempts_run_against_the_capped_tests():
+    """SRRL executes its first attempts itself (their verdicts reach the reward through `execution`):
+    under `max_tests: 1` they pass as GRPO's would, so no refinement is asked for; the prompt still
+    shows the problem as given."""
+    from execrl.prompting import PromptConfig
+    from execrl.sandbox import Executor
+    from execrl.srrl import SRRLRollout, SRRLSettings
+
+    class Sampler:
+        class tokenizer:
+            chat_template = None
+
+        def __init__(self):
+            self.calls = []
+
+        def __call__(self, prompts):
+            self.calls.append(list(prompts))
+            return [([0], [0], PASSES_FIRST_ONLY, None) for _ in prompts]
+
+    prompt = "Write add(a, b).\n"
+    statuses = {}
+    for max_tests in (None, 1):
+        sampler = Sampler()
+        with Executor(workers=1) as executor:
+            rollout = SRRLRollout({prompt: THREE_TESTS}, executor, SRRLSettings(refine_share=0.5),
+                                  PromptConfig(num_tests_shown=3), None,
+                                  rewarded=RewardSettings(max_tests=max_tests).rewarded)
+            output = rollout.rollout([prompt], group_size=2, sampler=sampler)
+        statuses[max_tests] = [r["status"] for r in output["execution"]]
+        if max_tests is None:
+            assert "assert add(5, 5) == 10" in sampler.calls[1][0]  # the refinement quotes the failed test
+    assert statuses[None] == ["fail", "fail"]
+    assert statuses[1] == ["pass", "pass"]

@@ -91,6 +91,27 @@ FORGERIES = {
         "        pass\n"
         "os._exit(0)"
     ),
+    **{
+        f"end-of-run record written on every open descriptor, then {how}": (
+            "import os, sys, gc\n"
+            "token = None\nframe = sys._getframe()\n"
+            "while frame is not None:\n"
+            "    token = frame.f_locals.get('token', token)\n    frame = frame.f_back\n"
+            "print('done', flush=True)\n"
+            "for name in os.listdir('/proc/self/fd'):\n"
+            "    if int(name) > 2:\n"
+            "        try:\n"
+            "            os.write(int(name), f'[\"d\", 0, \"{token}\"]\\n'.encode())\n"
+            "        except OSError:\n"
+            "            pass\n" + end
+        )
+        for how, end in {
+            "loops forever": "while True:\n    pass\n",
+            "kills itself": "import signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+            "exits with status 3": "os._exit(3)\n",
+            "stops itself": "import signal\nos.kill(os.getpid(), signal.SIGSTOP)\n",
+        }.items()
+    },
     "atexit handler that never returns": "import atexit, time\nprint('done')\natexit.register(lambda: time.sleep(60))",
     "output flood that never ends": "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)",
     "a fork bomb after printing": "import os\nprint('done', flush=True)\nwhile True:\n    os.fork()",

@@ -11,6 +11,7 @@ from execrl.games import GAMES, MinimaxOpponent, RandomOpponent
 from execrl.games.play import Episode, MatchRules, Sampled, Turn, match_stats, play_against, play_matches
 from execrl.games.tictactoe import TicTacToeState
 from execrl.spiral import (
+    Lockstep,
     RoleBaselines,
     SPIRALSettings,
     evaluate_policy,
@@ -405,3 +406,96 @@ def test_games_are_shared_out_over_processes():
 def test_self_play_seeds_differ_per_step_and_process():
     seeds = {self_play_seed(0, step, rank) for step in range(3) for rank in range(2)}
     assert len(seeds) == 6 and self_play_seed(0, 1, 0) != self_play_seed(1, 1, 0)
+
+
+class ThreadedProcesses:
+    """`any_active` over threads that stand for training processes (a barrier as the collective)."""
+
+    def __init__(self, processes: int):
+        import threading
+
+        self.barrier = threading.Barrier(processes, timeout=10)
+        self.flags: dict[int, bool] = {}
+
+    def any_active(self, rank: int):
+        def collective(mine: bool) -> bool:
+            self.flags[rank] = mine
+            self.barrier.wait()
+            result = any(self.flags.values())
+            self.barrier.wait()  # nobody overwrites a flag before everyone has read them
+            return result
+
+        return collective
+
+
+PADDING = TTT.observation(TTT.initial_state(random.Random(0)), 0, MatchRules().answer_format)
+
+
+def run_in_lockstep(*bodies):
+    """Run each body(lockstep_factory) in its own thread; the results in order."""
+    import threading
+
+    processes = ThreadedProcesses(len(bodies))
+    results, errors = [None] * len(bodies), []
+
+    def target(rank, body):
+        try:
+            results[rank] = body(lambda policy: Lockstep(policy, processes.any_active(rank), PADDING))
+        except BaseException as error:  # noqa: BLE001 - re-raised in the test's thread
+            errors.append(error)
+            processes.barrier.abort()
+
+    threads = [threading.Thread(target=target, args=(rank, body)) for rank, body in enumerate(bodies)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def test_lockstep_makes_processes_with_games_of_unequal_length_call_the_policy_equally_often():
+    # rigged self-play ends on player 0's third move (5 calls); first_legal on its fourth (7 calls)
+    short, long_ = Scripted(rigged), Scripted(first_legal)
+    alone = [play_self_play(TTT, Scripted(choose), 1, seed=0) for choose in (rigged, first_legal)]
+
+    def play(policy):
+        def body(make_lockstep):
+            lockstep = make_lockstep(policy)
+            return play_self_play(TTT, policy, 1, seed=0, lockstep=lockstep), lockstep.padding_calls
+
+        return body
+
+    (short_episodes, short_pads), (long_episodes, long_pads) = run_in_lockstep(play(short), play(long_))
+    assert len(short.calls) == len(long_.calls) == 7
+    assert (short_pads, long_pads) == (2, 0)
+    assert short.calls[-2:] == [[PADDING], [PADDING]]
+    # padding changes no game: the episodes are those each process plays alone
+    assert [short_episodes, long_episodes] == alone
+
+
+def test_lockstep_idle_process_pads_until_the_others_finish_and_evaluation_keeps_step():
+    busy, idle = Scripted(first_legal), Scripted(first_legal)
+
+    def evaluate(policy, play_too):
+        def body(make_lockstep):
+            lockstep = make_lockstep(policy)
+            if play_too:
+                play_self_play(TTT, policy, 2, seed=1, lockstep=lockstep)
+            else:
+                lockstep.idle()
+            # then both evaluate against fixed opponents, whose games differ in length per role
+            return evaluate_policy(TTT, policy, ["random"], 2, "eval", MatchRules(), lockstep)
+
+        return body
+
+    busy_metrics, idle_metrics = run_in_lockstep(evaluate(busy, True), evaluate(idle, False))
+    assert len(busy.calls) == len(idle.calls)
+    assert busy_metrics == idle_metrics == evaluate_policy(TTT, Scripted(first_legal), ["random"], 2, "eval")
+
+
+def test_lockstep_refuses_a_second_policy():
+    lockstep = Lockstep(Scripted(rigged), lambda mine: mine, PADDING)
+    with pytest.raises(ValueError, match="lockstep's policy"):
+        play_matches(TTT, [(Scripted(rigged), Scripted(rigged))], 0, lockstep=lockstep)

@@ -192,9 +192,11 @@ def test_training_stops_at_the_first_step_that_reaches_the_budget():
         StopAtTokenBudget(0)
 
 
-def test_a_real_srrl_run_stops_at_its_token_budget(tmp_path):
+def test_a_real_srrl_run_stops_at_its_token_budget(tmp_path, monkeypatch):
     """TRL's own token count stops a real SRRL run: given a budget just past what a first run had sampled
-    after two steps, a second run ends at the first step whose count reaches it, well before max_steps."""
+    after two steps, a second run ends at the first step whose count reaches it, well before max_steps.
+    Its advantages come from c1 and c2 subgroups (`groups: separate`, the default) at every step."""
+    import execrl.srrl
     from conftest import build_tiny_model
     from execrl.grpo import GRPOSettings, train_grpo
     from execrl.jsonl import read_jsonl
@@ -220,7 +222,13 @@ def test_a_real_srrl_run_stops_at_its_token_budget(tmp_path):
                        srrl=SRRLSettings(refine_share=0.5, budget="tokens"), token_budget=token_budget)
         return {r["step"]: r["num_tokens"] for r in read_jsonl(metrics) if "num_tokens" in r}
 
+    subgrouped = []
+    original = execrl.srrl.subgroup_advantages
+    monkeypatch.setattr(execrl.srrl, "subgroup_advantages",
+                        lambda rewards, kinds, *args: subgrouped.append(list(kinds)) or original(rewards, kinds, *args))
     unlimited = tokens_by_step("unlimited", None)
+    assert len(subgrouped) == settings.max_steps and all(len(kinds) == 4 for kinds in subgrouped)
+    assert {"c1", "c2"} <= {kind for kinds in subgrouped for kind in kinds}
     assert max(unlimited) == settings.max_steps
     budget = int(unlimited[2]) + 1
     stopped = tokens_by_step("stopped", budget)
@@ -228,3 +236,95 @@ def test_a_real_srrl_run_stops_at_its_token_budget(tmp_path):
     assert last < settings.max_steps
     assert stopped[last] >= budget and all(stopped[step] < budget for step in stopped if step < last)
     assert (tmp_path / "stopped" / "adapter" / "adapter_config.json").is_file()  # a stopped run still writes its adapter
+
+
+def pooled_advantages(rewards, group_size):
+    """TRL's own normalisation of a group of G (`scale_rewards: group`), for comparison."""
+    grouped = rewards.view(-1, group_size)
+    return ((grouped - grouped.mean(dim=1, keepdim=True)) / (grouped.std(dim=1, keepdim=True) + 1e-4)).view(-1)
+
+
+def test_separate_groups_give_failed_first_attempts_no_signal_where_pooled_pushes_them_down():
+    """All four c1s failed, two refinements passed: GRPO would give the c1s nothing; pooled pushes
+    every c1 down because refinements passed; separate gives the c1s nothing and ranks the c2s."""
+    import torch
+
+    from execrl.srrl import subgroup_advantages
+
+    kinds = ["c1"] * 4 + ["c2"] * 4
+    rewards = torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0])
+    pooled = pooled_advantages(rewards, 8)
+    separate = subgroup_advantages(rewards, kinds, 8, "group")
+    assert (pooled[:4] < -0.5).all()
+    assert torch.equal(separate[:4], torch.zeros(4))
+    assert separate[4] > 0 > separate[5] and separate[4] == separate[6]
+    assert separate[4:].sum().abs() < 1e-5  # c2s centred on their own mean
+
+
+def test_separate_groups_give_c1s_grpos_advantages_whatever_the_refinements_did():
+    """A c1's advantage under `separate` is GRPO's over the group's c1s alone, so it does not
+    depend on how the refinements did; under `pooled` it does."""
+    import torch
+
+    from execrl.srrl import subgroup_advantages
+
+    kinds = ["c1"] * 4 + ["c2"] * 4
+    c1 = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    easy = torch.cat([c1, torch.tensor([1.0, 1.0, 1.0, 1.0])])
+    hard = torch.cat([c1, torch.tensor([0.0, 0.0, 0.0, 0.0])])
+    grpo_c1 = pooled_advantages(c1, 4)
+    for rewards in (easy, hard):
+        assert torch.allclose(subgroup_advantages(rewards, kinds, 8, "group")[:4], grpo_c1)
+    assert not torch.allclose(pooled_advantages(easy, 8)[:4], pooled_advantages(hard, 8)[:4])
+    # two groups are normalised apart; `none` only centres; unscorable rewards get 0
+    two = subgroup_advantages(torch.cat([easy, hard]), kinds * 2, 8, "none")
+    assert torch.allclose(two[:4], torch.tensor([0.5, -0.5, -0.5, 0.5])) and torch.equal(two[12:], torch.zeros(4))
+    nan = subgroup_advantages(torch.tensor([1.0, float("nan"), 0.0, 1.0]), ["c1", "c1", "c1", "c2"], 4, "none")
+    assert torch.allclose(nan, torch.tensor([0.5, 0.0, -0.5, 0.0]))
+
+
+def test_grouping_is_a_checked_setting():
+    assert SRRLSettings().groups == "separate"
+    with pytest.raises(ValueError, match="srrl.groups must be one of"):
+        SRRLSettings(groups="mixed")
+
+
+def test_separate_grouping_replaces_the_advantages_the_trainer_returns(monkeypatch):
+    """The trainer class for `separate` swaps the advantages of TRL's step (this process's slice of
+    the gathered batch) and its logged ones; `pooled` keeps TRL's trainer as it is."""
+    from collections import deque
+
+    import torch
+
+    from execrl.srrl import grouping_trainer_class, subgroup_advantages
+
+    kinds = ["c1"] * 4 + ["c2"] * 4
+    rewards = torch.tensor([[0.0], [0.0], [0.0], [0.0], [1.0], [0.0], [1.0], [0.0]])
+
+    class FakeTRL:
+        """Stands in for GRPOTrainer's step: rewards of both processes' completions, pooled advantages."""
+
+        num_generations, scale_rewards, multi_objective_aggregation = 8, "group", "sum_then_normalize"
+        reward_weights = torch.tensor([1.0])
+        model = type("M", (), {"training": True})()
+        accelerator = type("A", (), {"process_index": 1})()
+
+        def __init__(self):
+            self._logs = {"advantages": deque(maxlen=64)}
+
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            return rewards
+
+        def _generate_and_score_completions(self, inputs):
+            self._calculate_rewards(inputs, None, None, None)
+            pooled = pooled_advantages(rewards.view(-1), 8)
+            self._logs["advantages"].extend(pooled.tolist())
+            return {"advantages": pooled[4:]}  # process 1's half
+
+    assert grouping_trainer_class(FakeTRL, SRRLSettings(groups="pooled")) is FakeTRL
+    monkeypatch.setattr("accelerate.utils.gather_object", lambda local: kinds)  # both processes' kinds
+    trainer = grouping_trainer_class(FakeTRL, SRRLSettings(groups="separate"))()
+    output = trainer._generate_and_score_completions([{"sample_kind": k} for k in kinds[4:]])
+    expected = subgroup_advantages(rewards.view(-1), kinds, 8, "group")
+    assert torch.allclose(output["advantages"], expected[4:])
+    assert torch.allclose(torch.tensor(list(trainer._logs["advantages"])), expected)

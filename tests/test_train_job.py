@@ -101,6 +101,7 @@ def grpo_settings():
         "lora": LORA,
         "prompt": {"template": "{prompt}\nTest: {tests}\n", "num_tests_shown": 1},
         "execution": {"timeout_s": 2, "memory_mb": 512},
+        "watch": {"sample_size": 4},
     }
 
 
@@ -187,6 +188,10 @@ def test_grpo_on_two_processes(tiny, tmp_path):
     assert sorted(set(step_records(tmp_path))) == [0, 1, 2]  # the evaluation before the first step, then the steps
     # Every step's own record (its loss) is written once, beside the interval evaluation's: rank 0 alone writes.
     assert [r["step"] for r in records if "loss" in r] == [1, 2]
+    # The reward-hacking watch logs its shares every step (these problems have no held-out tests).
+    stepped = [r for r in records if "reward" in r]
+    assert [r["step"] for r in stepped] == [1, 2]
+    assert all(0.0 <= r["watch/tamper/any"] <= 1.0 and r["watch/hard_coding_checked"] == 0 for r in stepped)
     # The interval evaluation's 3 problems are shared out over the ranks and summed: a pass rate in thirds.
     rates = [r["interval_eval/pass_at_1"] for r in records if "interval_eval/pass_at_1" in r]
     assert len(rates) == 3 and all(round(rate * 3, 6) == round(rate * 3) for rate in rates)

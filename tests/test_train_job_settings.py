@@ -15,6 +15,7 @@ GRPO = {
     "lora": None,
     "prompt": {"num_tests_shown": 1},
     "execution": {"timeout_s": 2, "memory_mb": 512},
+    "watch": {},
 }
 DPO = {"dpo": {"beta": 0.1, "seed": 0}, "lora": {"r": 4}, "prompt": GRPO["prompt"], "execution": GRPO["execution"]}
 SRRL_TOKENS = {**GRPO, "srrl": {"budget": "tokens"}}

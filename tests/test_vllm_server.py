@@ -155,8 +155,10 @@ def test_gpu_split_and_ports():
     assert split_gpus(["3", "5"], 1) == (["3"], ["5"])
     with pytest.raises(ValueError, match="leaves none for training"):
         split_gpus(["0"], 1)
-    with pytest.raises(ValueError, match="at least one GPU"):
-        split_gpus(["0", "1"], 0)
+    assert split_gpus(["0", "1"], 0) == (["0", "1"], [])  # a server on CPU
+    assert split_gpus([], 0) == ([], [])
+    with pytest.raises(ValueError, match="0 \\(a server on CPU\\) or more"):
+        split_gpus(["0", "1"], -1)
     first, second = free_ports(2)
     assert first != second
 

@@ -68,6 +68,12 @@ def test_run_produces_report_from_its_own_numbers(finished_run):
     assert test_pass_1 == pytest.approx(evaluation["pass_at_k"]["1"])
     assert f"{test_pass_1:.3f}" in html
     assert "data:image/png;base64," in html
+    held_out = next(r for r in summary["held_out"] if r["method"] == "base")
+    assert held_out["pass_at_k_base"] == pytest.approx(evaluation["pass_at_k"]["1"])
+    plus = json.loads((finished_run / "results/eval/builtin/tiny/base/0/test.plus.json").read_text())
+    assert held_out["pass_at_k_plus"] == pytest.approx(plus["pass_at_k"]["1"])
+    assert held_out["pass_at_k_plus"] <= held_out["pass_at_k_base"]
+    assert 'id="held-out"' in html
     assert planned_jobs(finished_run) == {}
 
 
@@ -90,8 +96,13 @@ def test_run_produces_report_from_its_own_numbers(finished_run):
             {"sft_tiny_model", "generate_candidates", "render_report"},
             {"prepare_dataset", "train_tokenizer", "init_tiny_model"},
         ),
+        (
+            {"plus_tests": {"seed": 1}},
+            {"make_plus_tests", "annotate_plus_tests", "evaluate_pass_at_k_plus", "summarize_plus_tests", "render_report"},
+            UPSTREAM_OF_GENERATION | {"generate_candidates", "annotate_candidates", "evaluate_pass_at_k"},
+        ),
     ],
-    ids=["temperature", "timeout", "k", "sft-learning-rate"],
+    ids=["temperature", "timeout", "k", "sft-learning-rate", "plus-tests-seed"],
 )
 def test_config_change_reruns_only_what_it_invalidates(finished_run, overlay, must_run, must_not_run):
     planned = set(planned_jobs(finished_run, overlay))
@@ -118,6 +129,21 @@ def planned_training(workdir, srrl):
             method = re.search(r"method=(\w+)", block).group(1)
             jobs[method] = block
     return jobs
+
+
+def test_srrl_grouping_and_the_grpo_step_reach_srrls_train_job(workflow_copy):
+    """srrl.groups, grpo.steps_per_generation and grpo.max_grad_norm are in the settings SRRL's train
+    job gets (and so in its checkpoints' digest): changing one retrains SRRL."""
+    config = deep_update(json.loads(json.dumps(REDUCED)), {
+        "experiment": {"methods": ["base", "srrl"]},
+        "srrl": {"groups": "separate"},
+        "grpo": {"steps_per_generation": 2, "max_grad_norm": 0.5},
+    })
+    (workflow_copy / "config" / "test.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(workflow_copy, "-n", "-p", SRRL_TRAINED, "--configfile", EMBEDDED, "config/test.yaml")
+    (train,) = [block for block in re.split(r"^(?:local)?rule ", result.stdout, flags=re.MULTILINE) if block.startswith("train:")]
+    assert '"groups": "separate"' in train
+    assert '"steps_per_generation": 2' in train and '"max_grad_norm": 0.5' in train
 
 
 @pytest.mark.parametrize("budget", ["tokens", "completions"])

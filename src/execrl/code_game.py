@@ -3,8 +3,10 @@
 Each train problem seeds one game prompt (`program_template`), so prompts vary as in GRPO. The
 completion's program runs in the sandbox's run-and-capture mode; the opponent sees only the
 code (`opponent_template`) and predicts what it prints. The policy gets `win` when its program
-ran and the prediction is wrong, `loss` when the prediction is right, and seed 002's execution
-reward (`execrl.program_rewards`) when its program did not run. A program that prints nothing
+ran and the prediction is wrong, `loss` when the prediction is right, and when its program did
+not run seed 002's execution reward (`execrl.program_rewards`) capped at `loss`: a program that
+does not run never scores above one whose output the opponent predicts, or breaking the syntax
+(−0.5 by default) would beat playing once the opponent predicts most programs. A program that prints nothing
 loses (`silent_loses`): a tiny frozen opponent never predicts empty output, and a policy trained
 against it learned to print nothing within 160 steps.
 
@@ -20,6 +22,8 @@ training process asks for as many (vLLM's server mode samples collectively).
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import re
 from collections.abc import Callable
@@ -127,7 +131,8 @@ def deterministic(first: ProgramRun, second: ProgramRun) -> ProgramRun:
 
 def game_reward(run: ProgramRun, predicted_right: bool, settings: CodeGameSettings, exec_settings: ExecRewardSettings) -> float:
     if not run.ran:
-        return execution_reward(run, exec_settings)
+        # Not running must never pay more than losing the game.
+        return min(execution_reward(run, exec_settings), settings.loss)
     if settings.silent_loses and not run.printed:
         return settings.loss
     return settings.loss if predicted_right else settings.win
@@ -209,6 +214,27 @@ class CodeGameRewards(OnlineTask):
         return [code_game], [1.0]
 
 
+@contextlib.contextmanager
+def whole_model_loading():
+    """`from_pretrained` builds a whole model on this process, also under DeepSpeed ZeRO-3.
+
+    Once a ZeRO-3 trainer exists, transformers builds every model inside `deepspeed.zero.Init`,
+    which leaves each process an empty shard of every weight, to be gathered by an engine; a
+    frozen model sampled outside the trainer has no engine, so it must be built whole.
+    """
+    from transformers.integrations import deepspeed
+
+    config = deepspeed._hf_deepspeed_config_weak_ref() if deepspeed._hf_deepspeed_config_weak_ref else None
+    if config is None:
+        yield
+        return
+    deepspeed.unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        deepspeed.set_hf_deepspeed_config(config)
+
+
 def opponent_predictor(settings: CodeGameSettings, base_model: str, grpo_settings) -> Callable:
     """`trainer -> predict(prompts, temperature, max_tokens)` for the configured opponent.
 
@@ -234,7 +260,9 @@ def opponent_predictor(settings: CodeGameSettings, base_model: str, grpo_setting
         from execrl.generation.transformers_backend import generate_token_ids
 
         tokenizer = trainer.processing_class
-        frozen = AutoModelForCausalLM.from_pretrained(base_model, dtype="auto").to(trainer.accelerator.device).eval()
+        with whole_model_loading():
+            frozen = AutoModelForCausalLM.from_pretrained(base_model, dtype="auto")
+        frozen = frozen.to(trainer.accelerator.device).eval()
         frozen.requires_grad_(False)
 
         def predict(prompts, temperature, max_tokens, batch=64):

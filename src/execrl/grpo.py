@@ -16,7 +16,7 @@ from execrl.online_task import OnlineTask
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.rewards import ExecutionRewards, RewardSettings
-from execrl.srrl import SRRLRollout, SRRLSettings
+from execrl.srrl import SRRLRollout, SRRLSettings, grouping_trainer_class
 from execrl.training import (
     ExampleLog,
     MetricsFileCallback,
@@ -27,7 +27,9 @@ from execrl.training import (
     train_resuming,
     world_size,
 )
+from execrl.vllm_cpu import trl_vllm_generation_for_platform
 from execrl.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
+from execrl.watch.monitor import RewardHackingWatch, WatchSettings
 
 VLLM_MODES = ("colocate", "server")
 
@@ -53,6 +55,14 @@ class GRPOSettings:
     max_completion_length: int = 1024
     gradient_accumulation_steps: int = 1
     num_iterations: int = 1
+    """Passes over each generation round's completions (TRL's μ; tiny-grpo's `epochs_per_step`)."""
+    steps_per_generation: int | None = None
+    """Micro-batches each generation round is cut into (TRL's name): the round's prompts_per_step ×
+    num_generations completions are shuffled and split into this many, so a round makes
+    steps_per_generation / gradient_accumulation_steps optimiser updates (tiny-grpo's mini-batches of
+    its replay buffer). None: TRL's default, one round per optimiser step."""
+    max_grad_norm: float = 1.0
+    """Clip the gradient's global norm at this before each update."""
     save_steps: int = 25
     eval_every: int = 25
     """Interval evaluation every this many steps (0: none)."""
@@ -95,6 +105,41 @@ class GRPOSettings:
                 f"GPUs whose training processes divide {self.prompts_per_step}"
             )
         return self.prompts_per_step // processes * self.num_generations
+
+    def per_device_batch(self, processes: int) -> int:
+        """TRL's per_device_train_batch_size: a process's completions of a round, over steps_per_generation."""
+        completions = self.per_process_completions(processes)
+        if self.steps_per_generation is None:
+            return completions
+        if completions % self.steps_per_generation:
+            raise ValueError(
+                f"grpo.steps_per_generation ({self.steps_per_generation}) must divide each process's completions "
+                f"of a round ({completions} = prompts_per_step {self.prompts_per_step} / {processes} process(es) "
+                f"× num_generations {self.num_generations})"
+            )
+        return completions // self.steps_per_generation
+
+    def trl_args(self, processes: int) -> dict:
+        """GRPOConfig's arguments from these settings (besides vLLM's, checkpoints' and the reward weights)."""
+        return {
+            "num_generations": self.num_generations,
+            "per_device_train_batch_size": self.per_device_batch(processes),
+            "gradient_accumulation_steps": self.gradient_accumulation_steps,
+            "steps_per_generation": self.steps_per_generation,
+            "num_iterations": self.num_iterations,
+            "max_steps": self.max_steps,
+            "learning_rate": self.learning_rate,
+            "lr_scheduler_type": "constant",
+            "max_grad_norm": self.max_grad_norm,
+            "beta": self.beta,
+            "epsilon": self.epsilon,
+            "loss_type": self.loss_type,
+            "scale_rewards": self.scale_rewards,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_completion_length": self.max_completion_length,
+            "gradient_checkpointing": self.gradient_checkpointing,
+        }
 
     def vllm_args(self, processes: int) -> dict:
         """GRPOConfig's vLLM arguments for `processes` training processes; in server mode, the
@@ -220,6 +265,7 @@ def train_grpo(
     adapter_dir: str | Path,
     metrics_path: str | Path,
     srrl: SRRLSettings | None = None,
+    watch: WatchSettings | None = None,
     wandb: dict | None = None,
     run_name: str | None = None,
     task: OnlineTask | None = None,
@@ -230,7 +276,8 @@ def train_grpo(
 
     The reward is the problems' tests (`reward_settings`) unless `task` gives another
     (an `execrl.online_task.OnlineTask`: its prompts, reward, rollout, callbacks and trainer), as
-    `exec`, `code_game` and `spiral` do.
+    `exec`, `code_game` and `spiral` do. With `watch` (and the problems' tests as the reward), every
+    step also logs the reward-hacking watch's rates (`execrl.watch.monitor`).
 
     With `lora`, `adapter_dir` receives a LoRA adapter; with `lora=None` all weights train and it
     receives the full model. Under `accelerate launch` each process samples its own prompts of every
@@ -245,28 +292,19 @@ def train_grpo(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     if task is None:
-        task = ExecutionRewards({p.id: p for p in problems}, executor, reward_settings, prompt_config.reasoning_format)
+        monitor = None
+        if watch is not None and watch.enabled:
+            monitor = RewardHackingWatch(executor, watch, plus_in_reward=reward_settings.plus_tests == "reward")
+        task = ExecutionRewards(
+            {p.id: p for p in problems}, executor, reward_settings, prompt_config.reasoning_format, watch=monitor
+        )
     prompts = [task.prompt(p, prompt_config, tokenizer) for p in problems]
     problems_by_prompt = dict(zip(prompts, problems, strict=True))
     dataset = Dataset.from_list([{"prompt": text, "problem_id": p.id} for text, p in zip(prompts, problems, strict=True)])
     reward_funcs, reward_weights = task.reward_functions()
     checkpoint_dir = Path(checkpoint_dir)
     args = GRPOConfig(
-        num_generations=settings.num_generations,
-        per_device_train_batch_size=settings.per_process_completions(world_size()),
-        gradient_accumulation_steps=settings.gradient_accumulation_steps,
-        max_steps=settings.max_steps,
-        learning_rate=settings.learning_rate,
-        lr_scheduler_type="constant",
-        beta=settings.beta,
-        epsilon=settings.epsilon,
-        loss_type=settings.loss_type,
-        scale_rewards=settings.scale_rewards,
-        temperature=settings.temperature,
-        top_p=settings.top_p,
-        max_completion_length=settings.max_completion_length,
-        num_iterations=settings.num_iterations,
-        gradient_checkpointing=settings.gradient_checkpointing,
+        **settings.trl_args(world_size()),
         reward_weights=reward_weights,
         **settings.vllm_args(world_size()),
         **resumable_run_kwargs(checkpoint_dir, settings.save_steps, settings.seed, wandb, run_name),
@@ -286,22 +324,29 @@ def train_grpo(
     make_sampler = lambda trainer: PolicySampler(trainer, settings)  # noqa: E731
     rollout = task.rollout_func(make_sampler)
     if srrl is not None:
-        rollout = SRRLRollout(problems_by_prompt, executor, srrl, prompt_config, make_sampler)
-    trainer = task.trainer_class(LengthChunkedGRPOTrainer)(
-        model=model,
-        reward_funcs=reward_funcs,
-        args=args,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=lora.peft_config() if lora else None,
-        rollout_func=rollout,
-        callbacks=[
-            MetricsFileCallback(metrics_in_progress),
-            interval,
-            *([StopAtTokenBudget(token_budget)] if token_budget is not None else []),
-            *task.callbacks(make_sampler),
-        ],
-    )
+        rollout = SRRLRollout(
+            problems_by_prompt, executor, srrl, prompt_config, make_sampler, rewarded=reward_settings.rewarded
+        )
+    trainer_class = task.trainer_class(LengthChunkedGRPOTrainer)
+    if srrl is not None:
+        trainer_class = grouping_trainer_class(trainer_class, srrl)
+    # On vLLM's CPU build the trainer's weight sync is execrl.vllm_cpu's; elsewhere it is TRL's own.
+    with trl_vllm_generation_for_platform(settings.use_vllm):
+        trainer = trainer_class(
+            model=model,
+            reward_funcs=reward_funcs,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=lora.peft_config() if lora else None,
+            rollout_func=rollout,
+            callbacks=[
+                MetricsFileCallback(metrics_in_progress),
+                interval,
+                *([StopAtTokenBudget(token_budget)] if token_budget is not None else []),
+                *task.callbacks(make_sampler),
+            ],
+        )
     trainer.data_collator = ExampleLog(trainer.data_collator, "problem_id", drop=False)
     interval.trainer = trainer
     task.bind(trainer)

@@ -8,6 +8,8 @@ The `train` rule runs, for 1 or many processes, on CPU or GPU alike::
 The config files live in ``workflow/accelerate/``:
 
 - ``cpu.yaml``: processes on CPU with the gloo backend (models small enough for CPU);
+- ``zero3-cpu.yaml``: DeepSpeed ZeRO-3 on CPU processes (gloo, no mixed precision), for a CPU job
+  whose model a GPU job would shard;
 - ``ddp.yaml``: every GPU holds the whole model and trains on a share of each batch, when
   training the model fits one GPU;
 - ``zero3.yaml``: DeepSpeed ZeRO-3 shards weights, gradients and optimizer state across the
@@ -37,15 +39,16 @@ def fits_one_gpu(params_b: float, full_weight: bool = False, gpu_memory_gb: floa
 
 
 def accelerate_config(device: str, params_b: float, full_weight: bool = False, config_dir: str | Path | None = None) -> Path:
-    """The accelerate config file of a training job: ``cpu.yaml``, ``ddp.yaml`` or ``zero3.yaml``."""
+    """The accelerate config file of a training job: ``cpu.yaml``, ``zero3-cpu.yaml``, ``ddp.yaml`` or ``zero3.yaml``."""
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     if params_b < 0:
         raise ValueError(f"params_b must be non-negative, got {params_b}")
+    sharded = not fits_one_gpu(params_b, full_weight)
     if device == "cpu":
-        name = "cpu.yaml"
+        name = "zero3-cpu.yaml" if sharded else "cpu.yaml"
     else:
-        name = "ddp.yaml" if fits_one_gpu(params_b, full_weight) else "zero3.yaml"
+        name = "zero3.yaml" if sharded else "ddp.yaml"
     path = Path(config_dir or DEFAULT_CONFIG_DIR) / name
     if not path.is_file():
         raise FileNotFoundError(f"accelerate config {path} not found")

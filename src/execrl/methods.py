@@ -44,13 +44,13 @@ METHODS: dict[str, Method] = {
         Method(
             "grpo",
             "TRL GRPOTrainer on online samples rewarded by the sandbox",
-            settings=("grpo", "rewards", "prompt", "execution"),
+            settings=("grpo", "rewards", "prompt", "execution", "watch"),
             online=True,
         ),
         Method(
             "srrl",
             "GRPO whose groups mix first attempts with refinements prompted by execution feedback",
-            settings=("grpo", "rewards", "prompt", "execution", "srrl"),
+            settings=("grpo", "rewards", "prompt", "execution", "srrl", "watch"),
             online=True,
         ),
         Method(
@@ -139,6 +139,9 @@ RULES: dict[str, Rule] = {
     "generate_candidates": Rule("generate", "evaluation", (*_RUN, "split")),
     "annotate_candidates": Rule("execute", "evaluation", (*_RUN, "split")),
     "evaluate_pass_at_k": Rule("data", "evaluation", (*_RUN, "split")),
+    "make_plus_tests": Rule("execute", "data", ("dataset", "split")),
+    "annotate_plus_tests": Rule("execute", "evaluation", (*_RUN, "split")),
+    "evaluate_pass_at_k_plus": Rule("data", "evaluation", (*_RUN, "split")),
     "build_rl_dataset": Rule("data", "training", ("dataset", "model", "seed"), method="dpo"),
     "train": Rule("train", "training", _RUN),
     "merge_adapter": Rule("merge", "training", _RUN),

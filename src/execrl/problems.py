@@ -41,6 +41,10 @@ class Problem:
     setup_code: str = ""
     reference: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    plus_tests: list[Any] = field(default_factory=list)
+    """Held-out tests of the same shape as ``tests``, made from the reference
+    (``execrl.watch.plus_tests``); never shown in a prompt, never run by a reward unless the
+    config says so."""
 
     def __post_init__(self) -> None:
         problems = validation_errors(self)
@@ -48,7 +52,10 @@ class Problem:
             raise MalformedProblemError(f"problem {self.id!r}: " + "; ".join(problems))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        record = asdict(self)
+        if not record["plus_tests"]:
+            del record["plus_tests"]  # problems files without held-out tests keep their shape
+        return record
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> Problem:
@@ -88,6 +95,12 @@ def validation_errors(problem: Problem) -> list[str]:
             if not (isinstance(t, dict) and isinstance(t.get("args"), list) and "expected" in t):
                 errors.append(f"call test {i} must be {{'args': list, 'expected': value}}")
                 break
+    if not isinstance(problem.plus_tests, list):
+        errors.append("plus_tests must be a list")
+    elif problem.plus_tests:
+        shadow = Problem.__new__(Problem)
+        shadow.__dict__.update(problem.__dict__, tests=problem.plus_tests, plus_tests=[])
+        errors.extend(f"plus_tests: {e}" for e in validation_errors(shadow) if "tests" in e)
     if not isinstance(problem.setup_code, str):
         errors.append("setup_code must be a string")
     return errors

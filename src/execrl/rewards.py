@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from execrl.online_task import OnlineTask
 from execrl.problems import Problem
 from execrl.prompting import extract_code, follows_reasoning_format
+from execrl.watch.plus_tests import with_plus_tests
 
+PLUS_TEST_USES = ("eval", "reward")
 DEFAULT_OUTCOME_VALUES = {"syntax_error": -1.0, "error": -0.5, "timeout": -0.5, "fail": 0.0, "pass": 1.0}
 
 
@@ -35,12 +37,27 @@ class RewardSettings:
     outcome_values: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_OUTCOME_VALUES))
     max_tests: int | None = None
     """Reward against at most the first N tests of each problem (None: all of them)."""
+    plus_tests: str = "eval"
+    """`eval`: held-out tests are only watched and evaluated; `reward`: the reward also runs them,
+    after the visible tests, so a program that hard-codes what the prompt showed earns nothing."""
 
-    def rewarded(self, problem: Problem) -> Problem:
-        """The problem as training sees it: its tests cut to `max_tests`."""
+    def __post_init__(self) -> None:
+        if self.plus_tests not in PLUS_TEST_USES:
+            raise ValueError(f"rewards.plus_tests must be one of {PLUS_TEST_USES}, got {self.plus_tests!r}")
+
+    def capped(self, problem: Problem) -> Problem:
+        """The problem with its visible tests cut to `max_tests` (its held-out tests kept apart)."""
         if self.max_tests is None or len(problem.tests) <= self.max_tests:
             return problem
         return dataclasses.replace(problem, tests=problem.tests[: self.max_tests])
+
+    def rewarded(self, problem: Problem) -> Problem:
+        """The problem as training sees it: its tests cut to `max_tests`, then (under
+        `plus_tests: reward`) its held-out tests after them."""
+        problem = self.capped(problem)
+        if self.plus_tests == "reward" and problem.plus_tests:
+            problem = with_plus_tests(problem)
+        return problem
 
     def weights(self) -> dict[str, float]:
         named = {
@@ -109,15 +126,25 @@ def pass_rates(results: list[dict], sample_kind: list[str] | None = None) -> dic
 class ExecutionRewards(OnlineTask):
     """TRL reward functions backed by the sandbox: the problems' tests decide the reward.
 
-    Results computed during rollout (SRRL executes every first attempt to build refinement
-    prompts) arrive through the `execution` column and are not run again.
+    Completions run against `settings.rewarded(problem)` (its first `max_tests` tests). Results
+    computed during rollout (SRRL executes every first attempt to build refinement prompts, against
+    the same tests) arrive through the `execution` column and are not run again.
     """
 
-    def __init__(self, problems: dict[str, Problem], executor, settings: RewardSettings, reasoning_format: bool = False):
+    def __init__(
+        self,
+        problems: dict[str, Problem],
+        executor,
+        settings: RewardSettings,
+        reasoning_format: bool = False,
+        watch=None,
+    ):
         self.problems = problems
         self.executor = executor
         self.settings = settings
         self.reasoning_format = reasoning_format
+        self.watch = watch
+        """An `execrl.watch.monitor.RewardHackingWatch` that sees every batch's verdicts, or None."""
         self._batch_key: tuple | None = None
         self._batch_results: list[dict] = []
 
@@ -134,7 +161,7 @@ class ExecutionRewards(OnlineTask):
         if key != self._batch_key:
             known = execution or [None] * len(texts)
             pending = [
-                (i, self.problems[pid], extract_code(text, self.reasoning_format))
+                (i, self.settings.rewarded(self.problems[pid]), extract_code(text, self.reasoning_format))
                 for i, (text, pid, result) in enumerate(zip(texts, problem_id, known, strict=True))
                 if result is None
             ]
@@ -146,6 +173,10 @@ class ExecutionRewards(OnlineTask):
             if log_metric is not None:
                 for name, value in pass_rates(results, sample_kind).items():
                     log_metric(name, value)
+                if self.watch is not None:
+                    judged = [self.settings.capped(self.problems[pid]) for pid in problem_id]
+                    codes = [extract_code(text, self.reasoning_format) for text in texts]
+                    self.watch.observe(judged, codes, results, log_metric)
         return self._batch_results
 
     def reward_functions(self) -> tuple[list[Callable], list[float]]:

@@ -13,12 +13,19 @@ checkpoints and logging stay TRL's.
 The role baselines are updated with every process's games (gathered), so they are the same on
 every process, and rank 0 keeps them in each checkpoint (`spiral_baselines.json`): a resumed run
 continues with the baselines it had.
+
+On several processes every sampling call may be a collective (ZeRO-3 gathers the weights for it, a
+tensor-parallel vLLM spans processes), while each process's games last their own number of rounds
+and a process may need more rounds of games than another to fill its step. Play and evaluation
+therefore run under a `Lockstep` (`execrl.games.play`): the processes agree on every round, and one
+with nothing left to play makes padding calls meanwhile.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +35,7 @@ from execrl.games import get_game
 from execrl.online_task import OnlineTask
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig, chat_prompt
-from execrl.spiral import RoleBaselines, SPIRALSettings, evaluate_policy, play_self_play, self_play_seed
+from execrl.spiral import Lockstep, RoleBaselines, SPIRALSettings, evaluate_policy, play_self_play, self_play_seed
 from execrl.games.play import Sampled
 from execrl.interval_eval import PeriodicEvaluation
 
@@ -97,13 +104,20 @@ class SelfPlayTask(OnlineTask):
 
         rank, processes = accelerator.process_index, accelerator.num_processes
         games = self.settings.games_per_step // processes if self.settings.games_per_step >= processes else 1
+        lockstep = self.lockstep(policy, accelerator)
         episodes, turns, round_ = [], 0, 0
-        while turns < rows:
+        while lockstep.any_active(turns < rows) if lockstep else turns < rows:
+            if turns >= rows:  # this process's step is full; the others still play
+                lockstep.idle()
+                continue
             seed = f"{self_play_seed(self.seed, step, rank)}/round{round_}"
-            played = play_self_play(self.game, policy, games, seed, self.rules)
+            played = play_self_play(self.game, policy, games, seed, self.rules, lockstep)
             episodes += played
             turns += sum(len(e.turns) for e in played)
             round_ += 1
+        if lockstep is not None:
+            print(f"self-play lockstep: {lockstep.padding_calls} padding calls on rank {rank}, step {step}",
+                  file=sys.stderr, flush=True)  # fmt: skip
         outcomes = [Outcome(e.game, tuple(e.policy_roles), tuple(e.returns)) for e in episodes]
         self.baselines.update(gather_object(outcomes) if processes > 1 else outcomes)
         samples = [(turn, advantage) for e in episodes for turn, advantage in zip(e.turns, self.baselines.advantages(e), strict=True)]
@@ -118,6 +132,15 @@ class SelfPlayTask(OnlineTask):
             "logprobs": None if any(lp is None for lp in logprobs) else logprobs,
             "turn_return": [turn.reward for turn, _ in chosen],
         }
+
+    def lockstep(self, policy, accelerator) -> Lockstep | None:
+        """A lockstep over the training processes for `policy`, or None on one process."""
+        if accelerator.num_processes == 1:
+            return None
+        from accelerate.utils import gather_object
+
+        padding_prompt = self.game.observation(self.game.initial_state(random.Random(0)), 0, self.rules.answer_format)
+        return Lockstep(policy, lambda mine: any(gather_object([mine])), padding_prompt)
 
     def step_metrics(self, episodes) -> dict[str, float]:
         """This process's self-play games: outcomes by role, illegal answers per turn, the baselines."""
@@ -186,8 +209,8 @@ class RoleBaselineCheckpoints(TrainerCallback):
 class GameEvaluation(PeriodicEvaluation):
     """The policy against fixed opponents (random, perfect) in both roles, before the first step,
     every `eval_every` steps and after the last, on the same deals each time; logged as
-    `spiral/eval/{opponent}[/role{r}]/{rate}`. Every process plays the same games (sampling
-    is local), and rank 0 writes them."""
+    `spiral/eval/{opponent}[/role{r}]/{rate}`. Every process plays the same deals (in lockstep,
+    as its sampling calls may be collectives), and rank 0 writes them."""
 
     def __init__(self, task: SelfPlayTask, make_sampler):
         self.task = task
@@ -200,7 +223,8 @@ class GameEvaluation(PeriodicEvaluation):
             self.make_sampler(self.trainer), task.prompt_config, self.trainer.processing_class, settings.eval_temperature
         )
         results = evaluate_policy(
-            task.game, policy, settings.eval_opponents, settings.eval_games, f"{task.seed}/eval", task.rules
+            task.game, policy, settings.eval_opponents, settings.eval_games, f"{task.seed}/eval", task.rules,
+            task.lockstep(policy, self.trainer.accelerator),
         )
         metrics = {f"spiral/eval/{name}": value for name, value in results.items()}
         self._last_step = step

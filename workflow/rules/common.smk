@@ -45,6 +45,21 @@ def get_all_evaluations():
     )
 
 
+def get_all_plus_evaluations():
+    return expand_runs(
+        "results/eval/{dataset}/{model}/{method}/{seed}/{split}.plus.json",
+        split=EXPERIMENT["eval_splits"],
+    )
+
+
+def get_plus_test_manifests():
+    return expand(
+        "results/data/{dataset}/{split}.plus.manifest.json",
+        dataset=EXPERIMENT["datasets"],
+        split=EXPERIMENT["eval_splits"],
+    )
+
+
 def get_all_diversity():
     return expand_runs(
         "results/analysis/diversity/{dataset}/{model}/{method}/{seed}/{split}.tsv",
@@ -56,6 +71,24 @@ def get_training_metrics(methods=None):
     wanted = TRAINED if methods is None else [m for m in methods if m in TRAINED]
     return expand_runs(
         "results/training/{dataset}/{model}/{method}/{seed}/metrics.jsonl", wanted
+    )
+
+
+def get_watched_metrics():
+    """The training metrics of the methods the reward-hacking watch follows."""
+    return get_training_metrics([m for m in TRAINED if "watch" in METHODS[m].settings])
+
+
+def get_main_split_annotations():
+    """Every run's annotations on the main split, on the visible and on base + held-out tests."""
+    # The report's main split (execrl.report.summary.main_split): test when evaluated.
+    split = (
+        "test" if "test" in EXPERIMENT["eval_splits"] else EXPERIMENT["eval_splits"][0]
+    )
+    return expand_runs(
+        "results/annotations/{dataset}/{model}/{method}/{seed}/{split}{suite}.jsonl",
+        split=[split],
+        suite=["", ".plus"],
     )
 
 
@@ -102,6 +135,10 @@ def dataset_config(wildcards):
 
 def get_problems(wildcards):
     return f"results/data/{wildcards.dataset}/{wildcards.split}.jsonl"
+
+
+def get_plus_problems(wildcards):
+    return f"results/data/{wildcards.dataset}/{wildcards.split}.plus.jsonl"
 
 
 def get_train_problems(wildcards):
@@ -166,9 +203,13 @@ def get_policy_model_input(wildcards):
 
 
 def get_training_data(wildcards):
-    """What the method trains on: preference pairs, or the train split's problems."""
-    if METHODS[wildcards.method].data == "pairs":
+    """What the method trains on: preference pairs, the train split's problems with their held-out
+    tests (methods the reward-hacking watch follows), or the train split's problems."""
+    method = METHODS[wildcards.method]
+    if method.data == "pairs":
         return f"results/rl_data/{wildcards.dataset}/{wildcards.model}/{wildcards.seed}/pairs.jsonl"
+    if "watch" in method.settings:
+        return f"results/data/{wildcards.dataset}/train.plus.jsonl"
     return get_train_problems(wildcards)
 
 
@@ -201,6 +242,8 @@ def get_report_figures():
     for method in TRAINED:
         if METHODS[method].panels:
             figures[f"method_{method}"] = f"results/plots/methods/{method}.png"
+    if get_watched_metrics():
+        figures["reward_hacking"] = "results/plots/reward_hacking.png"
     if get_warm_start_metrics():
         figures["warm_start"] = "results/plots/warm_start.png"
     return figures
@@ -216,6 +259,9 @@ def get_report_inputs(wildcards):
         "per_problem": "results/tables/per_problem.tsv",
         "diversity": "results/tables/diversity.tsv",
         "cost": "results/tables/cost.tsv",
+        "plus": "results/tables/pass_at_k_plus.tsv",
+        "plus_manifests": "results/tables/plus_tests.tsv",
+        "annotations": get_main_split_annotations(),
         "refinements": get_refinement_samples(),
         "manifests": get_rl_manifests(),
         "metrics": get_training_metrics(),

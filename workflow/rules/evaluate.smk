@@ -19,6 +19,51 @@ rule evaluate_pass_at_k:
         "../scripts/evaluate_pass_at_k.py"
 
 
+rule evaluate_pass_at_k_plus:
+    input:
+        problems=get_problems,
+        annotations="results/annotations/{dataset}/{model}/{method}/{seed}/{split}.plus.jsonl",
+    output:
+        "results/eval/{dataset}/{model}/{method}/{seed}/{split}.plus.json",
+    log:
+        "logs/evaluate_pass_at_k_plus/{dataset}/{model}/{method}/{seed}/{split}.log",
+    benchmark:
+        "benchmarks/evaluate_pass_at_k_plus/{dataset}/{model}/{method}/{seed}/{split}.tsv"
+    conda:
+        "../envs/data.yaml"
+    resources:
+        **job_resources("data"),
+    params:
+        k=config["evaluation"]["k"],
+        max_problems=config["evaluation"]["max_problems"],
+    script:
+        "../scripts/evaluate_pass_at_k.py"
+
+
+rule summarize_plus_tests:
+    input:
+        base=get_all_evaluations(),
+        plus=get_all_plus_evaluations(),
+        manifests=get_plus_test_manifests(),
+    output:
+        table=report(
+            "results/tables/pass_at_k_plus.tsv",
+            caption="../report/pass_at_k_plus_table.rst",
+            category="Evaluation",
+        ),
+        manifests="results/tables/plus_tests.tsv",
+    log:
+        "logs/summarize_plus_tests.log",
+    benchmark:
+        "benchmarks/summarize_plus_tests.tsv"
+    conda:
+        "../envs/report.yaml"
+    resources:
+        **job_resources("report"),
+    script:
+        "../scripts/summarize_plus_tests.py"
+
+
 rule summarize_evaluations:
     input:
         get_all_evaluations(),

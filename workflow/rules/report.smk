@@ -121,6 +121,27 @@ rule plot_srrl_refinement:
         "../scripts/plot_srrl_refinement.py"
 
 
+rule plot_reward_hacking:
+    input:
+        get_watched_metrics(),
+    output:
+        report(
+            "results/plots/reward_hacking.png",
+            caption="../report/reward_hacking_plot.rst",
+            category="Training",
+        ),
+    log:
+        "logs/plot_reward_hacking.log",
+    benchmark:
+        "benchmarks/plot_reward_hacking.tsv"
+    conda:
+        "../envs/report.yaml"
+    resources:
+        **job_resources("report"),
+    script:
+        "../scripts/plot_reward_hacking.py"
+
+
 rule plot_method_metrics:
     input:
         get_method_metrics,

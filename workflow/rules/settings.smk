@@ -48,6 +48,10 @@ def get_execution_limits(wildcards=None):
     return RESULT_CONFIG["execution"]
 
 
+def get_plus_test_settings(wildcards=None):
+    return config["plus_tests"]
+
+
 def get_generation_settings(wildcards):
     settings = {
         k: v for k, v in config["generation"].items() if k not in ("backend", "vllm")

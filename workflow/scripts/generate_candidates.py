@@ -1,27 +1,35 @@
 import sys
 
-sys.stderr = open(snakemake.log[0], "w")
 
-from execrl.staging import work_offline
+def main():
+    sys.stderr = open(snakemake.log[0], "w")
 
-work_offline()
+    from execrl.staging import work_offline
 
-import torch
+    work_offline()
 
-from execrl.generation import GenerationSettings, VLLMSettings, candidate_records, get_backend
-from execrl.jsonl import write_jsonl
-from execrl.problems import read_problems
-from execrl.prompting import PromptConfig
+    import torch
 
-torch.set_num_threads(snakemake.threads)
-params = snakemake.params
-vllm = VLLMSettings(**params.vllm) if params.vllm else None
-# vLLM spans every GPU of the job (tensor parallelism).
-backend = get_backend(params.backend, params.model_path, gpus=snakemake.resources.gpu, vllm=vllm)
-records = candidate_records(
-    problems=read_problems(snakemake.input.problems)[: snakemake.params.max_problems],
-    backend=backend,
-    settings=GenerationSettings(**snakemake.params.generation),
-    prompt_config=PromptConfig(**snakemake.params.prompt),
-)
-write_jsonl(records, snakemake.output[0])
+    from execrl.generation import GenerationSettings, VLLMSettings, candidate_records, get_backend
+    from execrl.jsonl import write_jsonl
+    from execrl.problems import read_problems
+    from execrl.prompting import PromptConfig
+
+    torch.set_num_threads(snakemake.threads)
+    params = snakemake.params
+    vllm = VLLMSettings(**params.vllm) if params.vllm else None
+    # vLLM spans every GPU of the job (tensor parallelism).
+    backend = get_backend(params.backend, params.model_path, gpus=snakemake.resources.gpu, vllm=vllm)
+    records = candidate_records(
+        problems=read_problems(snakemake.input.problems)[: snakemake.params.max_problems],
+        backend=backend,
+        settings=GenerationSettings(**snakemake.params.generation),
+        prompt_config=PromptConfig(**snakemake.params.prompt),
+    )
+    write_jsonl(records, snakemake.output[0])
+
+
+# vLLM starts its workers by spawning this script anew (on CPU, and on GPUs once CUDA is up): only the
+# script's own run samples.
+if __name__ == "__main__":
+    main()

@@ -10,6 +10,13 @@ with its player's final return.
 Each game draws its chance (the deal), its random opponent moves and its random substitutes from
 its own `random.Random(f"{seed}/{index}")`, so a game is reproducible from the seed and its index
 whatever else is in the batch.
+
+On several training processes a policy call can be a collective: under DeepSpeed ZeRO-3 each call
+gathers the sharded weights, and a tensor-parallel vLLM runs one call over a group of processes.
+Every process must then make the same number of calls, although its games last a different number
+of rounds. `Lockstep` keeps them in step: before each round the processes agree whether any of them
+still has a game to play, and a process whose games are over makes a one-prompt padding call
+(discarded) while the others play.
 """
 
 from __future__ import annotations
@@ -196,17 +203,53 @@ def completion_text(completion) -> str:
     raise TypeError(f"a policy returns str or Sampled completions, got {type(completion).__name__}")
 
 
-def play_matches(game: Game, matches: Sequence[tuple], seed: int | str, rules: MatchRules = MatchRules()) -> list[Episode]:
+class Lockstep:
+    """Keeps several processes' calls of one policy in step (see the module's docstring).
+
+    `any_active(mine)` is a collective that every process calls at the same point: it returns
+    whether any process passed True. Every process must run the same sequence of
+    `play_matches(..., lockstep=)` and `idle()` calls with it.
+    """
+
+    def __init__(self, policy: Policy, any_active: Callable[[bool], bool], padding_prompt: str):
+        self.policy = policy
+        self.any_active = any_active
+        self.padding_prompt = padding_prompt
+        self.padding_calls = 0
+        """Calls this process made only to keep in step (their completions are discarded)."""
+
+    def pad(self) -> None:
+        self.policy([self.padding_prompt])
+        self.padding_calls += 1
+
+    def idle(self) -> None:
+        """Take part in the other processes' rounds, with padding calls, until none has a game left."""
+        while self.any_active(False):
+            self.pad()
+
+
+def play_matches(
+    game: Game, matches: Sequence[tuple], seed: int | str, rules: MatchRules = MatchRules(), lockstep: Lockstep | None = None
+) -> list[Episode]:
     """Play one game per `(seat of player 0, seat of player 1)` in `matches`, all in lockstep.
 
     Game i draws its randomness from `random.Random(f"{seed}/{i}")`. Each round makes one call
-    per distinct policy, with the prompts of every game where that policy is to move.
+    per distinct policy, with the prompts of every game where that policy is to move. With a
+    `lockstep`, its policy is the only one, and every round is agreed with the other processes.
     """
     tables = [_Table(game, tuple(seats), f"{seed}/{index}", rules) for index, seats in enumerate(matches)]
+    if lockstep is not None:
+        for table in tables:
+            for seat in table.seats:
+                if not isinstance(seat, Opponent) and seat is not lockstep.policy:
+                    raise ValueError("under a lockstep every policy seat is the lockstep's policy")
     while True:
         for table in tables:
             table.play_opponents()
         waiting = [table for table in tables if not table.done]
+        if lockstep is not None and lockstep.any_active(bool(waiting)) and not waiting:
+            lockstep.pad()
+            continue
         if not waiting:
             return [table.episode() for table in tables]
         by_policy: dict[int, list[_Table]] = {}

@@ -12,12 +12,19 @@ class VLLMBackend(GenerationBackend):
         super().__init__(model_path)
         from vllm import LLM
 
+        from execrl.vllm_cpu import vllm_on_cpu
+
+        # vLLM's CPU build fails seeded sampling once a prompt's prefill is split over engine steps (it
+        # rewinds the request's generator, and a CPU generator has no offset to rewind):
+        # "CPU Generator does not use offset". Whole prefills avoid it.
+        cpu_only = {"enable_chunked_prefill": False} if vllm_on_cpu() else {}
         self.llm = LLM(
             model=model_path,
             tensor_parallel_size=tensor_parallel_size,
             gpu_memory_utilization=settings.gpu_memory_utilization,
             max_model_len=settings.max_model_len,
             dtype=settings.dtype,
+            **cpu_only,
         )
 
     @property

@@ -10,8 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from execrl.jsonl import read_jsonl
-from execrl.report import budget, comparisons, cost, html, refinements, stats, summary, tables
+from execrl.report import budget, comparisons, cost, held_out, html, refinements, reward_hacking, stats, summary, tables
 from execrl.report.evaluations import read_tsv
+from execrl.report.training import metrics_table
 
 _RL_RUN = re.compile(r"rl_data/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<seed>\d+)/manifest\.json$")
 _REFINEMENT_RUN = re.compile(r"refinements/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<method>[^/]+)/(?P<seed>\d+)\.jsonl$")
@@ -32,6 +33,10 @@ class ReportInputs:
     refinements: list[str] = field(default_factory=list)
     manifests: list[str] = field(default_factory=list)
     metrics: list[str] = field(default_factory=list)
+    plus: str | None = None
+    plus_manifests: str | None = None
+    annotations: list[str] = field(default_factory=list)
+    """Every run's main-split annotations, base and held-out (`{split}.plus.jsonl`)."""
 
 
 def _optional_tsv(path: str | None) -> pd.DataFrame:
@@ -108,6 +113,7 @@ def build(
             pairwise, curves, ks, changes=pair_changes, token_methods=tokens,
             srrl_budget=config.get("srrl", {}).get("budget"),
         )
+    held_out_records = held_out.method_records(_optional_tsv(inputs.plus), split)
     record = summary.build_summary(
         title=title,
         experiment=experiment,
@@ -124,6 +130,15 @@ def build(
         pairwise=comparison_records,
         token_budget=tokens,
     )
+    record["method_notes"] = config.get("report", {}).get("method_notes") or ""
+    record["held_out"] = held_out_records
+    watch_metrics = metrics_table(inputs.metrics) if inputs.metrics else pd.DataFrame()
+    watch_rates = reward_hacking.rates_table(watch_metrics)
+    flagged = reward_hacking.flagged_examples(inputs.annotations)
+    record["reward_hacking"] = {
+        "rates": watch_rates.to_dict(orient="records"),
+        "flagged": {category: entry["count"] for category, entry in flagged.items()},
+    }
     page = html.render(
         title=title,
         summary=record,
@@ -138,5 +153,10 @@ def build(
         rl_data=rl_data,
         training=training,
         n_examples=n_examples,
+        held_out_html=held_out.section(held_out_records, _optional_tsv(inputs.plus_manifests), split),
+        reward_hacking_html=reward_hacking.section(
+            watch_rates, flagged, html.figure_html("reward_hacking", inputs.figures["reward_hacking"], {})
+            if "reward_hacking" in inputs.figures else ""
+        ),
     )
     return page, record, summary.markdown(record, ks)

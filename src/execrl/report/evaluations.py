@@ -72,3 +72,37 @@ def read_tsv(path: str | Path) -> pd.DataFrame:
     if "seed" in frame:
         frame["seed"] = frame["seed"].astype(int)
     return frame
+
+
+def held_out_table(base_paths: Iterable[str | Path], plus_paths: Iterable[str | Path]) -> pd.DataFrame:
+    """pass@k of each run on its base tests and on base + held-out tests, side by side.
+
+    The gap (base − plus) is the share of pass@k that the held-out tests take away: programs
+    that pass the tests the prompt showed but not new inputs of the same shape."""
+    columns = RUN_KEYS + ["k", "pass_at_k_base", "pass_at_k_plus", "gap"]
+    base = {tuple(e["run"][key] for key in RUN_KEYS): e for e in map(_read, base_paths)}
+    rows = []
+    for plus in map(_read, plus_paths):
+        run = tuple(plus["run"][key] for key in RUN_KEYS)
+        if run not in base:
+            raise ValueError(f"held-out evaluation of {dict(zip(RUN_KEYS, run))} has no base evaluation")
+        for k, value in plus["pass_at_k"].items():
+            base_value = base[run]["pass_at_k"][k]
+            rows.append({**dict(zip(RUN_KEYS, run)), "k": int(k), "pass_at_k_base": base_value,
+                         "pass_at_k_plus": value, "gap": base_value - value})  # fmt: skip
+    table = pd.DataFrame(rows, columns=columns)
+    return table.sort_values(RUN_KEYS[:3] + ["split", "seed", "k"]).reset_index(drop=True)
+
+
+def plus_test_manifests(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """One row per data set and split: how many problems got how many held-out tests."""
+    rows = []
+    for path in paths:
+        path = Path(path)
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        dataset, split = path.parent.name, path.name.split(".")[0]
+        rows.append({"dataset": dataset, "split": split, **{k: manifest[k] for k in
+                     ("problems", "problems_with_plus_tests", "plus_tests")},
+                     "tests_per_problem": json.dumps(manifest["tests_per_problem"]),
+                     "skipped": json.dumps(manifest["skipped"])})  # fmt: skip
+    return pd.DataFrame(rows)

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from execrl.methods import METHODS
 from execrl.report.evaluations import OUTCOME_LABELS
-from execrl.report.training import SRRL_KEYS, WARM_START_PANELS, panels_for, smooth, smoothing_window
+from execrl.report.training import SRRL_KEYS, WARM_START_PANELS, WATCH_PANELS, panels_for, smooth, smoothing_window
 
 METHOD_ORDER = list(METHODS)
 # base grey, the warm start (sft) purple, every trained method its own colour in registry order.
@@ -277,6 +277,27 @@ def method_figure(metrics: pd.DataFrame, method: str) -> Figure:
     )
     grid.set_axis_labels("optimiser step", "")
     grid.set_titles("{col_name}")
+    return grid.figure
+
+
+def watch_figure(metrics: pd.DataFrame) -> Figure:
+    """The reward-hacking watch over training: a panel per rate, one line per method."""
+    _theme()
+    titles = dict(WATCH_PANELS)
+    rows = metrics[metrics["metric"].isin(titles)] if not metrics.empty else metrics
+    if rows.empty:
+        return message_figure("no reward-hacking rates logged (no GRPO or SRRL run)")
+    data = _smoothed(rows)
+    data = data.assign(run=run_label(data, with_split=False), panel=data["metric"].map(titles))
+    grid = sns.relplot(
+        data=data, x="step", y="smoothed", hue="method", hue_order=methods_in(data), palette=METHOD_COLORS,
+        col="panel", row="run" if data["run"].nunique() > 1 else None,
+        col_order=[t for k, t in WATCH_PANELS if k in set(rows["metric"])], kind="line", height=2.8, aspect=1.5,
+        errorbar="sd" if data["seed"].nunique() > 1 else None, facet_kws={"sharey": False},
+    )
+    grid.set(ylim=(-0.02, 1.02))
+    grid.set_axis_labels("optimiser step", "share")
+    grid.set_titles("{col_name}" if data["run"].nunique() == 1 else "{col_name}\n{row_name}")
     return grid.figure
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from execrl.methods import METHODS
-from execrl.report import budget, comparisons, tables
+from execrl.report import budget, comparisons, stats, tables
 from execrl.report.evaluations import OUTCOME_LABELS
 from execrl.report.training import SUMMARY_LABELS
 
@@ -91,6 +91,12 @@ FIGURES = {
         "Pass rate of SRRL's first attempts and of its refinements of failed first attempts over training, with "
         "GRPO's pass rate over all its samples for reference. A c2 is only sampled for a failed c1, so its pass rate "
         "is a fix rate.",
+    ),
+    "reward_hacking": (
+        "reward-hacking-figure",
+        "Reward hacking over training",
+        "Per training step and method: the share of rewarded programs that fail held-out tests made from the "
+        "reference, and the share of completions with a tamper signal (mean over seeds; smoothed).",
     ),
     "warm_start": (
         "warm-start",
@@ -275,8 +281,8 @@ def comparison_sections(summary: dict, split: str) -> str:
         blocks.append(
             f'<h2 id="{section_id(first["method"], first["baseline"])}">{html.escape(heading)}</h2>'
             f'<p class="caption">{html.escape(first["method"])} minus {html.escape(first["baseline"])} on the problems and seeds '
-            f"both have ({html.escape(split)} split). Interval: 95% paired bootstrap over problems and seeds (the same "
-            f"resamples for both methods). pass@k: mean ± sd over seeds, with its 95% interval. "
+            f"both have ({html.escape(split)} split). {html.escape(stats.INTERVAL_RULE)} "
+            f"pass@k: mean ± sd over seeds, with its 95% interval. "
             f"{html.escape(summary['seed_noise_rule'])} Fixed and broke: problems the baseline never passed that the method "
             f"passed at least once, and the reverse (pooled over seeds).</p>"
             + "".join(body)
@@ -300,6 +306,13 @@ def nav(sections: list[tuple[str, str]]) -> str:
     return "<nav>" + "".join(f'<a href="#{html.escape(i)}">{html.escape(t)}</a>' for i, t in sections) + "</nav>"
 
 
+def method_notes_html(notes: str | None) -> str:
+    """What the experiment's config says a reader must know about its methods (`report.method_notes`)."""
+    if not notes:
+        return ""
+    return f'<h2 id="method-notes">Method notes</h2><p class="notes">{html.escape(notes.strip())}</p>'
+
+
 def render(
     *,
     title: str,
@@ -315,6 +328,8 @@ def render(
     rl_data: pd.DataFrame,
     training: pd.DataFrame,
     n_examples: int = 4,
+    held_out_html: str = "",
+    reward_hacking_html: str = "",
 ) -> str:
     split = summary["main_split"]
     meta = summary["provenance"]
@@ -325,7 +340,9 @@ def render(
     total = summary["cost"]["total"]
     pairs = [(section_id(r[0]["method"], r[0]["baseline"]), t) for t, r in comparisons.by_title(summary["comparisons"], split)]
     sections = [("glance", "At a glance"), ("summary", "Summary"), *pairs, ("pass-at-k", "pass@k"), ("per-problem", "Problems"),
-                ("outcomes", "Outcomes"), ("training", "Training"), ("refinements", "Refinements"), ("diversity", "Diversity"),
+                ("outcomes", "Outcomes"), *([("held-out", "Held-out tests")] if held_out_html else []),
+                ("reward-hacking", "Reward hacking"),
+                ("training", "Training"), ("refinements", "Refinements"), ("diversity", "Diversity"),
                 ("cost", "Cost"), ("rl-data", "RL data"), ("configuration", "Configuration")]
     labels = tables.COST_LABELS
     hours = {labels["wall_h"]: tables.fmt_hours, labels["cpu_h"]: tables.fmt_hours, labels["gpu_h"]: tables.fmt_hours,
@@ -349,11 +366,12 @@ def render(
 <p class="meta">Experiment <b>{html.escape(str(summary["experiment"]))}</b> · generated {html.escape(meta["generated"])} ·
 git {html.escape(meta["git_commit"])} · host {html.escape(meta["host"])} · Python {html.escape(meta["python"])}</p>
 {nav(sections)}
+{method_notes_html(summary.get("method_notes"))}
 <h2 id="glance">At a glance</h2>
 <ul class="findings">{findings}</ul>
 <h2 id="summary">Summary ({html.escape(split)} split)</h2>
 <p class="caption">One row per dataset × model × method. pass@k: mean ± sd over seeds (sd only with several seeds; n = seeds);
-95% CI: bootstrap over problems and seeds. Δ: difference to the base model with a paired bootstrap interval over the same problems and seeds.
+95% CI and Δ (difference to the base model on the same problems and seeds): {html.escape(stats.INTERVAL_RULE)}
 Fixed / broke: problems the base model never passed that the method passed at least once, and the reverse.
 distinct / n: distinct programs per problem as a share of the samples. Training hours: train, merge and RL-data jobs of the method.</p>
 {tables.html_table(columns, rows, table_id="summary-table", numeric_from=3)}
@@ -364,6 +382,8 @@ distinct / n: distinct programs per problem as a share of the samples. Training 
 {fig("per_problem")}
 {changes_section(summary["summary"], split)}
 {fig("outcomes")}
+{held_out_html}
+{reward_hacking_html}
 <h2>Training</h2>
 {training_table}
 {token_section(summary)}

@@ -9,6 +9,13 @@ against GRPO, and the pairs the config names) resamples the same problems and th
 for both (a paired bootstrap of the per-seed, per-problem differences), which is what makes
 small differences on a shared problem set resolvable.
 
+With 2 to 4 seeds (fewer than MIN_BOOTSTRAP_SEEDS) the seed level is not bootstrapped: resampling
+so few seeds has only 3 to 35 distinct outcomes and shrinks their variance by (S − 1)/S, so the
+interval would be too narrow. The interval is then mean ± (t × SE_seeds + z × SE_problems): the
+standard error of the per-seed means with Student's t at S − 1 degrees of freedom, plus the problem
+bootstrap's standard deviation of the seed-averaged values with the normal's z (`seed_t_interval`). With one seed only the problems are
+resampled and seed-to-seed noise is not in the interval.
+
 Seed-to-seed noise: with several seeds, each seed gives its own difference (mean over the shared
 problems). A difference is inside seed-to-seed noise when its mean is no larger than the standard
 deviation of these per-seed differences, |Δ| ≤ sd: one more seed would then often land on the
@@ -17,6 +24,9 @@ interval is. With one seed it is not measured.
 """
 
 from __future__ import annotations
+
+import math
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
@@ -76,6 +86,66 @@ def _interval(draws: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndar
     return np.percentile(draws, tail, axis=0), np.percentile(draws, 100 - tail, axis=0)
 
 
+MIN_BOOTSTRAP_SEEDS = 5
+"""Fewer seeds than this (and more than one): Student-t over seeds instead of a seed bootstrap."""
+INTERVAL_RULE = (
+    "95% intervals resample the problems (paired: the same resamples for both methods of a comparison), "
+    f"and the seeds too from {MIN_BOOTSTRAP_SEEDS} seeds on; with 2 to {MIN_BOOTSTRAP_SEEDS - 1} seeds they are "
+    "mean ± (Student's t over seeds × the per-seed means' standard error + z × the problem bootstrap's), "
+    "since resampling so few seeds understates their spread."
+)
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile for df ≥ 1 (the normal's for infinite df).
+
+    With t = √df · tan θ the t density becomes ∝ cos^(df−1) θ on (−π/2, π/2), a smooth bounded
+    integrand: its cumulative integral on a fine grid, inverted, gives the quantile.
+    """
+    if not 0 < p < 1:
+        raise ValueError(f"t quantile: p must be in (0, 1), got {p}")
+    if math.isinf(df) or df > 1e7:
+        return NormalDist().inv_cdf(p)
+    if df < 1:
+        raise ValueError(f"t quantile: needs df >= 1, got {df}")
+    theta = np.linspace(0.0, math.pi / 2, 200_001)
+    density = np.cos(theta) ** (df - 1)
+    cumulative = np.concatenate([[0.0], np.cumsum((density[1:] + density[:-1]) / 2 * np.diff(theta))])
+    cumulative /= cumulative[-1]  # the half-line's mass is 1/2: scale to 1
+    target = abs(2 * p - 1)
+    angle = float(np.interp(target, cumulative, theta))
+    return math.copysign(math.sqrt(df) * math.tan(angle), p - 0.5)
+
+
+def seed_t_interval(
+    matrix: np.ndarray, problem_weights: np.ndarray, confidence: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Interval per k of the mean of a seeds × problems × k matrix with few seeds: mean ± (t × SE_seeds
+    + z × SE_problems). SE_seeds is the standard error of the per-seed means (S − 1 degrees of
+    freedom, so Student's t); SE_problems the problem bootstrap's standard deviation of the
+    seed-averaged values (hundreds of problems: the normal's z). Adding the half-widths keeps the
+    seeds' t where they dominate and the problems' z where they do."""
+    seeds = matrix.shape[0]
+    per_seed = matrix.mean(axis=1)  # seeds × k
+    mean = per_seed.mean(axis=0)
+    seed_se = per_seed.std(axis=0, ddof=1) / math.sqrt(seeds)
+    problem_se = (problem_weights @ matrix.mean(axis=0)).std(axis=0, ddof=1)
+    upper = 1 - (1 - confidence) / 2
+    half = t_quantile(upper, seeds - 1) * seed_se + NormalDist().inv_cdf(upper) * problem_se
+    return mean - half, mean + half
+
+
+def mean_interval(
+    matrix: np.ndarray, n_boot: int, confidence: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Interval per k of a seeds × problems × k matrix's mean: the problem bootstrap, with seeds
+    resampled too from MIN_BOOTSTRAP_SEEDS seeds on, Student-t over seeds below that."""
+    weights = _weights(rng, matrix.shape[1], n_boot)
+    if 1 < matrix.shape[0] < MIN_BOOTSTRAP_SEEDS:
+        return seed_t_interval(matrix, weights, confidence)
+    return _interval(bootstrap_means(matrix, weights, rng), confidence)
+
+
 def pass_at_k_curves(
     per_problem: pd.DataFrame, n_boot: int = 2000, confidence: float = CONFIDENCE, seed: int = 0
 ) -> pd.DataFrame:
@@ -83,9 +153,7 @@ def pass_at_k_curves(
     rows = []
     for (dataset, model, split, method), runs in per_problem.groupby(["dataset", "model", "split", "method"], sort=True):
         matrix, seeds, problems, n = run_matrix(runs)
-        rng = np.random.default_rng(seed)
-        draws = bootstrap_means(matrix, _weights(rng, len(problems), n_boot), rng)
-        low, high = _interval(draws, confidence)
+        low, high = mean_interval(matrix, n_boot, confidence, np.random.default_rng(seed))
         per_seed = matrix.mean(axis=1)  # seeds × k
         mean = per_seed.mean(axis=0)
         sd = per_seed.std(axis=0, ddof=1) if len(seeds) > 1 else np.full(n, np.nan)
@@ -172,9 +240,7 @@ def compare_methods(
             a = matrix[np.ix_([seeds.index(s) for s in shared_seeds], [problems.index(p) for p in shared], range(ks))]
             b = base_matrix[np.ix_([base_seeds.index(s) for s in shared_seeds], [base_problems.index(p) for p in shared], range(ks))]
             # The same problem and seed weights for both methods: resample the differences.
-            rng = np.random.default_rng(seed)
-            draws = bootstrap_means(a - b, _weights(rng, len(shared), n_boot), rng)
-            low, high = _interval(draws, confidence)
+            low, high = mean_interval(a - b, n_boot, confidence, np.random.default_rng(seed))
             per_seed = (a - b).mean(axis=1)  # seeds × k
             delta = per_seed.mean(axis=0)
             spread = seed_spread(per_seed)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from execrl.report import budget, comparisons, tables
+from execrl.report import budget, comparisons, stats, tables
 from execrl.report.tables import fmt, fmt_count, fmt_hours, fmt_interval, fmt_signed
 
 
@@ -79,10 +79,16 @@ def findings(records: list[dict], split: str) -> list[str]:
         else:
             ranking = f"highest pass@1 is {' and '.join(best)} at {fmt(top)}"
         first = with_pass1[0]
-        seeds = f" and {first['n_seeds']} seeds" if first["n_seeds"] > 1 else ""
+        n_seeds = first["n_seeds"]
+        if n_seeds == 1:
+            intervals = "95% bootstrap intervals over problems"
+        elif n_seeds < stats.MIN_BOOTSTRAP_SEEDS:
+            intervals = f"95% intervals over problems (bootstrap) and {n_seeds} seeds (Student's t)"
+        else:
+            intervals = f"95% bootstrap intervals over problems and {n_seeds} seeds"
         sentences.append(
             f"{dataset} · {model} ({split} split, {first['n_problems']} problems, {first['n_samples']} samples each): "
-            f"{ranking}; intervals are 95% bootstrap intervals over problems{seeds}."
+            f"{ranking}; intervals are {intervals}."
         )
         base = next((r for r in group if r["method"] == "base"), None)
         for record in group:
@@ -182,6 +188,8 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
     if summary.get("provenance"):
         p = summary["provenance"]
         parts += [f"Experiment `{summary['experiment']}` · generated {p.get('generated', '')} · git {p.get('git_commit', '')}", ""]
+    if summary.get("method_notes"):
+        parts += ["## Method notes", "", summary["method_notes"].strip(), ""]
     parts += ["## At a glance", ""] + [f"- {s}" for s in summary["findings"]] + [""]
     columns, rows = tables.main_table_rows(summary["summary"], split, ks)
     parts += [f"## Summary ({split} split)", "", tables.markdown_table(columns, [[r["cells"][c] for c in columns] for r in rows]), ""]
@@ -194,6 +202,12 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
         frame = budget.table(pd.DataFrame(summary["token_budget"]["per_method"]))
         parts += ["## Tokens sampled in training", "", tables.frame_markdown(frame, budget.FORMATS), "",
                   summary["token_budget"]["note"], ""]
+    if summary.get("held_out"):
+        frame = pd.DataFrame(summary["held_out"])[["dataset", "model", "method", "pass_at_k_base", "pass_at_k_plus", "gap"]]
+        parts += [f"## Held-out tests ({split} split, pass@1)", "", tables.frame_markdown(frame), ""]
+    if summary.get("reward_hacking", {}).get("rates"):
+        frame = pd.DataFrame(summary["reward_hacking"]["rates"])
+        parts += ["## Reward-hacking watch (first and last tenth of training)", "", tables.frame_markdown(frame), ""]
     detail = tables.all_splits_frame(summary["summary"], ks)
     if not detail.empty:
         parts += ["## Every split", "", tables.frame_markdown(detail), ""]

@@ -31,6 +31,11 @@ COMPONENT = re.compile(r"^rewards/(?P<name>[^/]+)/mean$")
 SRRL_KEYS = {"srrl/c1_pass_rate": "c1 (first attempt)", "srrl/c2_pass_rate": "c2 (refinement)"}
 WARM_START_PANELS = [("loss", "loss"), ("mean_token_accuracy", "token accuracy")]
 COLUMNS = ["dataset", "model", "method", "seed", "step", "samples", "elapsed_s", "metric", "value"]
+WATCH_PANELS = (
+    ("watch/hard_coding_rate", "rewarded programs failing held-out tests"),
+    ("watch/tamper/any", "completions with a tamper signal"),
+)
+"""The reward-hacking watch's rates (`execrl.watch.monitor`) the report draws."""
 
 
 def parse_run(path: str | Path) -> dict:
@@ -44,13 +49,13 @@ def parse_run(path: str | Path) -> dict:
 
 
 def completions_per_step(grpo: dict) -> float:
-    """Completions an optimiser step of GRPO/SRRL draws: prompts × generations × accumulation / reuse."""
-    return (
-        grpo["prompts_per_step"]
-        * grpo["num_generations"]
-        * grpo.get("gradient_accumulation_steps", 1)
-        / grpo.get("num_iterations", 1)
-    )
+    """Completions an optimiser step of GRPO/SRRL draws: a round's prompts × generations, over the
+    optimiser steps a round makes (steps_per_generation / accumulation, or one step of `accumulation`
+    rounds when unset, times num_iterations passes)."""
+    round_completions = grpo["prompts_per_step"] * grpo["num_generations"]
+    accumulation = grpo.get("gradient_accumulation_steps", 1)
+    micro_batches = grpo.get("steps_per_generation") or 1
+    return round_completions * accumulation / micro_batches / grpo.get("num_iterations", 1)
 
 
 def method_grpo(method: str, grpo: dict | None, overrides: dict | None = None) -> dict | None:

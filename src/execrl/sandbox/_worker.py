@@ -142,22 +142,35 @@ STAGE_DIR = "/.execrl-python"
 are bound in the private root, to be bound again into every fresh scratch mount."""
 
 
-def _python_dirs() -> list[str]:
-    """Directories the interpreter needs to import modules (made visible read-only)."""
+def _python_dirs() -> list[tuple[str, str]]:
+    """Directories the interpreter needs to import modules (made visible read-only), as
+    (real directory, path in the sandbox) pairs. A directory reached through a symbolic link
+    (``.venv -> /scratch/...``) is visible under both names: ``sys.path`` holds the linked one."""
     paths = {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix}
     paths.update(p for p in sys.path if p and os.path.isdir(p))
-    real = sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)})
-    own = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
-    keep: list[str] = []
-    for p in real:
+    pairs = set()
+    for p in paths:
+        if os.path.isdir(p):
+            real = os.path.realpath(p)
+            pairs.update({(real, real), (real, os.path.normpath(os.path.abspath(p)))})
+    keep: list[tuple[str, str]] = []
+    for real, p in sorted(pairs, key=lambda rp: (rp[1], rp[0])):
         if any(_within(p, s) for s in SYSTEM_DIRS):
             continue
-        if p == "/" or any(_within(p, s) for s in ("/dev", "/proc")) or _within(own, p):
-            continue  # the harness's own source tree stays hidden; the self-test reports the rest
-        if any(p == k or p.startswith(k + "/") for k in keep):
+        if p == "/" or any(_within(p, s) for s in ("/dev", "/proc")):
             continue
-        keep.append(p)
+        if any(_within(p, k) for _, k in keep):
+            continue
+        keep.append((real, p))
     return keep
+
+
+def _harness_dirs() -> list[str]:
+    """The harness's own source directory under every name it has (hidden in the sandbox by
+    an empty mount over it: the rest of the directory that holds it, site-packages for a
+    non-editable install, stays visible)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return sorted({os.path.realpath(here), os.path.normpath(here)})
 
 
 def _within(path: str, top: str) -> bool:
@@ -177,15 +190,18 @@ def _build_root(root: str, hidepid: bool) -> tuple[list[str], list[tuple[str, st
         elif os.path.isdir(d):
             os.mkdir(root + d, 0o755)
             _bind_ro(d, root + d, recursive=True)
-    for p in _python_dirs():
+            _hide_harness(root + d, d)
+    for real, p in _python_dirs():
         if any(_within(p, d) for d in SCRATCH_DIRS):
             stage = f"{STAGE_DIR}/{len(scratch_binds)}"
             os.makedirs(root + stage, 0o755, exist_ok=True)
-            _bind_ro(p, root + stage, recursive=True)
+            _bind_ro(real, root + stage, recursive=True)
+            _hide_harness(root + stage, p)
             scratch_binds.append((stage, p))
             continue
         os.makedirs(root + p, 0o755, exist_ok=True)
-        _bind_ro(p, root + p, recursive=True)
+        _bind_ro(real, root + p, recursive=True)
+        _hide_harness(root + p, p)
     # a minimal /dev
     os.mkdir(root + "/dev", 0o755)
     for name in DEVICES:
@@ -204,6 +220,14 @@ def _build_root(root: str, hidepid: bool) -> tuple[list[str], list[tuple[str, st
         notes.append("fresh /proc not allowed: host /proc bound")
     os.mkdir(root + "/tmp")
     return notes, scratch_binds
+
+
+def _hide_harness(mounted: str, path: str) -> None:
+    """Cover the harness's source directory, where it lies under ``path`` (now mounted at
+    ``mounted``), with an empty read-only tmpfs."""
+    for own in _harness_dirs():
+        if _within(own, path) and os.path.isdir(mounted + own[len(path):]):
+            _mount("tmpfs", mounted + own[len(path):], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=755")
 
 
 def fresh_scratch(size_mb: int, scratch_binds: list[tuple[str, str]]) -> None:
@@ -268,7 +292,7 @@ def setup_isolation(cfg: dict) -> dict:
     report["ipc_isolated"] = True
     try:
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
-        needed = _python_dirs() + list(SYSTEM_DIRS)
+        needed = [d for pair in _python_dirs() for d in pair] + list(SYSTEM_DIRS)
         root = next(d for d in ROOT_MOUNT_CANDIDATES
                     if os.path.isdir(d) and not os.path.islink(d)
                     and not any(_within(n, d) for n in needed))
@@ -1271,6 +1295,21 @@ def _exit_as_python_does() -> None:
         pass
 
 
+def _write_program_file(code: str) -> None:
+    """Put the program at ``solution.py`` in its working directory, the ``__file__`` it runs
+    as: ``multiprocessing``'s ``spawn`` and ``forkserver`` start methods run the main module's
+    file again in every new process (as ``__mp_main__``), as they do for ``python solution.py``.
+    Only for programs that mention the module: other runs do not pay for the file."""
+    try:
+        fd = os.open("solution.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, code.encode("utf-8", "surrogateescape"))
+        finally:
+            os.close(fd)
+    except OSError:  # beyond the file size limit: such a program cannot spawn, like any other
+        pass
+
+
 def _flush() -> None:
     for stream in (getattr(sys, "stdout", None), sys.__stdout__, getattr(sys, "stderr", None), sys.__stderr__):
         try:
@@ -1308,9 +1347,10 @@ class Worker:
     def __init__(self, cfg: dict):
         self.cfg = cfg
         # what the self-test must find inside the sandbox, as seen from outside it
-        own = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
-        self.import_paths = sorted({os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)
-                                    and not _within(own, os.path.realpath(p))})
+        # (as the interpreter names them: a linked virtualenv must be visible under its link)
+        own = _harness_dirs()
+        self.import_paths = sorted({os.path.normpath(os.path.abspath(p)) for p in sys.path if p and os.path.isdir(p)
+                                    and not any(_within(os.path.realpath(p), o) for o in own)})
         self.third_party = _third_party_probe()
         self.report = setup_isolation(cfg)
         self.mode = self.report["mode"]
@@ -1637,22 +1677,32 @@ class Worker:
 
     def run_stdio(self, spec, code, compiled, lim, runs, blobs) -> dict:
         header = {}
-        # One run per test, but one wall-clock budget for the candidate: a worker is never
-        # held longer than ``total_wall`` by one candidate, however many tests it has.
-        end = time.monotonic() + float(lim["total_wall"])
+        # One run per test, each bounded by its CPU time, and a wall-clock backstop for the
+        # candidate that grows only with the CPU time its runs used: a program that sleeps
+        # or blocks holds a worker for at most 3 per-run limits over all its tests, one that
+        # computes may take 3 times its CPU time (a loaded machine), and never more than
+        # limits.candidate_wall (the same formula), which the executor waits for.
+        wall_run = float(lim["wall"])
+        explicit = lim["total_wall"]
+        start = time.monotonic()
+        cpu_used = 0.0
         reply_bytes = 0
         for k, inp in enumerate(spec["inputs"]):
-            remaining = end - time.monotonic()
+            budget = float(explicit) if explicit is not None else max(3 * wall_run, 3 * cpu_used + wall_run)
+            remaining = start + budget - time.monotonic()
             if remaining <= 0:
                 header["total_wall_exceeded"] = True
                 break
             if reply_bytes > MAX_REPLY_BYTES:
                 header["reply_limit_exceeded"] = True
                 break
-            info, data = self.run_one(spec, code, compiled, lim, inp, wall_cap=remaining)
+            # a run started on the CPU-scaled budget is bounded by its own limits only
+            scaled = explicit is None and 3 * cpu_used + wall_run > 3 * wall_run
+            info, data = self.run_one(spec, code, compiled, lim, inp, wall_cap=None if scaled else remaining)
             if k:  # only the first run's stderr is reported
                 data[2] = b""
             reply_bytes += sum(len(b) for b in data)
+            cpu_used += info["cpu"]
             runs.append(info)
             blobs += data
             if info["timeout"] or data[0].startswith(b'["c"'):
@@ -1812,6 +1862,8 @@ class Worker:
         if self.workdir is None:
             os.environ["HOME"] = workdir
             os.environ["TMPDIR"] = workdir
+        if "multiprocessing" in code or "ProcessPool" in code:
+            _write_program_file(code)
         signal.setitimer(signal.ITIMER_PROF, timeout)
         mode = spec["mode"]
         if mode != "stdio":

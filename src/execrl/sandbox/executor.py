@@ -22,7 +22,7 @@ from typing import Any
 
 from execrl.problems import Problem
 from execrl.sandbox.judge import judge
-from execrl.sandbox.limits import ExecutionLimits
+from execrl.sandbox.limits import ExecutionLimits, candidate_wall
 from execrl.sandbox.result import ExecutionResult
 from execrl.sandbox.seccomp import build_filter, seccomp_syscall
 from execrl.sandbox.split import Prepared, prepare
@@ -455,7 +455,7 @@ class Executor:
                     return
                 i, prepared, attempt = inflight[0]
                 try:
-                    budget = lim["total_wall"] if prepared.test_type == "stdio" else lim["wall"]
+                    budget = candidate_wall(lim, prepared.n_tests) if prepared.test_type == "stdio" else lim["wall"]
                     header, blobs = handle.collect(time.monotonic() + budget + REPLY_GRACE_S)
                     if "worker_error" in header:
                         raise RuntimeError(header["worker_error"])

@@ -163,6 +163,15 @@ def _parse_records(run: _Run, n_tests: int) -> dict:
     return out
 
 
+def _ended_normally(run: _Run) -> bool:
+    """What the forker saw (outside the program's reach): the run's process exited by
+    itself with status 0, within its limits. An end-of-run record counts only with it: a
+    program that writes one and then loops, crashes or exits non-zero did not finish."""
+    info = run.info
+    return (not info.get("timeout") and not info.get("overflow") and info.get("signal") is None
+            and info.get("exit") == 0)
+
+
 def _death(run: _Run, limits: dict) -> tuple[str, str, str]:
     """Status, error type and message for a run that stopped without finishing."""
     info = run.info
@@ -322,7 +331,7 @@ def _judge_stdio(prepared: Prepared, runs: list[_Run], limits: dict, reply: dict
     for i in range(n):
         if i >= len(runs):
             if first is None and reply.get("total_wall_exceeded"):  # the candidate's budget ran out
-                msg = f"total wall-clock limit of {limits['total_wall']}s per program exceeded"
+                msg = "the program's wall-clock backstop over all its tests was exceeded"
                 outcomes.append(_outcome(i, "timeout", "Timeout", msg))
                 first = dict(outcomes[-1], trace=f"Timeout: {msg}")
             elif first is None and reply.get("reply_limit_exceeded"):
@@ -347,7 +356,7 @@ def _judge_stdio(prepared: Prepared, runs: list[_Run], limits: dict, reply: dict
             if parsed["load"]:
                 etype, msg, ctrace = parsed["load"]
                 o, trace = _outcome(i, "error", etype, msg), _trace(f"Input:\n{shown_in}", ctrace)
-            elif parsed["done"]:
+            elif parsed["done"] and _ended_normally(run):
                 got = run.stdout.decode("utf-8", "replace")
                 if stdio_equal(got, expected):
                     o, trace = _outcome(i, "pass"), ""

@@ -45,19 +45,24 @@ class ExecutionLimits:
     running; the rest is discarded)."""
 
     total_wall_timeout_s: float | None = None
-    """Wall-clock budget of one candidate over all its runs (a ``stdio`` problem runs once
+    """Wall-clock backstop of one candidate over all its runs (a ``stdio`` problem runs once
     per test): a worker is never held longer by one candidate. Tests that did not start
-    within it are ``not_run`` and the candidate times out. ``None`` means ``3 *`` the per-run
-    wall-clock limit."""
+    within it are ``not_run`` and the candidate times out. ``None`` means a backstop that
+    grows with the CPU time the candidate's runs used: a test may start while the elapsed
+    time is under the larger of ``3 *`` the per-run wall-clock limit and ``3 *`` the CPU time
+    used so far plus one per-run limit. A program that sleeps is stopped after three per-run
+    limits; one of many tests that each use most of their CPU budget passes on a loaded
+    machine too (each test is bounded by its CPU time)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def worker_limits(self) -> dict[str, Any]:
-        """The fields, plus the resolved per-run (``wall``) and per-candidate
-        (``total_wall``) wall-clock limits, as sent to the workers."""
+        """The fields, plus the resolved per-run wall-clock limit (``wall``) and the explicit
+        per-candidate one (``total_wall``, ``None`` for the default of
+        :func:`candidate_wall`), as sent to the workers."""
         wall = self.wall_timeout_s or 3 * self.timeout_s + 2
-        return dict(asdict(self), wall=wall, total_wall=self.total_wall_timeout_s or 3 * wall)
+        return dict(asdict(self), wall=wall, total_wall=self.total_wall_timeout_s)
 
     def __post_init__(self) -> None:
         if not self.timeout_s > 0:
@@ -68,3 +73,12 @@ class ExecutionLimits:
         for name in ("memory_mb", "max_processes", "max_open_files", "file_size_mb", "max_output_bytes"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be positive")
+
+
+def candidate_wall(lim: dict[str, Any], n_runs: int) -> float:
+    """The longest one candidate of ``n_runs`` runs may hold a worker, from
+    :meth:`ExecutionLimits.worker_limits`: its explicit backstop, or the CPU-scaled one at
+    its largest (every run used its whole CPU budget, the last one started just in time)."""
+    if lim["total_wall"] is not None:
+        return float(lim["total_wall"])
+    return max(3 * float(lim["wall"]), 3 * float(lim["timeout_s"]) * n_runs + 2 * float(lim["wall"]))

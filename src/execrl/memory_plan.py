@@ -1,0 +1,373 @@
+"""GPU memory plan of a training job or a vLLM server, term by term, from the model's shape.
+
+Per-GPU gigabytes (1e9 bytes) by term: weights, gradients, optimizer state (LoRA or full weights;
+DDP or ZeRO-3 sharded over the processes; optionally the optimizer offloaded to the CPU), the
+checkpointed activations of one micro-batch, the colocated vLLM share, frozen copies (DPO reference,
+code_game's opponent), and for a vLLM server the weights per tensor-parallel GPU plus the KV cache.
+
+Bytes per parameter follow DeepSpeed's own estimator (`estimate_zero3_model_states_mem_needs`,
+checked against it in tests/test_memory_plan.py): under ZeRO-3 a GPU holds 2 bytes of 16-bit weights,
+4 of fp32 gradient partition and 12 of fp32 master weights plus Adam's two moments per parameter,
+divided by the processes, plus 4 bytes per parameter of the largest layer gathered at a time.
+Optimizer offload moves the gradient partition and the optimizer state to the host. This is
+arithmetic, not yet checked on a GPU, and not yet used by the workflow's rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+GB = 1e9
+GIB = 1024**3
+# DeepSpeed's `additional_buffer_factor`: host memory the offloaded optimizer needs beyond its state.
+HOST_BUFFER_FACTOR = 1.5
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    memory_gb: float
+    bf16: bool
+
+    @property
+    def dtype(self) -> str:
+        """The 16-bit compute dtype the GPU supports (pre-Ampere GPUs have fp16 only)."""
+        return "bf16" if self.bf16 else "fp16"
+
+
+GPU_MODELS: dict[str, GpuModel] = {
+    "V100": GpuModel(32.0, bf16=False),
+    "A100-40": GpuModel(40.0, bf16=True),
+    "A100-80": GpuModel(80.0, bf16=True),
+    "A100": GpuModel(80.0, bf16=True),
+    "H100": GpuModel(80.0, bf16=True),
+    "H200": GpuModel(141.0, bf16=True),
+}
+DEFAULT_GPU_MODEL = "A100-80"
+
+
+def gpu(gpu_model: str | None) -> GpuModel:
+    """Memory and dtype of `gpu_model`; the 80 GB default when unset."""
+    name = gpu_model or DEFAULT_GPU_MODEL
+    if name not in GPU_MODELS:
+        raise ValueError(f"unknown gpu_model {name!r}; known: {', '.join(GPU_MODELS)}")
+    return GPU_MODELS[name]
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The config.json fields the memory terms depend on."""
+
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    # The count a config.json does not state; derived from the shape when not given.
+    parameter_count: int | None = None
+
+    @classmethod
+    def from_config(cls, config: dict, parameter_count: int | None = None) -> Architecture:
+        try:
+            return cls(
+                hidden_size=int(config["hidden_size"]),
+                num_hidden_layers=int(config["num_hidden_layers"]),
+                num_attention_heads=int(config["num_attention_heads"]),
+                num_key_value_heads=int(config.get("num_key_value_heads", config["num_attention_heads"])),
+                intermediate_size=int(config["intermediate_size"]),
+                vocab_size=int(config["vocab_size"]),
+                tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+                parameter_count=parameter_count,
+            )
+        except KeyError as missing:
+            raise ValueError(f"model config.json lacks {missing}, needed for the memory plan") from None
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+    def parameters(self) -> int:
+        """Parameter count: the given one, else that of a Qwen2/Llama-style decoder (q/k/v biases as in Qwen2)."""
+        if self.parameter_count is not None:
+            return self.parameter_count
+        h, kv, inter = self.hidden_size, self.kv_dim, self.intermediate_size
+        attention = h * h + 2 * h * kv + h * h + (h + 2 * kv)
+        mlp = 3 * h * inter
+        per_layer = attention + mlp + 2 * h
+        embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
+        return self.num_hidden_layers * per_layer + embeddings + h
+
+    def largest_layer_parameters(self) -> int:
+        """The largest single weight ZeRO-3 gathers at once: the embedding, or one layer's MLP projection."""
+        return max(self.vocab_size * self.hidden_size, self.hidden_size * self.intermediate_size)
+
+    def lora_parameters(self, rank: int) -> int:
+        """Adapter parameters of rank `rank` on every linear projection (q, k, v, o, gate, up, down)."""
+        h, kv, inter = self.hidden_size, self.kv_dim, self.intermediate_size
+        shapes = [(h, h), (h, kv), (h, kv), (h, h), (h, inter), (h, inter), (inter, h)]
+        return self.num_hidden_layers * sum(rank * (fan_in + fan_out) for fan_in, fan_out in shapes)
+
+    def kv_cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        return 2 * self.num_hidden_layers * self.kv_dim * dtype_bytes
+
+    def checkpointed_activation_bytes(self, micro_batch: int, sequence_length: int, dtype_bytes: int = 2) -> int:
+        """Peak activations of one micro-batch under gradient checkpointing.
+
+        Kept: each layer's input (micro × T × hidden). Recomputed at backward: one layer's
+        intermediates (q/k/v/attention output, the MLP's gate/up/activation). At the head: the logits
+        in the compute dtype, the fp32 log-softmax the loss keeps for backward and its fp32 gradient
+        (10 bytes per token and vocabulary entry; torch's CPU allocator measured 0.97 of this total
+        for Qwen2.5-1.5B's shape at 2 layers, 1024 and 2048 tokens).
+        """
+        tokens = micro_batch * sequence_length
+        h = self.hidden_size
+        layer_inputs = self.num_hidden_layers * tokens * h * dtype_bytes
+        one_layer = tokens * (4 * h + 2 * self.kv_dim + 3 * self.intermediate_size) * dtype_bytes
+        logits = tokens * self.vocab_size * (dtype_bytes + 4 + 4)
+        return layer_inputs + one_layer + logits
+
+
+def _qwen2(hidden, layers, heads, kv_heads, intermediate, vocab, tied) -> dict:
+    return {
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "intermediate_size": intermediate,
+        "vocab_size": vocab,
+        "tie_word_embeddings": tied,
+    }
+
+
+# The config.json shapes of the Qwen2.5 models the configs name (the hub is unreachable when the
+# DAG is planned); the base and Instruct models share their shape.
+_QWEN25 = {
+    "0.5B": _qwen2(896, 24, 14, 2, 4864, 151936, True),
+    "1.5B": _qwen2(1536, 28, 12, 2, 8960, 151936, True),
+    "3B": _qwen2(2048, 36, 16, 2, 11008, 151936, True),
+    "7B": _qwen2(3584, 28, 28, 4, 18944, 152064, False),
+    "14B": _qwen2(5120, 48, 40, 8, 13824, 152064, False),
+    "32B": _qwen2(5120, 64, 40, 8, 27648, 152064, False),
+}
+SHIPPED_SHAPES: dict[str, dict] = {
+    f"Qwen/Qwen2.5-{size}{suffix}": shape for size, shape in _QWEN25.items() for suffix in ("", "-Instruct")
+}
+
+
+def architecture(source: str, local_dir: str | Path | None = None) -> Architecture:
+    """The model's shape: a local or staged folder's config.json when present, else the shipped table."""
+    if local_dir is not None:
+        config = Path(local_dir) / "config.json"
+        if config.exists():
+            return Architecture.from_config(json.loads(config.read_text()))
+    if source not in SHIPPED_SHAPES:
+        raise ValueError(
+            f"no config.json for model {source!r}: stage it locally or add its shape to "
+            f"execrl.memory_plan.SHIPPED_SHAPES (shipped: {', '.join(sorted(SHIPPED_SHAPES))})"
+        )
+    return Architecture.from_config(SHIPPED_SHAPES[source])
+
+
+def vllm_server_kv_cache_bytes(arch: Architecture, max_model_len: int, concurrent_sequences: int) -> int:
+    """KV cache a vLLM server needs to hold `concurrent_sequences` sequences of `max_model_len` tokens."""
+    return arch.kv_cache_bytes_per_token() * max_model_len * concurrent_sequences
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """The settings of one training job that decide its per-GPU memory."""
+
+    finetune: str = "full"  # "full" or "lora"
+    zero_stage: int = 3  # 0: DDP, every process holds everything; 3: ZeRO-3 sharded over the processes
+    processes: int = 1
+    micro_batch: int = 1
+    sequence_length: int = 2048
+    offload_optimizer: bool = False
+    lora_rank: int = 16
+    colocated_vllm_fraction: float = 0.0  # vllm_gpu_memory_utilization when vLLM shares the GPU
+    frozen_copies: int = 0  # DPO reference, code_game's opponent
+    gpu_model: str | None = None
+
+    def __post_init__(self):
+        if self.finetune not in ("full", "lora"):
+            raise ValueError(f"finetune must be 'full' or 'lora', not {self.finetune!r}")
+        if self.zero_stage not in (0, 3):
+            raise ValueError(f"zero_stage must be 0 (DDP) or 3 (ZeRO-3), not {self.zero_stage}")
+        if self.offload_optimizer and self.zero_stage == 0:
+            raise ValueError("offload_optimizer needs ZeRO-3 (zero_stage 3); DDP keeps the optimizer on the GPU")
+        if self.processes < 1 or self.micro_batch < 1:
+            raise ValueError(f"processes ({self.processes}) and micro_batch ({self.micro_batch}) must be >= 1")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Per-GPU gigabytes by term, the host memory the offloaded state needs, and the GPU's size."""
+
+    terms: dict[str, float]
+    host_gb: float
+    gpu_memory_gb: float
+    dtype: str
+    micro_batch: int = 1
+    accumulation: int = 1
+    offload_optimizer: bool = False
+
+    @property
+    def total_gb(self) -> float:
+        return sum(self.terms.values())
+
+    @property
+    def fits(self) -> bool:
+        return self.total_gb <= self.gpu_memory_gb
+
+    def describe(self) -> str:
+        terms = ", ".join(f"{name} {gb:.1f}" for name, gb in self.terms.items())
+        return f"{self.total_gb:.1f} of {self.gpu_memory_gb:.0f} GB per GPU ({terms})"
+
+
+def plan_training(arch: Architecture, job: TrainingJob) -> Plan:
+    """Per-GPU memory of one training process of `job`."""
+    device = gpu(job.gpu_model)
+    params = arch.parameters()
+    shards = job.processes if job.zero_stage == 3 else 1
+    trainable = params if job.finetune == "full" else arch.lora_parameters(job.lora_rank)
+    frozen_base = 0 if job.finetune == "full" else params
+    # ZeRO-3 keeps the gradient partition in fp32 for the optimizer; DDP all-reduces 16-bit gradients.
+    gradient_bytes = 4 if job.zero_stage == 3 else 2
+    gathered = 4 * arch.largest_layer_parameters() if job.zero_stage == 3 else 0
+    state_bytes = trainable * (gradient_bytes + 12) / shards
+    terms = {
+        "weights": (2 * (trainable + frozen_base) / shards + gathered) / GB,
+        "gradients": 0.0 if job.offload_optimizer else trainable * gradient_bytes / shards / GB,
+        "optimizer": 0.0 if job.offload_optimizer else trainable * 12 / shards / GB,
+        "activations": arch.checkpointed_activation_bytes(job.micro_batch, job.sequence_length) / GB,
+        "colocated_vllm": job.colocated_vllm_fraction * device.memory_gb,
+        "frozen_copies": job.frozen_copies * 2 * params / shards / GB,
+    }
+    # Offloaded state lives in host memory: every process's partition, on the one node.
+    host_gb = state_bytes * job.processes * HOST_BUFFER_FACTOR / GB if job.offload_optimizer else 0.0
+    return Plan(terms, host_gb, device.memory_gb, device.dtype, job.micro_batch, 1, job.offload_optimizer)
+
+
+class DoesNotFit(ValueError):
+    """No micro-batch and offload choice fits the job on one node's GPUs."""
+
+
+def fit(
+    arch: Architecture,
+    job: TrainingJob,
+    completions_per_step: int,
+    allow_offload: bool = True,
+    gpus_per_node: int = 8,
+) -> Plan:
+    """The largest micro-batch (and accumulation keeping `completions_per_step`) that fits, offloading
+    the optimizer only when nothing fits without it.
+
+    Each process takes completions_per_step / processes completions per optimizer step, as
+    micro_batch × accumulation. Raises DoesNotFit naming the numbers and what would make it fit.
+    """
+    if job.processes > gpus_per_node:
+        raise DoesNotFit(
+            f"{job.processes} training processes do not fit one node of {gpus_per_node} GPUs "
+            "(multi-node training is not planned)"
+        )
+    if completions_per_step % job.processes:
+        raise ValueError(f"completions per step ({completions_per_step}) do not split over {job.processes} processes")
+    per_process = completions_per_step // job.processes
+    micro_batches = [m for m in range(per_process, 0, -1) if per_process % m == 0]
+    offload_choices = [False] + ([True] if allow_offload and job.zero_stage == 3 else [])
+    for offload in offload_choices:
+        for micro in micro_batches:
+            plan = plan_training(arch, dataclasses.replace(job, micro_batch=micro, offload_optimizer=offload))
+            if plan.fits:
+                return dataclasses.replace(plan, accumulation=per_process // micro)
+    smallest = plan_training(arch, dataclasses.replace(job, micro_batch=1, offload_optimizer=offload_choices[-1]))
+    raise DoesNotFit(
+        f"{arch.parameters() / 1e9:.1f}B {job.finetune} training on {job.processes} processes "
+        f"(ZeRO stage {job.zero_stage}, {job.sequence_length} tokens) does not fit even at micro-batch 1"
+        f"{' with the optimizer offloaded' if smallest.offload_optimizer else ''}: {smallest.describe()}. "
+        f"Would help: {_what_would_help(arch, job, completions_per_step, allow_offload)}"
+    )
+
+
+def _fits(arch: Architecture, job: TrainingJob, completions_per_step: int, allow_offload: bool) -> bool:
+    try:
+        fit(arch, job, completions_per_step, allow_offload)
+    except DoesNotFit:
+        return False
+    return True
+
+
+def _what_would_help(arch: Architecture, job: TrainingJob, completions_per_step: int, allow_offload: bool) -> str:
+    remedies = []
+    if job.finetune == "full" and _fits(
+        arch, dataclasses.replace(job, finetune="lora"), completions_per_step, allow_offload
+    ):
+        remedies.append("finetune: lora")
+    if job.zero_stage == 0 and _fits(arch, dataclasses.replace(job, zero_stage=3), completions_per_step, True):
+        remedies.append("ZeRO-3 with optimizer offload")
+    elif not allow_offload and _fits(arch, job, completions_per_step, True):
+        remedies.append("optimizer offload to the CPU")
+    current = gpu(job.gpu_model).memory_gb
+    larger = [
+        name
+        for name, model in GPU_MODELS.items()
+        if model.memory_gb > current
+        and _fits(arch, dataclasses.replace(job, gpu_model=name), completions_per_step, allow_offload)
+    ]
+    if larger:
+        remedies.append(f"a larger gpu_model ({', '.join(larger)})")
+    return (
+        "; ".join(remedies) if remedies else "no single change (LoRA, optimizer offload, a larger gpu_model) suffices"
+    )
+
+
+def plan_vllm_server(
+    arch: Architecture,
+    max_model_len: int,
+    concurrent_sequences: int,
+    tensor_parallel: int = 1,
+    gpu_memory_utilization: float = 0.9,
+    gpu_model: str | None = None,
+) -> Plan:
+    """Per-GPU memory of a vLLM server: its weights and KV cache split over `tensor_parallel` GPUs.
+
+    The budget is the server's `gpu_memory_utilization` share of the GPU.
+    """
+    device = gpu(gpu_model)
+    terms = {
+        "weights": 2 * arch.parameters() / tensor_parallel / GB,
+        "kv_cache": vllm_server_kv_cache_bytes(arch, max_model_len, concurrent_sequences) / tensor_parallel / GB,
+    }
+    return Plan(terms, 0.0, gpu_memory_utilization * device.memory_gb, device.dtype)
+
+
+def fit_vllm_server(
+    arch: Architecture,
+    max_model_len: int,
+    concurrent_sequences: int,
+    gpu_memory_utilization: float = 0.9,
+    gpu_model: str | None = None,
+    gpus_per_node: int = 8,
+) -> tuple[int, Plan]:
+    """The smallest tensor parallelism (a power of two dividing the attention heads, as vLLM requires)
+    whose per-GPU weights and KV cache fit; DoesNotFit naming the numbers when none on one node does."""
+    sizes = [tp for tp in (1, 2, 4, 8, 16) if tp <= gpus_per_node and arch.num_attention_heads % tp == 0]
+    for tensor_parallel in sizes:
+        plan = plan_vllm_server(
+            arch, max_model_len, concurrent_sequences, tensor_parallel, gpu_memory_utilization, gpu_model
+        )
+        if plan.fits:
+            return tensor_parallel, plan
+    raise DoesNotFit(
+        f"a vLLM server of {arch.parameters() / 1e9:.1f}B for {concurrent_sequences} sequences of "
+        f"{max_model_len} tokens does not fit even at tensor parallelism {sizes[-1]}: {plan.describe()}. "
+        "Would help: a smaller max_model_len or fewer concurrent sequences, or a larger gpu_model"
+    )

@@ -1,0 +1,107 @@
+"""The reward-hacking watch during training: per step, how often rewarded programs hard-code the
+visible tests, and how often completions probe the judge.
+
+It sees each step's completions, their programs and the sandbox's verdicts after the reward
+ran them, and logs (under ``watch/``, to the metrics file and W&B like every TRL metric):
+
+- ``watch/hard_coding_rate``: of the checked completions that passed every test the reward
+  ran, the share that fail a held-out test. With ``rewards.plus_tests: eval`` the held-out tests
+  run on a sample of at most ``watch.sample_size`` passing completions per step and process (the
+  cost is logged as ``watch/check_cpu_s``); with ``reward`` the reward already ran them, and the
+  rate reads the verdicts of the visible and the held-out tests at no cost;
+- ``watch/hard_coding_checked``: how many completions that rate is over;
+- ``watch/tamper/<category>`` and ``watch/tamper/any``: the share of completions showing each
+  signal of :mod:`execrl.watch.tamper`.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from execrl.problems import Problem
+from execrl.watch.tamper import CATEGORIES, signal_rates, signals
+
+PREFIX = "watch/"
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    """The reward-hacking watch of the online methods that reward tests (GRPO, SRRL)."""
+
+    enabled: bool = True
+    """Log the watch's rates every step (false: no held-out check, no signals)."""
+    sample_size: int = 8
+    """Passing completions per step and process whose held-out tests run (`rewards.plus_tests: eval`)."""
+    seed: int = 0
+    """Seed of the sample."""
+
+    def __post_init__(self) -> None:
+        if int(self.sample_size) < 0:
+            raise ValueError(f"watch.sample_size must be >= 0, got {self.sample_size!r}")
+
+
+class RewardHackingWatch:
+    """Measures one step's completions; `log_metric(name, value)` is TRL's metric logger."""
+
+    def __init__(self, executor, settings: WatchSettings, plus_in_reward: bool) -> None:
+        self.executor = executor
+        self.settings = settings
+        self.plus_in_reward = plus_in_reward
+        self.steps = 0
+
+    def observe(
+        self,
+        problems: list[Problem],
+        codes: list[str],
+        results: list[dict],
+        log_metric: Callable[[str, float], None],
+    ) -> dict[str, float]:
+        """The step's watch metrics (also logged): `problems` with the visible tests the reward ran
+        and their held-out tests apart, `results` the verdicts the reward used (under
+        `plus_tests: reward`, of the visible tests followed by the held-out ones)."""
+        self.steps += 1
+        metrics = {f"{PREFIX}tamper/{k}": v for k, v in signal_rates(
+            [signals(code, result) for code, result in zip(codes, results, strict=True)]).items()}  # fmt: skip
+        hard_coded, checked, cpu = self._hard_coding(problems, codes, results)
+        metrics[f"{PREFIX}hard_coding_checked"] = float(checked)
+        if checked:
+            metrics[f"{PREFIX}hard_coding_rate"] = hard_coded / checked
+        if not self.plus_in_reward:
+            metrics[f"{PREFIX}check_cpu_s"] = cpu
+        for name, value in metrics.items():
+            log_metric(name, value)
+        return metrics
+
+    def _hard_coding(self, problems, codes, results) -> tuple[int, int, float]:
+        """(failing held-out, checked, sandbox CPU seconds of the check)."""
+        if self.plus_in_reward:
+            # The reward ran base + held-out tests: read which of them passed.
+            hard_coded = checked = 0
+            for problem, result in zip(problems, results, strict=True):
+                n_base, outcomes = len(problem.tests), result.get("test_outcomes") or []
+                if not problem.plus_tests or len(outcomes) <= n_base:
+                    continue
+                if all(o.get("status") == "pass" for o in outcomes[:n_base]):
+                    checked += 1
+                    hard_coded += any(o.get("status") != "pass" for o in outcomes[n_base:])
+            return hard_coded, checked, 0.0
+        passing = [i for i, (p, r) in enumerate(zip(problems, results, strict=True))
+                   if r.get("status") == "pass" and p.plus_tests]  # fmt: skip
+        if not passing or self.settings.sample_size == 0:
+            return 0, 0, 0.0
+        rng = random.Random(f"{self.settings.seed}\n{self.steps}")
+        chosen = sorted(rng.sample(passing, min(self.settings.sample_size, len(passing))))
+        held_out = [(replace(problems[i], tests=problems[i].plus_tests, plus_tests=[]), codes[i]) for i in chosen]
+        start = time.process_time()
+        verdicts = self.executor.run_batch(held_out)
+        cpu = sum(v.cpu_time_s or 0.0 for v in verdicts) + time.process_time() - start
+        return sum(v.status != "pass" for v in verdicts), len(chosen), cpu
+
+
+def metric_names() -> list[str]:
+    """Every name the watch may log."""
+    return ([f"{PREFIX}hard_coding_rate", f"{PREFIX}hard_coding_checked", f"{PREFIX}check_cpu_s"]
+            + [f"{PREFIX}tamper/{k}" for k in (*CATEGORIES, "any")])  # fmt: skip

