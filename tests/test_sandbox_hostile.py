@@ -173,9 +173,9 @@ def _sandbox_uids(ex: Executor) -> set[int]:
 
 def _leftovers(ex: Executor) -> list[str]:
     """Processes a candidate may have left: anything running as a sandbox uid, or any
-    descendant of this test process other than the workers."""
+    descendant of this test process other than the workers (and their forkers and judges)."""
     uids = _sandbox_uids(ex)
-    workers = {h.proc.pid for h in ex._handles} | {h.forker_pid for h in ex._handles}
+    workers = {pid for h in ex._handles for pid in (h.proc.pid, h.forker_pid, h.judge_pid)}
     found = []
     for proc in psutil.process_iter(["pid", "uids", "name", "status"]):
         try:

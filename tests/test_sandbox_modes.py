@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 
 from execrl.problems import Problem, write_problems
 from execrl.sandbox import ExecutionLimits, ExecutionResult, Executor, annotate_candidates
-from execrl.sandbox.codec import DecodeError, decode
+from execrl.sandbox._worker import ProtocolError, _Exchange, _Side
 from execrl.sandbox.judge import call_equal, stdio_equal
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
@@ -266,18 +267,25 @@ def test_call_equal_unit():
     assert call_equal({"a": (1,)}, {"a": [1]})
 
 
-def test_codec_rejects_malformed_values():
-    assert decode({"t": [1, {"l": ["x"]}]}) == (1, ["x"])
-    assert decode({"s": [1, 2]}) == {1, 2}
-    assert decode({"i": "-ff"}) == -255
-    for bad in ({"s": [{"l": []}]}, {"q": 1}, {"l": 1}, {"b": "zz"}, [1], {"l": [], "t": []}):
-        with pytest.raises(DecodeError):
-            decode(bad)
+def _decode(value):
+    """A value as the judge decodes it from a run's message."""
+    return _Side(-1).dec(value, _Exchange())
+
+
+def test_value_protocol_rejects_malformed_values():
+    assert _decode({"t": [1, {"l": ["x"]}]}) == (1, ["x"])
+    assert _decode({"s": [1, 2]}) == {1, 2}
+    assert _decode({"i": "-ff"}) == -255
+    shared = _decode({"l": [{"l": []}, {"@": 1}]})
+    assert shared == [[], []] and shared[0] is shared[1]  # identity travels with the value
+    for bad in ({"s": [{"l": []}]}, {"q": 1}, {"l": 1}, {"b": "zz"}, [1], {"l": [], "t": []}, {"@": 5}):
+        with pytest.raises(ProtocolError):
+            _decode(bad)
     deep: object = 1
-    for _ in range(500):
+    for _ in range(5000):
         deep = {"l": [deep]}
-    with pytest.raises(DecodeError):
-        decode(deep)
+    with pytest.raises((ProtocolError, RecursionError)):  # the judge turns either into a protocol violation
+        _decode(deep)
 
 
 # --------------------------------------------------------------------------------------
@@ -475,27 +483,69 @@ def test_a_padded_program_is_judged_quickly(ex):
 # What the judge keeps (issue #14): expected values, setup helpers, redefinitions
 # --------------------------------------------------------------------------------------
 
-def test_expected_values_never_reach_the_child():
-    from execrl.sandbox.split import prepare
-    p = assert_problem(["assert math.isclose(area(2), 12.566370614359172, rel_tol=1e-3)",
-                        "x = f(3)\nexpected = 987654\nassert x == expected",
+SECRETS = ["888888", "555555", "444444", "123436", "424244", "7000021"]  # the last one: the control's
+SCAN = (
+    "import gc, hashlib, re, sys\n"
+    f"DIGESTS = {[hashlib.sha256(x.encode()).hexdigest()[:16] for x in SECRETS]!r}\n"
+    "def _hit(text):\n"
+    "    # only digests are in the program: a secret's own text in memory is a leak\n"
+    "    for m in re.finditer(rb'[0-9]{6,7}', text):\n"
+    "        for k in (6, 7):\n"
+    "            d = hashlib.sha256(m.group()[:k]).hexdigest()[:16]\n"
+    "            if d in DIGESTS:\n"
+    "                return m.group()[:k].decode()\n"
+    "def _leaked():\n"
+    "    try:\n"
+    "        with open('/proc/self/maps') as fh, open('/proc/self/mem', 'rb', 0) as mem:\n"
+    "            for line in fh:\n"
+    "                span, perms = line.split()[:2]\n"
+    "                if 'r' not in perms or 'vsyscall' in line or 'vvar' in line:\n"
+    "                    continue\n"
+    "                lo, hi = (int(x, 16) for x in span.split('-'))\n"
+    "                try:\n"
+    "                    mem.seek(lo)\n"
+    "                    found = _hit(mem.read(hi - lo))\n"
+    "                except (OSError, OverflowError, ValueError):\n"
+    "                    continue\n"
+    "                if found:\n"
+    "                    return found\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "    texts = [repr(o)[:100000] for o in gc.get_objects()]\n"
+    "    f = sys._getframe()\n"
+    "    while f is not None:\n"
+    "        texts.append(repr(f.f_locals)[:100000] + repr(f.f_globals)[:100000])\n"
+    "        f = f.f_back\n"
+    "    return _hit('\\n'.join(texts).encode())\n"
+    "def _check():\n"
+    "    found = _leaked()\n"
+    "    if found is not None:\n"
+    "        raise RuntimeError('found ' + found)\n"
+)
+
+
+def test_expected_values_never_reach_the_child(ex):
+    """The candidate searches its whole process for the tests' expected values (and setup
+    helpers that hold them): they are never there. The control shows the search finds a value
+    that is in the process."""
+    p = assert_problem(["x = f(3)\nexpected = 888888\nassert x == expected",
                         "assert all(f(i) == 2 * i + 555555 for i in range(4))",
-                        "assert check(f(1)) and 123456 in f(2)",
-                        "assert verify(3) and all(verify(i) for i in range(2))"],
-                       setup=("import math\ndef check(v):\n    return sorted(v) == [424242]\n"
-                              "def verify(v):\n    return f(v) == v + 777777\n"))
-    spec = json.dumps(prepare(p).child_spec)
-    for secret in ("12.566", "987654", "555555", "424242", "123456", "777777"):
-        assert secret not in spec, (secret, spec)
+                        "assert check(f(1)) and 444444 in f(2)",
+                        "assert verify(3) and all(verify(i) for i in range(2))",
+                        "CASE = {'in': 21, 'out': 123436}\nassert f(CASE['in']) == CASE['out']"],
+                       setup=("def check(v):\n    return sorted(v) == [424244]\n"
+                              "def verify(v):\n    return f(v) == v + 123436\n"))
+    r = ex.run(p, SCAN + "def f(x):\n    _check()\n    return [x]\n")
+    assert r.error_type != "RuntimeError", r  # none of the secrets was found
+    assert r.status == "fail"
+    control = ex.run(p, SCAN + "KEPT = str(7 * 1000003)\ndef f(x):\n    _check()\n    return [x]\n")
+    assert control.error_type == "RuntimeError" and "7000021" in control.error_message, control
 
 
-def test_setup_is_split_between_judge_and_child(ex):
-    from execrl.sandbox.split import prepare
+def test_setup_runs_in_the_judge(ex):
     setup = ("import math\nLIMIT = 3\ndef check(v):\n    return sorted(v) == list(range(LIMIT))\n"
              "root = Node(LIMIT)\n")
     p = assert_problem(["assert check(f(root))"], setup=setup)
-    child_setup = prepare(p).child_spec["setup"]
-    assert "root = Node(LIMIT)" in child_setup and "LIMIT = 3" in child_setup and "check" not in child_setup
     code = ("class Node:\n    def __init__(self, v):\n        self.v = v\n"
             "def f(node):\n    return [2, 0, 1][:node.v]\n")
     assert ex.run(p, code).status == "pass"

@@ -433,19 +433,22 @@ class _JudgeSide(_Side):
                     raise ProtocolError("malformed exception answer")
                 self.apply_updates(reply[5], rex)
                 self.refresh(reply[6])
-                raise self.candidate_exception(reply[1:5] + [reply[7]])
-            if len(reply) < 4:
-                raise ProtocolError("malformed answer")
-            value = self.dec(reply[1], rex)
-            self.apply_updates(reply[2], rex)
-            self.refresh(reply[3])
-            return value, (reply[4] if len(reply) > 4 else None)
+                # raised after this handler: a MemoryError of the program's is its own
+                raised = self.candidate_exception(reply[1:5] + [reply[7]])
+            else:
+                if len(reply) < 4:
+                    raise ProtocolError("malformed answer")
+                value = self.dec(reply[1], rex)
+                self.apply_updates(reply[2], rex)
+                self.refresh(reply[3])
+                return value, (reply[4] if len(reply) > 4 else None)
         except PeerGone:
             self.ended = _Gone()
             raise self.ended from None
         except (ProtocolError, RecursionError, MemoryError) as e:
             self.ended = _Violation(f"{type(e).__name__}: {e}"[:300])
             raise self.ended from None
+        raise raised
 
     def request_call(self, target, args, kwargs):
         ex = _Exchange()

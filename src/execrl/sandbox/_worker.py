@@ -1671,6 +1671,7 @@ class Worker:
                 blobs += [(json.dumps(crec) + "\n").encode(), b"", b""]
             else:
                 header.update(self.run_stdio(spec, code, compiled, lim, runs, blobs))
+        header["judge_pid"] = self.judge_pid  # a process of the worker's, not of a candidate
         for k, info in enumerate(runs):
             info["records_len"], info["stdout_len"], info["stderr_len"] = (len(b) for b in blobs[3 * k: 3 * k + 3])
         return header, blobs

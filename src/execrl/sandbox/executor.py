@@ -126,6 +126,7 @@ class _WorkerHandle:
         self.cache_size = cache_size
         self.report: dict[str, Any] = {}
         self.forker_pid: int | None = None
+        self.judge_pid: int | None = None  # the worker's judge process (assert/call tests, compiles), once started
         self.jobs = 0
 
     def wait_ready(self) -> None:
@@ -190,6 +191,8 @@ class _WorkerHandle:
     def collect(self, deadline: float) -> tuple[dict, list[bytes]]:
         header, blobs = self.recv(deadline)
         self.jobs += 1
+        if "judge_pid" in header:
+            self.judge_pid = header["judge_pid"]
         return header, blobs
 
     def alive(self) -> bool:
