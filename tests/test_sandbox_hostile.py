@@ -48,7 +48,7 @@ PROBLEMS = {
     "half": (Problem(id="hostile/half", prompt="Half.", test_type="call", entry_point="half",
                      tests=[{"args": [1], "expected": 0.5}, {"args": [3], "expected": 1.5}]),
              "def half(x):\n    return x / 2\n"),
-    "judge_bomb": (Problem(id="hostile/bomb", prompt="Identity.", test_type="assert",
+    "judge_bomb": (Problem(id="hostile/bomb", prompt="Identity.", test_type="assert", setup_code="import math",
                            tests=["assert sum(range(f(3))) == 3", "assert 2 ** f(4) == 16",
                                   "assert len([0] * f(5)) == 5", "assert math.factorial(f(6)) == 720"]),
                    "def f(x):\n    return x\n"),

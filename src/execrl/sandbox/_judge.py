@@ -170,16 +170,16 @@ class Remote:
         Remote._side.__get__(self).request_del(self, name)
 
     def __repr__(self) -> str:
-        return self._op("repr")
+        return self._op("repr", self)
 
     def __str__(self) -> str:
-        return self._op("str")
+        return self._op("str", self)
 
     def __len__(self) -> int:
-        return self._op("len")
+        return self._op("len", self)
 
     def __iter__(self) -> Any:
-        return self._op("iter")
+        return self._op("iter", self)
 
     def __next__(self) -> Any:
         buf = Remote._buf.__get__(self)

@@ -44,6 +44,7 @@ import struct
 import sys
 import time
 from json.encoder import c_make_encoder, encode_basestring_ascii
+from json.scanner import c_make_scanner
 
 import _socket
 
@@ -387,7 +388,19 @@ def _dumps(obj) -> str:
     return "".join(_c_encode(obj, 0))
 
 
-_json_loads = json.loads
+_scan_json = c_make_scanner(json.JSONDecoder())
+
+
+def _json_loads(text: str):
+    """JSON through the C scanner only: ``json.loads`` is Python code that calls the builtin
+    ``len``, which a program may have replaced."""
+    try:
+        obj, end = _scan_json(text, 0)
+    except StopIteration:
+        raise ValueError("malformed JSON") from None
+    if end != _len(text):
+        raise ValueError("extra data after a JSON value")
+    return obj
 
 
 class _Exchange:

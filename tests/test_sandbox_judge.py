@@ -1,0 +1,214 @@
+"""The judge gives plain-Python verdicts (issue #23): every test's verdict is the one the test
+gives when it runs with the program's code in one fresh interpreter.
+
+Each case is a problem, a program that must not pass it (or a correct one that must), the
+statuses it may get, and a correct program run right after it on the same worker: it must
+pass, and it starts with the hostile suite's observer, so anything the first program left
+behind (files, processes, IPC objects) makes it fail. The hostile corpus (tests/hostile/) and
+test_sandbox_programs.py's forgeries cover the same classes with other instances.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from execrl.problems import Problem
+from execrl.sandbox import ExecutionLimits, Executor
+from test_sandbox_hostile import OBSERVER, _leftovers
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
+
+LIMITS = ExecutionLimits(timeout_s=1.0, wall_timeout_s=3.0, memory_mb=512)
+
+DOUBLE = "def f(x):\n    return 2 * x\n"
+
+# A program that looks for the expected side of the test in its own process: in the frames
+# that called it, in every object the garbage collector tracks, in closures. It returns the
+# first value it finds (or None).
+FORGER = """import gc, sys
+_KEYS = ("want", "expected", "out", "result", "answer", "exp")
+def _find(x):
+    frame = sys._getframe(1)
+    while frame is not None:
+        for k in _KEYS:
+            if k in frame.f_locals:
+                return frame.f_locals[k]
+        for v in frame.f_locals.values():
+            if isinstance(v, dict) and "out" in v:
+                return v["out"]
+        frame = frame.f_back
+    for o in gc.get_objects():
+        if isinstance(o, dict):
+            for k in _KEYS:
+                if k in o and o[k] != x:
+                    return o[k]
+        if isinstance(o, (list, tuple)) and len(o) == 2 and o[0] == x and o[1] != x:
+            return o[1]
+        if type(o).__name__ == "function" and o.__closure__:
+            for cell in o.__closure__:
+                try:
+                    v = cell.cell_contents
+                except ValueError:
+                    continue
+                if isinstance(v, int) and v != x:
+                    return v
+    return None
+def f(x):
+    return _find(x)
+"""
+
+
+def problem(tests, setup="", pid="judge/x"):
+    return Problem(id=pid, prompt="task", test_type="assert", tests=tests, setup_code=setup)
+
+
+# name: (problem, program, statuses it may get, correct program)
+CASES = {
+    # 1. the expected side of a test never reaches the program's process
+    "table_of_pairs_in_a_loop": (
+        problem(["for x, want in [(1, 2), (5, 10), (7, 14)]:\n    assert f(x) == want"]),
+        FORGER, {"fail"}, DOUBLE),
+    "helper_taking_the_expected_value": (
+        problem(["check(3, 6)", "check(4, 8)"], setup="def check(x, want):\n    assert f(x) == want\n"),
+        FORGER, {"fail"}, DOUBLE),
+    "helper_returning_the_comparison": (
+        problem(["assert check(3, 6)"], setup="def check(x, expected):\n    return f(x) == expected\n"),
+        FORGER, {"fail"}, DOUBLE),
+    "setup_record_of_input_and_output": (
+        problem(['assert f(CASE["in"]) == CASE["out"]'], setup='CASE = {"in": 21, "out": 42}\n'),
+        FORGER, {"fail"}, DOUBLE),
+    "expected_value_in_a_closure": (
+        problem(["assert T(5)"], setup="def make(n):\n    return lambda x: f(x) == n\nT = make(10)\n"),
+        FORGER, {"fail"}, DOUBLE),
+    "pairs_built_by_a_comprehension": (
+        problem(["assert all(f(a) == b for a, b in [(2, 4), (3, 6)])"]),
+        FORGER, {"fail"}, DOUBLE),
+    # 2. the judge works on the program's objects: in-place changes, identity, fresh setup
+    "sorts_its_argument_in_place": (
+        problem(["xs = [3, 1, 2]\nassert f(xs) == [1, 2, 3]\nassert xs == [3, 1, 2]"]),
+        "def f(xs):\n    xs.sort()\n    return xs\n", {"fail"}, "def f(xs):\n    return sorted(xs)\n"),
+    "fills_a_dict_it_was_not_asked_to": (
+        problem(["d = {'a': 1}\nassert f(d) == ['a']\nassert d == {'a': 1}"]),
+        "def f(d):\n    d['b'] = 2\n    return ['a']\n", {"fail"}, "def f(d):\n    return list(d)\n"),
+    "in_place_reverse_is_seen": (
+        problem(["xs = [1, 2, 3]\nreverse_in_place(xs)\nassert xs == [3, 2, 1]"]),
+        "def reverse_in_place(xs):\n    return xs[::-1]\n", {"fail"},
+        "def reverse_in_place(xs):\n    xs.reverse()\n"),
+    "nested_in_place_change_is_seen": (
+        problem(["grid = [[0, 0], [0, 0]]\nmark(grid, 1, 0)\nassert grid == [[0, 0], [1, 0]]"]),
+        "def mark(grid, r, c):\n    grid = [row[:] for row in grid]\n    grid[r][c] = 1\n", {"fail"},
+        "def mark(grid, r, c):\n    grid[r][c] = 1\n"),
+    "returns_its_argument_not_a_new_list": (
+        problem(["xs = [1, 2]\nassert f(xs) is not xs and f(xs) == [1, 2]"]),
+        "def f(xs):\n    return xs\n", {"fail"}, "def f(xs):\n    return list(xs)\n"),
+    "returns_a_new_list_where_the_same_is_asked": (
+        problem(["xs = [4]\nassert f(xs) is xs"]),
+        "def f(xs):\n    return list(xs)\n", {"fail"}, "def f(xs):\n    xs.append(5)\n    return xs\n"),
+    "aliasing_between_arguments_and_results": (
+        problem(["a = [1]\nr = f(a, a)\nassert r[0] is r[1] and r[0] is a"]),
+        "def f(x, y):\n    return [list(x), y]\n", {"fail"}, "def f(x, y):\n    return [x, y]\n"),
+    "setup_memo_is_fresh_for_every_program": (
+        problem(["if 'ok' not in memo:\n    assert f(2) == 4\n    memo['ok'] = True"], setup="memo = {}\n"),
+        "def f(x):\n    return 0\n", {"fail"}, DOUBLE),
+    # 5. false fails of correct programs
+    "local_helper_result_kept": (
+        problem(["r = ok(4, 8)\nassert r"], setup="def ok(a, b):\n    return f(a) == b\n"),
+        "def f(x):\n    return x\n", {"fail"}, DOUBLE),
+    "infinite_generator_consumed_lazily": (
+        problem(["import itertools\nassert list(itertools.islice(f(), 5)) == [0, 2, 4, 6, 8]"]),
+        "def f():\n    i = 0\n    while True:\n        yield i\n        i += 1\n", {"fail"},
+        "def f():\n    i = 0\n    while True:\n        yield i\n        i += 2\n"),
+    "generator_with_state_between_calls": (
+        problem(["g = f()\nassert next(g) == 1 and next(g) == 1 and next(g) == 2 and next(g) == 3"]),
+        "def f():\n    yield from (1, 2, 3, 4)\n", {"fail"},
+        "def f():\n    a, b = 1, 1\n    while True:\n        yield a\n        a, b = b, a + b\n"),
+    "methods_of_an_object_the_judge_cannot_hold": (
+        problem(["s = Stack()\ns.push(1)\ns.push(2)\nassert s.pop() == 2 and s.size() == 1"]),
+        "class Stack:\n    def push(self, x):\n        pass\n    def pop(self):\n        return 2\n"
+        "    def size(self):\n        return 0\n", {"fail"},
+        "class Stack:\n    def __init__(self):\n        self.items = []\n    def push(self, x):\n"
+        "        self.items.append(x)\n    def pop(self):\n        return self.items.pop()\n"
+        "    def size(self):\n        return len(self.items)\n"),
+    # 3. judge work on the program's values is charged to the program
+    "colliding_integers_hashed_by_the_test": (
+        problem(["assert set(f(1)) == {0}"]),
+        "def f(x):\n    return [i * (2 ** 61 - 1) for i in range(60000)]\n", {"timeout"},
+        "def f(x):\n    return [0, 0]\n"),
+    "colliding_integers_in_a_returned_set": (
+        problem(["assert len(f(1)) == 1"]),
+        "def f(x):\n    return {i * (2 ** 61 - 1) for i in range(60000)}\n", {"timeout"},
+        "def f(x):\n    return {x}\n"),
+    "huge_f_string_compiled": (
+        problem(["assert f(1) == 2"]),
+        "x = 1\ns = f'" + "{x}" * 83000 + "'\n" + DOUBLE, {"timeout"}, DOUBLE),
+}
+
+
+@pytest.fixture(scope="module")
+def ex():
+    with Executor(workers=1, limits=LIMITS) as executor:
+        yield executor
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_verdict_is_plain_pythons(ex, name):
+    prob, program, statuses, correct = CASES[name]
+    start = time.monotonic()
+    r = ex.run(prob, program)
+    assert r.status in statuses, (name, r.status, r.error_type, r.error_message)
+    assert r.status != "pass"
+    assert time.monotonic() - start < 3 * LIMITS.wall_timeout_s + 2  # charged to the program, not beyond
+    assert _leftovers(ex) == []
+    nxt = ex.run(prob, OBSERVER + correct)
+    assert nxt.status == "pass", (name, nxt.error_type, nxt.error_message)
+    # and the setup it saw was fresh: a second correct program passes too
+    assert ex.run(prob, correct).status == "pass"
+
+
+def test_setup_list_is_fresh_for_every_program(ex):
+    prob = problem(["seen.append(f(1))\nassert seen == [2]"], setup="seen = []\n")
+    assert [ex.run(prob, DOUBLE).status for _ in range(3)] == ["pass"] * 3
+
+
+def test_forged_value_record_on_the_programs_socket_is_charged(ex):
+    """The program writes its own answer, a set of integers that all hash alike, on every
+    descriptor it has: decoding it is charged to the program, whose verdict is timeout."""
+    forged = (
+        "import json, os, struct\n"
+        "def f(x):\n"
+        "    items = [{'i': format(i * (2 ** 61 - 1), 'x')} for i in range(1, 50000)]\n"
+        "    body = b'J' + json.dumps(['r', {'s': items}, [], []], separators=(',', ':')).encode()\n"
+        "    for name in os.listdir('/proc/self/fd'):\n"
+        "        if int(name) > 2:\n"
+        "            try:\n"
+        "                os.write(int(name), struct.pack('>I', len(body)) + body)\n"
+        "            except OSError:\n"
+        "                pass\n"
+        "    while True:\n"
+        "        pass\n"
+    )
+    prob = problem(["assert f(1) == 2"])
+    start = time.monotonic()
+    r = ex.run(prob, forged)
+    assert r.status in {"timeout", "error"}, (r.status, r.error_type, r.error_message)
+    assert time.monotonic() - start < 3 * LIMITS.wall_timeout_s + 2
+    assert _leftovers(ex) == []
+    assert ex.run(prob, OBSERVER + DOUBLE).status == "pass"
+
+
+def test_set_of_strings_keeps_the_sandboxs_hash_order(ex):
+    """A test that depends on a set's order gets the order of ``PYTHONHASHSEED=0``, the
+    sandbox's, on every run: the same verdict as ``python`` with that seed."""
+    words = ["pear", "apple", "fig", "kiwi", "plum", "date", "lime", "yam"]
+    order = subprocess.run([sys.executable, "-c", f"print(list(set({words!r})))"], capture_output=True, text=True,
+                           env={"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin"}, check=True).stdout.strip()
+    assert order != repr(words)  # the test below depends on the hash order
+    prob = problem([f"assert list(f()) == {order}", f"assert str(sorted(f())) == {str(sorted(words))!r}"])
+    program = f"def f():\n    return set({words!r})\n"
+    assert [ex.run(prob, program).status for _ in range(4)] == ["pass"] * 4
+    in_list_order = f"def f():\n    return {words!r}\n"
+    assert ex.run(prob, in_list_order).status == "fail"
