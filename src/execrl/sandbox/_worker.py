@@ -716,7 +716,16 @@ class _Side:
 
     @staticmethod
     def make_set(items, frozen: bool):
-        return _frozenset(items) if frozen else _set(items)
+        """The set, iterating in the sender's order where one of two constructions gives it: a
+        set's order depends on how it was built (``set(list)`` grows its table item by item, a
+        literal or ``set.update(set)`` sizes it at once), and a test may depend on that order."""
+        out = _set(items)
+        if _len(out) > 1 and any(a is not b for a, b in zip(out, items)):
+            merged = _set()
+            merged.update(out)
+            if not any(a is not b for a, b in zip(merged, items)):
+                out = merged
+        return _frozenset(out) if frozen else out
 
     def apply_updates(self, updates, ex: _Exchange) -> None:
         """Copy out: give the containers of a request the content the peer's call left them."""
