@@ -107,7 +107,9 @@ def test_compound_asserts_are_judged_outside(ex):
               "def area(r):\n    return E()\ndef pair(n):\n    return E()\ndef is_odd(n):\n    return E()\n")
     bad = ex.run(p, rigged)
     assert bad.status != "pass"
-    assert bad.tests_passed <= 2  # set(E()) and sorted(E()) legitimately iterate to [1, 2]
+    # only what E legitimately does as the program defines it: iterate to [1, 2] (set, sorted),
+    # have length 2 and item 1; its always-true __eq__ and the patched math/builtins count for nothing
+    assert [k for k, o in enumerate(bad.test_outcomes) if o["status"] == "pass"] == [1, 2, 8]
 
 
 def test_subclasses_are_compared_as_plain_values(ex):

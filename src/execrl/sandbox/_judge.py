@@ -224,7 +224,11 @@ class Remote:
         return self._op("eq", self, other) if isinstance(other, Remote) else NotImplemented
 
     def __ne__(self, other: Any) -> Any:
-        return self._op("ne", self, other) if isinstance(other, Remote) else NotImplemented
+        if isinstance(other, Remote):
+            return self._op("ne", self, other)
+        # the program's own __ne__ would need the test's value (it stays here), and "not equal
+        # to a plain value" would pass any object: neither side of the verdict is taken
+        raise NotPlainValue(f"compared {describe(self)} with != to a plain value")
 
     def __lt__(self, other: Any) -> Any:
         return self._op("lt", self, other) if isinstance(other, Remote) else NotImplemented
