@@ -231,8 +231,9 @@ def test_gpu_models_memory_and_dtype():
     assert gpu("H200").memory_gb == 141 and gpu("H200").dtype == "bf16"
     assert gpu(None) == gpu("A100-80") and gpu(None).memory_gb == 80
     assert plan_training(TINY, TrainingJob(gpu_model="V100")).dtype == "fp16"
-    with pytest.raises(ValueError, match="T4"):
-        gpu("T4")
+    assert gpu("T4").dtype == "fp16" and gpu("t4") == gpu("T4")  # Slurm's lower-case names
+    with pytest.raises(ValueError, match="K80"):
+        gpu("K80")
 
 
 @pytest.mark.parametrize("offload", [False, True])
