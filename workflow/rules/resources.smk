@@ -70,7 +70,8 @@ def vllm_server_gpus(wildcards):
 @cache
 def training_layout(model, method):
     """The memory plan of `method`'s training job on `model` (None on CPU): GPUs, ZeRO stage,
-    micro-batch x accumulation and offload. A job that fits no node stops the planning here."""
+    micro-batch x accumulation and offload. A job that fits no node stops the planning here.
+    """
     try:
         return training_job_layout(config, model, method, get_base_model_dir(model))
     except DoesNotFit as error:
@@ -106,7 +107,10 @@ def print_training_plans():
         for method in TRAINED:
             layout = training_layout(model, method)
             if layout is not None:
-                print(f"memory plan of {model}/{method}: {layout.describe()}", file=sys.stderr)
+                print(
+                    f"memory plan of {model}/{method}: {layout.describe()}",
+                    file=sys.stderr,
+                )
 
 
 print_training_plans()

@@ -151,6 +151,18 @@ def get_model_sizes():
     return {name: config["models"][name]["params_b"] for name in EXPERIMENT["models"]}
 
 
+def get_training_gpus():
+    """GPUs of every training job by model and method (the memory plan's; 0 on CPU), for the
+    report's cost section."""
+    return {
+        model: {
+            method: (layout.gpus if (layout := training_layout(model, method)) else 0)
+            for method in TRAINED
+        }
+        for model in EXPERIMENT["models"]
+    }
+
+
 def get_run_name(wildcards):
     return f"{wildcards.dataset}/{wildcards.model}/{wildcards.method}/{wildcards.seed}"
 
