@@ -483,9 +483,17 @@ def plan_training_layout(
                     count, server_gpus, stage, plan, server_plan, server_max_model_len, settings_accumulation
                 )
     assert last_error is not None
-    raise DoesNotFit(
-        f"{last_error} (the node's {gpus_per_node} GPUs, {server_gpus} of them serving vLLM)"
-    )
+    more = ""
+    if processes is not None:
+        try:
+            other = plan_training_layout(
+                arch, job, completions_for, None, server_gpus, server_max_model_len,
+                server_gpu_memory_utilization, gpus_per_node, settings_accumulation,
+            )
+            more = f"; or training_processes: {other.processes}"
+        except (DoesNotFit, ValueError):
+            pass
+    raise DoesNotFit(f"{last_error}{more} (the node's {gpus_per_node} GPUs, {server_gpus} of them serving vLLM)")
 
 
 # Prompt tokens planned beside the completion when vLLM's context window is not set: the prompts'
