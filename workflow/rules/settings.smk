@@ -171,10 +171,12 @@ def get_accelerate_config(wildcards):
     """DDP, ZeRO-3 or CPU processes: the memory plan's ZeRO stage on a GPU, the model's size on
     the CPU; never the process count."""
     layout = training_layout(wildcards.model, wildcards.method)
-    if layout is None:
+    if layout is None:  # no plan: the built tiny model, or a model small enough for CPU
+        params_b = model_config(wildcards)["params_b"]
+        on_gpu = stage_resources("train", params_b)["gpu"] > 0
         path = accelerate_config(
-            "cpu",
-            model_config(wildcards)["params_b"],
+            "gpu" if on_gpu else "cpu",
+            params_b,
             full_weight=is_full_weight(wildcards),
         )
     else:
@@ -187,8 +189,8 @@ def get_launch_options(wildcards):
     """`accelerate launch` options from the memory plan: the dtype `gpu_model` supports, and the
     optimizer offloaded to the host when the plan needs it."""
     layout = training_layout(wildcards.model, wildcards.method)
-    if layout is None:
-        return "--mixed_precision no"
+    if layout is None:  # the accelerate config's own
+        return ""
     options = ["--mixed_precision", layout.plan.dtype]
     if layout.offload_optimizer:
         options += ["--offload_optimizer_device", "cpu"]
