@@ -166,6 +166,10 @@ SHIPPED_SHAPES: dict[str, dict] = {
 }
 
 
+class UnknownShape(ValueError):
+    """Neither a config.json nor the shipped table gives the model's shape."""
+
+
 def architecture(source: str, local_dir: str | Path | None = None) -> Architecture:
     """The model's shape: a local or staged folder's config.json when present, else the shipped table."""
     if local_dir is not None:
@@ -173,7 +177,7 @@ def architecture(source: str, local_dir: str | Path | None = None) -> Architectu
         if config.exists():
             return Architecture.from_config(json.loads(config.read_text()))
     if source not in SHIPPED_SHAPES:
-        raise ValueError(
+        raise UnknownShape(
             f"no config.json for model {source!r}: stage it locally or add its shape to "
             f"execrl.memory_plan.SHIPPED_SHAPES (shipped: {', '.join(sorted(SHIPPED_SHAPES))})"
         )

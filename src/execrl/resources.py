@@ -113,15 +113,22 @@ def stage_resources(stage: str, params_b: float, attempt: int = 1, full_weight: 
     }
 
 
-def training_job_resources(layout, params_b: float, attempt: int = 1, sandbox_workers: int = 0) -> dict[str, int]:
+def training_job_resources(
+    layout, params_b: float, attempt: int = 1, sandbox_workers: int = 0, server_gpus: int = 0
+) -> dict[str, int]:
     """Slurm resources of a training job from its memory plan (`execrl.memory_plan.TrainingLayout`;
     None for a model that trains on CPU): the training processes' and the vLLM server's GPUs, one
     node, CPUs for every GPU plus `sandbox_workers` per training process, and host memory for every
-    GPU, the model's weights and the optimizer state the plan offloads to the host.
+    GPU, the model's weights and the optimizer state the plan offloads to the host. Without a plan
+    (a model on CPU, or one whose shape is unknown until staged), sized by `params_b`, with
+    `server_gpus` of a vLLM server beside one process per remaining GPU.
     """
     base = stage_resources("train", params_b, attempt)
     if layout is None:
-        return {**base, "nodes": 1, "processes": 1, "cpus_per_task": base["cpus_per_task"] + sandbox_workers}
+        gpus = max(base["gpu"], server_gpus + 1) if server_gpus else base["gpu"]
+        processes = max(1, gpus - server_gpus)
+        cpus = (CPUS_PER_GPU * gpus if gpus else base["cpus_per_task"]) + sandbox_workers * processes
+        return {**base, "gpu": gpus, "nodes": 1, "processes": processes, "cpus_per_task": cpus}
     host_gb = max(_MIN_GPU_JOB_GB, _HOST_GB_PER_GPU * layout.gpus + _HOST_GB_PER_B * params_b) + layout.plan.host_gb
     return {
         **base,

@@ -6,7 +6,7 @@ from functools import cache
 
 from snakemake.exceptions import WorkflowError
 
-from execrl.memory_plan import DoesNotFit, training_job_layout
+from execrl.memory_plan import DoesNotFit, UnknownShape, training_job_layout
 from execrl.resources import stage_resources, training_job_resources
 
 
@@ -64,16 +64,27 @@ def vllm_server_gpus(wildcards):
     """GPUs of a training job that serve vLLM instead of training (server mode only): the
     memory plan's tensor parallelism, at least `grpo.vllm_server_gpus`."""
     layout = training_layout(wildcards.model, wildcards.method)
-    return layout.server_gpus if layout else 0
+    if layout is not None:
+        return layout.server_gpus
+    grpo = config["grpo"]
+    unplanned_gpu = stage_resources("train", params_b_of(wildcards))["gpu"] > 0
+    server = grpo["use_vllm"] and grpo["vllm_mode"] == "server"
+    online = METHODS[wildcards.method].online
+    return grpo["vllm_server_gpus"] if unplanned_gpu and server and online else 0
 
 
 @cache
 def training_layout(model, method):
     """The memory plan of `method`'s training job on `model` (None on CPU): GPUs, ZeRO stage,
     micro-batch x accumulation and offload. A job that fits no node stops the planning here.
+    A hub model outside the shipped shapes has no plan until it is staged (its config.json):
+    until then it is sized by `params_b` alone, and planning says so.
     """
     try:
         return training_job_layout(config, model, method, get_base_model_dir(model))
+    except UnknownShape as error:
+        print(f"no memory plan for {model}/{method}: {error}", file=sys.stderr)
+        return None
     except DoesNotFit as error:
         raise WorkflowError(
             f"models.{model} ({config['models'][model]['source']}), method {method}: {error}"
@@ -95,7 +106,11 @@ def training_resources(key):
         online = METHODS[wildcards.method].online
         workers = config["execution"]["workers"] if online else 0
         return training_job_resources(
-            layout, params_b_of(wildcards), attempt, sandbox_workers=workers
+            layout,
+            params_b_of(wildcards),
+            attempt,
+            sandbox_workers=workers,
+            server_gpus=vllm_server_gpus(wildcards),
         )[key]
 
     return get
