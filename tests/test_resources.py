@@ -177,6 +177,7 @@ def test_training_without_a_plan_keeps_the_servers_gpus_and_one_process_per_othe
     assert (cpu["gpu"], cpu["processes"], cpu["nodes"]) == (0, 1, 1) and cpu["cpus_per_task"] == 2 + 4
     unplanned = training_job_resources(None, 3.0, sandbox_workers=4, server_gpus=1)
     assert (unplanned["gpu"], unplanned["processes"]) == (2, 1) and unplanned["cpus_per_task"] == 16 + 4
+    assert unplanned["mem_mb"] == 44_000  # 16 GB for each of the 2 GPUs + 4 GB x 3B
 
 
 def test_training_resources_follow_the_memory_plan():

@@ -128,7 +128,10 @@ def training_job_resources(
         gpus = max(base["gpu"], server_gpus + 1) if server_gpus else base["gpu"]
         processes = max(1, gpus - server_gpus)
         cpus = (CPUS_PER_GPU * gpus if gpus else base["cpus_per_task"]) + sandbox_workers * processes
-        return {**base, "gpu": gpus, "nodes": 1, "processes": processes, "cpus_per_task": cpus}
+        mem_mb = base["mem_mb"]
+        if gpus:
+            mem_mb = int(math.ceil(max(_MIN_GPU_JOB_GB, _HOST_GB_PER_GPU * gpus + _HOST_GB_PER_B * params_b) * 1000))
+        return {**base, "gpu": gpus, "nodes": 1, "processes": processes, "cpus_per_task": cpus, "mem_mb": mem_mb}
     host_gb = max(_MIN_GPU_JOB_GB, _HOST_GB_PER_GPU * layout.gpus + _HOST_GB_PER_B * params_b) + layout.plan.host_gb
     return {
         **base,
