@@ -11,7 +11,7 @@ checked against it in tests/test_memory_plan.py): under ZeRO-3 a GPU holds 2 byt
 divided by the processes, plus 4 bytes per parameter of the largest layer gathered at a time.
 Optimizer offload moves the gradient partition and the optimizer state to the host. This is
 arithmetic, not yet checked on a GPU. The workflow sizes every training job with
-`plan_training_layout` when the DAG is planned (workflow/rules/resources.smk).
+`training_job_layout` when the DAG is planned (workflow/rules/resources.smk).
 """
 
 from __future__ import annotations
