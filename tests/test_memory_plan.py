@@ -295,6 +295,8 @@ def test_layout_prefers_fewer_gpus_then_offload_on_the_most():
     assert (layout.processes, layout.server_gpus, layout.gpus) == (7, 1, 8)
     assert layout.offload_optimizer and layout.zero_stage == 3 and layout.plan.fits
     assert layout.plan.host_gb == pytest.approx(arch.parameters() * 16 * 1.5 / 1e9)
+    # 72 GB of the server's GPU less 65.5 GB of weights: about 3 sequences of 8192 tokens at 0.26 MB a token
+    assert layout.server_sequences == 3 and "room for 3 such sequences" in layout.describe()
     small = plan_training_layout(architecture("Qwen/Qwen2.5-1.5B"), TrainingJob(finetune="lora"), lambda n: 16 * n)
     assert (small.processes, small.zero_stage, small.offload_optimizer) == (1, 0, False)
 

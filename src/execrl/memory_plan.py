@@ -423,9 +423,18 @@ class TrainingLayout:
         if self.server_plan is not None:
             line += (
                 f"; vLLM server on {self.server_gpus} GPU(s), max_model_len {self.server_max_model_len}: "
-                f"{self.server_plan.describe()}"
+                f"{self.server_plan.describe()}, KV cache room for {self.server_sequences} such sequences at once"
             )
         return line
+
+    @property
+    def server_sequences(self) -> int:
+        """Sequences of `server_max_model_len` tokens the server's KV cache holds at once (0: no server)."""
+        if self.server_plan is None:
+            return 0
+        room_gb = self.server_plan.gpu_memory_gb - self.server_plan.terms["weights"]
+        per_sequence_gb = self.server_plan.terms["kv_cache"]  # planned for one sequence
+        return int(room_gb // per_sequence_gb)
 
 
 def plan_training_layout(
