@@ -13,6 +13,7 @@ from conftest import EMBEDDED, MBPP_DIR, REPO, SNAKEMAKE, copy_workflow
 from execrl.config import merged_config, without_runtime_settings
 from execrl.datasets import load_split
 from execrl.grpo import GRPOSettings
+from execrl.memory_plan import training_job_layout
 
 CONFIGS = {
     "config.yaml": [],  # the analysis: GRPO vs SRRL on MBPP
@@ -70,20 +71,27 @@ def test_offline_against_online_rl_on_two_datasets():
     assert (grpo["beta"], grpo["loss_type"], grpo["steps_per_generation"], grpo["max_steps"]) == (0.01, "grpo", 8, 800)
 
 
-def test_scaling_across_sizes_with_full_weights_and_reasoning_for_the_large_models():
+def test_scaling_across_sizes_in_seed_004s_layout_with_reasoning_for_the_large_models():
     config = merged("scaling-binary-bonus.yaml")
     models = config["models"]
     for name in config["experiment"]["models"]:
         large = models[name]["params_b"] > 10
-        assert models[name]["finetuning"] == ("full" if large else "lora"), name
+        assert models[name]["finetuning"] == "full" and models[name]["training_processes"] == 7, name
         assert models[name]["reasoning_format"] is large, name
+        layout = training_job_layout(config, name, "grpo")
+        # seed 004: ZeRO-3 on 7 processes beside one vLLM server GPU, per-device batch 1 x accumulation 8
+        assert (layout.zero_stage, layout.processes, layout.server_gpus) == (3, 7, 1), name
+        assert (layout.micro_batch, layout.accumulation) == (1, 8), name
+        assert layout.offload_optimizer is (name == "qwen2.5-32b-instruct"), name
+    assert config["grpo"]["vllm_max_model_length"] == 8192 and config["grpo"]["save_steps"] == 100
     assert config["grpo"]["learning_rate"] == 2e-6 and config["grpo"]["temperature"] == 0.8
     assert (config["grpo"]["eval_every"], config["grpo"]["eval_problems"], config["grpo"]["eval_samples"]) == (25, 15, 4)
     assert config["rewards"]["fraction_perfect"] == 1.0 and config["rewards"]["binary"] == 0.0
     assert config["rewards"]["max_tests"] == 3
     assert config["grpo"]["vllm_mode"] == "server"
     grpo = config["grpo"]
-    assert (grpo["beta"], grpo["loss_type"], grpo["steps_per_generation"], grpo["max_steps"]) == (0.0, "dapo", None, 100)
+    assert (grpo["beta"], grpo["loss_type"], grpo["steps_per_generation"], grpo["max_steps"]) == (0.0, "dapo", 8, 100)
+    assert GRPOSettings(**without_runtime_settings(config)["grpo"]).trl_args(7)["per_device_train_batch_size"] == 1
 
 
 def test_seed_004_says_it_runs_on_python_and_where_sft_checkpoints_go():
@@ -125,7 +133,7 @@ def test_seed_002_trains_each_method_on_one_gpu_with_its_own_settings(workdir):
     for method, job in train.items():
         assert (job["resources"]["gpu"], job["resources"]["processes"]) == ("1", "1"), method
         assert int(job["resources"]["cpus_per_task"]) == 8 + workers, method  # online: sandbox workers beside it
-        assert "ddp.yaml --num_processes 1 " in job["shell"] and " -m execrl.train_job " + method in job["shell"]
+        assert "ddp.yaml --mixed_precision bf16 --num_processes 1 " in job["shell"] and " -m execrl.train_job " + method in job["shell"]
         assert '"learning_rate": 2e-05' in job["shell"] and '"max_steps": 90' in job["shell"]
     assert '"code_game": {' in train["code_game"]["shell"] and '"exec": {' in train["code_game"]["shell"]
     assert '"spiral": {' in train["spiral"]["shell"] and '"code_game"' not in train["spiral"]["shell"]
@@ -195,12 +203,16 @@ def test_seed_002s_cpu_overlay_trains_its_methods_on_the_tiny_model():
 # ---------------------------------------------------------------- dry runs
 
 
-def dry_run(workdir: Path, configfiles: list[str], *args: str) -> str:
+def planning(workdir: Path, configfiles: list[str], *args: str) -> subprocess.CompletedProcess:
     extra = ["--configfile", *configfiles] if configfiles else []
-    result = subprocess.run(
+    return subprocess.run(
         [SNAKEMAKE, "--profile", "slurm", "-n", "-p", "results/report.html", *extra, *args],
         cwd=workdir, capture_output=True, text=True, timeout=300,
     )
+
+
+def dry_run(workdir: Path, configfiles: list[str], *args: str) -> str:
+    result = planning(workdir, configfiles, *args)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
 
@@ -249,8 +261,9 @@ def test_dry_run_plans_every_method_with_gpus_and_staging(workdir, name):
     assert staged == set(experiment["models"])
     for job in jobs:
         gpus = int(job["resources"].get("gpu", 0))
-        if job["rule"] in ("train", "generate_candidates", "merge_adapter", "sample_refinements"):
+        if job["rule"] in ("train", "generate_candidates", "sample_refinements"):
             assert gpus >= 1, job
+            assert job["resources"]["nodes"] == "1", job  # a job's GPUs on one node
             assert "resources/models/" in job["shell"] or job["rule"] != "train"
         else:
             assert gpus == 0, job
@@ -264,15 +277,17 @@ def test_large_models_train_all_weights_under_zero3_beside_a_vllm_server(workdir
     largest = train["qwen2.5-32b-instruct"]
     assert largest["resources"]["gpu"] == "8" and largest["resources"]["processes"] == "7"
     assert "execrl.vllm_server" in largest["shell"] and "--gpus 1 " in largest["shell"]
-    assert "zero3.yaml --num_processes 7 " in largest["shell"]
-    assert "--gpu-memory-utilization 0.9 " in largest["shell"]  # the server owns its GPU
+    # 32.8B x 16 bytes over 7 processes is 75 GB of state per GPU: the plan offloads it to the host
+    assert "zero3.yaml --mixed_precision bf16 --offload_optimizer_device cpu --num_processes 7 " in largest["shell"]
+    assert "--gpu-memory-utilization 0.9 --max-model-len 8192 -- " in largest["shell"]  # the server owns its GPU
     workers = merged("scaling-binary-bonus.yaml")["execution"]["workers"]
     assert int(largest["resources"]["cpus_per_task"]) == 8 * 8 + 7 * workers  # sandbox workers of each process
     assert '"lora": null' in largest["shell"]
-    small = train["qwen2.5-1.5b-instruct"]
-    assert "ddp.yaml" in small["shell"] and '"lora": {' in small["shell"]
-    merged_models = {j["wildcards"]["model"] for j in jobs if j["rule"] == "merge_adapter"}
-    assert merged_models == {"qwen2.5-1.5b-instruct", "qwen2.5-3b-instruct", "qwen2.5-7b-instruct"}
+    for model, job in train.items():  # seed 004's layout for every size
+        assert (job["resources"]["gpu"], job["resources"]["processes"], job["resources"]["nodes"]) == ("8", "7", "1")
+        assert "zero3.yaml" in job["shell"] and '"lora": null' in job["shell"], model
+        assert " --micro-batch 1 --accumulation 8 " in job["shell"], model
+    assert not [j for j in jobs if j["rule"] == "merge_adapter"]  # all weights: nothing to merge
 
 
 def test_seed_000s_refinement_prompt_shows_the_execution_trace():
@@ -319,3 +334,55 @@ def test_seed_000s_grpo_is_tiny_grpos_step_in_trls_terms(tmp_path):
     assert args.generation_batch_size == 128 and args.per_device_train_batch_size == 16
     assert args.steps_per_generation == 8 and args.gradient_accumulation_steps == 1
     assert args.max_steps == 800  # 100 generation rounds
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_training_job_fits_its_gpus_and_runs_the_plan(workdir, name):
+    """Each training job asks Slurm for the memory plan's GPUs on one node, with host memory for
+    what it offloads, and its command carries the plan's dtype, micro-batch, accumulation and offload."""
+    config = merged(name)
+    result = planning(workdir, CONFIGS[name])
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = [j for j in planned_jobs(result.stdout) if j["rule"] == "train"]
+    assert jobs
+    for job in jobs:
+        model, method = job["wildcards"]["model"], job["wildcards"]["method"]
+        layout = training_job_layout(config, model, method)
+        assert layout.plan.fits and layout.plan.total_gb <= layout.plan.gpu_memory_gb, (model, method)
+        if layout.server_plan is not None:
+            assert layout.server_plan.fits
+        resources, shell = job["resources"], job["shell"]
+        assert (int(resources["gpu"]), int(resources["processes"]), resources["nodes"]) == (layout.gpus, layout.processes, "1")
+        assert int(resources["mem_mb"]) >= layout.plan.host_gb * 1000
+        assert f" --num_processes {layout.processes} " in shell
+        assert f" --micro-batch {layout.micro_batch} --accumulation {layout.accumulation} " in shell
+        assert f" --mixed_precision {layout.plan.dtype} " in shell
+        assert ("--offload_optimizer_device cpu" in shell) is layout.offload_optimizer
+        assert (" zero3.yaml " in shell.replace("/", " ")) is (layout.zero_stage == 3)
+        if layout.server_gpus:
+            assert f"execrl.vllm_server --model resources/models/{model} --gpus {layout.server_gpus} " in shell
+            assert f"--max-model-len {config['grpo']['vllm_max_model_length']} --" in shell
+            assert "EXECRL_VLLM_SERVER_LOG=logs/train/" in shell
+        # ...and the dry run shows the plan: GB per GPU by term, micro-batch x accumulation, GPUs, offload
+        assert f"memory plan of {model}/{method}: {layout.describe()}" in result.stderr
+    for job in planned_jobs(result.stdout):
+        if job["rule"] == "merge_adapter":
+            assert job["resources"].get("gpu", "0") == "0", job  # merged on the CPU
+
+
+def test_a_job_that_fits_no_node_stops_the_planning_naming_its_numbers(workdir):
+    (workdir / "config" / "unfit.yaml").write_text(yaml.safe_dump({
+        "experiment": {"models": ["qwen2.5-32b-instruct"], "methods": ["base", "grpo"]},
+        "grpo": {"beta": 0.0, "vllm_mode": "server"},
+        "models": {"qwen2.5-32b-instruct": {
+            "source": "Qwen/Qwen2.5-32B-Instruct", "params_b": 32.8, "finetuning": "full",
+            "training_processes": 1, "gpu_model": "A100-40",
+        }},
+    }))
+    result = planning(workdir, ["config/unfit.yaml"])
+    assert result.returncode != 0
+    message = " ".join((result.stdout + result.stderr).split())
+    assert "models.qwen2.5-32b-instruct (Qwen/Qwen2.5-32B-Instruct), method grpo" in message
+    assert "does not fit even at micro-batch 1 with the optimizer offloaded" in message
+    assert "of 40 GB per GPU" in message and "a larger gpu_model (A100-80" in message
+    assert "or training_processes: " in message

@@ -9,7 +9,13 @@ from accelerate.commands.config.config_args import load_config_from_file
 from accelerate.commands.launch import _validate_launch_command, launch_command_parser
 from accelerate.utils import DistributedType
 
-from execrl.launch import DEFAULT_CONFIG_DIR, accelerate_config, fits_one_gpu, training_processes
+from execrl.launch import (
+    DEFAULT_CONFIG_DIR,
+    accelerate_config,
+    accelerate_config_of_stage,
+    fits_one_gpu,
+    training_processes,
+)
 from execrl.resources import stage_resources
 
 
@@ -110,3 +116,57 @@ def test_unknown_device_and_missing_config_are_errors(tmp_path):
         accelerate_config("tpu", 1.0)
     with pytest.raises(FileNotFoundError):
         accelerate_config("gpu", 1.0, config_dir=tmp_path)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_plan_dtype_and_offload_reach_deepspeed(dtype, monkeypatch):
+    """The train rule's `--mixed_precision` and `--offload_optimizer_device` (from the memory plan)
+    override zero3.yaml and reach the DeepSpeed config every training process builds."""
+    from accelerate.utils import DeepSpeedPlugin
+    from accelerate.utils.launch import prepare_deepspeed_cmd_env
+
+    argv = [
+        "--config_file", str(accelerate_config_of_stage("gpu", 3)), "--mixed_precision", dtype,
+        "--offload_optimizer_device", "cpu", "--num_processes", "7", "--num_machines", "1",
+        "--main_process_port", "0", "-m", "execrl.train_job", "grpo", "--model", "m",
+    ]
+    args, defaults, _ = _validate_launch_command(launch_command_parser().parse_args(argv))
+    args.deepspeed_fields_from_accelerate_config = ",".join(defaults.deepspeed_config)  # as launch_command does
+    _, env = prepare_deepspeed_cmd_env(args)
+    assert env["ACCELERATE_MIXED_PRECISION"] == dtype
+    assert env["ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"] == "cpu"
+    for key, value in env.items():
+        if key.startswith("ACCELERATE_"):
+            monkeypatch.setenv(key, value)
+    plugin = DeepSpeedPlugin()
+    assert plugin.deepspeed_config["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    assert plugin.deepspeed_config["zero_optimization"]["stage"] == 3
+
+
+def test_without_offload_the_optimizer_stays_on_the_gpu():
+    from accelerate.utils.launch import prepare_deepspeed_cmd_env
+
+    args = rule_command(accelerate_config_of_stage("gpu", 3), 7)
+    args.deepspeed_fields_from_accelerate_config = ""
+    _, env = prepare_deepspeed_cmd_env(args)
+    assert env["ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"] == "none"
+
+
+def test_config_of_the_plans_zero_stage():
+    assert accelerate_config_of_stage("gpu", 0).name == "ddp.yaml"
+    assert accelerate_config_of_stage("gpu", 3).name == "zero3.yaml"
+    assert accelerate_config_of_stage("cpu", 3).name == "zero3-cpu.yaml"
+    with pytest.raises(ValueError, match="zero_stage"):
+        accelerate_config_of_stage("gpu", 2)
+
+
+def test_training_dtype_is_the_one_accelerate_was_launched_with(monkeypatch):
+    import torch
+
+    from execrl.training import device_kwargs
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "fp16")  # a V100 or T4
+    assert device_kwargs() == {"bf16": False, "fp16": True, "use_cpu": False}
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
+    assert device_kwargs() == {"bf16": True, "fp16": False, "use_cpu": False}

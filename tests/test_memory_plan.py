@@ -18,6 +18,7 @@ from execrl.memory_plan import (
     fit_vllm_server,
     gpu,
     plan_training,
+    plan_training_layout,
     plan_vllm_server,
     vllm_server_kv_cache_bytes,
 )
@@ -231,8 +232,9 @@ def test_gpu_models_memory_and_dtype():
     assert gpu("H200").memory_gb == 141 and gpu("H200").dtype == "bf16"
     assert gpu(None) == gpu("A100-80") and gpu(None).memory_gb == 80
     assert plan_training(TINY, TrainingJob(gpu_model="V100")).dtype == "fp16"
-    with pytest.raises(ValueError, match="T4"):
-        gpu("T4")
+    assert gpu("T4").dtype == "fp16" and gpu("t4") == gpu("T4")  # Slurm's lower-case names
+    with pytest.raises(ValueError, match="K80"):
+        gpu("K80")
 
 
 @pytest.mark.parametrize("offload", [False, True])
@@ -280,3 +282,48 @@ def test_vllm_server_tensor_parallelism_is_the_smallest_that_fits():
     assert not plan_vllm_server(arch, 32768, 56, tensor_parallel=4).fits
     with pytest.raises(DoesNotFit, match=r"128 sequences of 32768 tokens does not fit even at tensor parallelism 8"):
         fit_vllm_server(arch, max_model_len=32768, concurrent_sequences=128)
+
+
+# ---------------------------------------------------------------- the job's layout on one node
+
+
+def test_layout_prefers_fewer_gpus_then_offload_on_the_most():
+    arch = architecture("Qwen/Qwen2.5-32B-Instruct")
+    job = TrainingJob(finetune="full", sequence_length=2048)
+    layout = plan_training_layout(arch, job, lambda n: 8 * n, server_gpus=1, server_max_model_len=8192)
+    # 16 bytes per parameter over 7 processes is 75 GB of state: nothing fits without offload
+    assert (layout.processes, layout.server_gpus, layout.gpus) == (7, 1, 8)
+    assert layout.offload_optimizer and layout.zero_stage == 3 and layout.plan.fits
+    assert layout.plan.host_gb == pytest.approx(arch.parameters() * 16 * 1.5 / 1e9)
+    # 72 GB of the server's GPU less 65.5 GB of weights: about 3 sequences of 8192 tokens at 0.26 MB a token
+    assert layout.server_sequences == 3 and "room for 3 such sequences" in layout.describe()
+    small = plan_training_layout(architecture("Qwen/Qwen2.5-1.5B"), TrainingJob(finetune="lora"), lambda n: 16 * n)
+    assert (small.processes, small.zero_stage, small.offload_optimizer) == (1, 0, False)
+
+
+def test_layout_keeps_the_settings_accumulation_and_names_it_in_the_plan():
+    arch = architecture("Qwen/Qwen2.5-7B")
+    layout = plan_training_layout(
+        arch, TrainingJob(finetune="lora", sequence_length=4096), lambda n: 128, processes=1, settings_accumulation=2
+    )
+    assert layout.micro_batch * layout.plan.accumulation == 128
+    assert layout.accumulation == 2 * layout.plan.accumulation
+    assert f"micro-batch {layout.micro_batch} x accumulation {layout.accumulation}" in layout.describe()
+
+
+def test_layout_that_fits_no_node_names_its_numbers_and_remedies():
+    arch = architecture("Qwen/Qwen2.5-32B-Instruct")
+    job = TrainingJob(finetune="full", gpu_model="A100-40")
+    with pytest.raises(DoesNotFit, match=r"does not fit.*a larger gpu_model \(.*A100-80") as error:
+        plan_training_layout(arch, job, lambda n: 8 * n, processes=1)
+    assert "GB per GPU" in str(error.value)
+
+
+def test_server_gets_the_tensor_parallelism_its_weights_need():
+    arch = architecture("Qwen/Qwen2.5-32B-Instruct")
+    layout = plan_training_layout(
+        arch, TrainingJob(finetune="lora", gpu_model="A100-40"), lambda n: 8 * n, server_gpus=1, server_max_model_len=8192
+    )
+    # 65.5 GB of weights do not fit 0.9 x 40 GB: the server spans 2 GPUs, or 4
+    assert layout.server_gpus >= 2 and layout.server_plan.fits
+    assert layout.gpus == layout.processes + layout.server_gpus <= 8

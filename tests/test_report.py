@@ -531,3 +531,14 @@ def test_a_methods_overrides_give_its_own_completions_per_step():
     steps = pd.Series([1.0, 2.0])
     assert list(training.samples_drawn("srrl", steps, GRPO, None, overrides)) == [8.0, 16.0]
     assert list(training.samples_drawn("grpo", steps, GRPO, None, overrides)) == [32.0, 64.0]
+
+
+def test_training_jobs_are_billed_for_the_gpus_their_memory_plan_gave_them(tmp_path):
+    """A full-weight job on 7 training GPUs beside a vLLM server's: 8 GPUs billed, not the size-based count."""
+    write_benchmark(tmp_path / "train/d/big/grpo/0.tsv", 3600, 100)
+    write_benchmark(tmp_path / "merge_adapter/d/big/grpo/0.tsv", 3600, 100)
+    by_size = cost.job_table(tmp_path, {"big": 14.8}).set_index("rule")
+    planned = cost.job_table(tmp_path, {"big": 14.8}, {"big": {"grpo": 8}}).set_index("rule")
+    assert by_size.loc["train", "gpus"] == 2
+    assert planned.loc["train", "gpus"] == 8 and planned.loc["train", "gpu_h"] == pytest.approx(8.0)
+    assert planned.loc["merge_adapter", "gpus"] == 0  # merging runs on the CPU

@@ -168,3 +168,27 @@ def test_full_weight_training_asks_for_its_optimizer_state(params_b, lora_gpus, 
 def test_full_weight_never_gets_less_than_lora(params_b, attempt):
     lora, full = stage_resources("train", params_b, attempt), stage_resources("train", params_b, attempt, full_weight=True)
     assert all(full[key] >= lora[key] for key in KEYS)
+
+
+def test_training_without_a_plan_keeps_the_servers_gpus_and_one_process_per_other_gpu():
+    from execrl.resources import training_job_resources
+
+    cpu = training_job_resources(None, 0.003, sandbox_workers=4)
+    assert (cpu["gpu"], cpu["processes"], cpu["nodes"]) == (0, 1, 1) and cpu["cpus_per_task"] == 2 + 4
+    unplanned = training_job_resources(None, 3.0, sandbox_workers=4, server_gpus=1)
+    assert (unplanned["gpu"], unplanned["processes"]) == (2, 1) and unplanned["cpus_per_task"] == 16 + 4
+    assert unplanned["mem_mb"] == 44_000  # 16 GB for each of the 2 GPUs + 4 GB x 3B
+
+
+def test_training_resources_follow_the_memory_plan():
+    from execrl.memory_plan import TrainingJob, architecture, plan_training_layout
+    from execrl.resources import training_job_resources
+
+    arch = architecture("Qwen/Qwen2.5-32B-Instruct")
+    layout = plan_training_layout(arch, TrainingJob(finetune="full"), lambda n: 8 * n, processes=7, server_gpus=1,
+                                  server_max_model_len=8192)
+    resources = training_job_resources(layout, 32.8, sandbox_workers=8)
+    assert (resources["gpu"], resources["processes"], resources["nodes"]) == (8, 7, 1)
+    assert resources["cpus_per_task"] == 8 * 8 + 8 * 7  # the server's GPU counted too
+    assert resources["mem_mb"] == pytest.approx((16 * 8 + 4 * 32.8 + layout.plan.host_gb) * 1000, abs=1)
+    assert layout.offload_optimizer and layout.plan.host_gb > 700  # offloaded state is host memory

@@ -34,7 +34,8 @@ from test_workflow import REDUCED, deep_update
 SLURM_SH = REPO / "tests" / "cluster" / "slurm.sh"
 TEST_PROFILE = REPO / "tests" / "cluster" / "profile"
 PARAMS_B = 1.0  # large enough for a GPU in every GPU stage; the tiny model itself is unchanged
-GPU_RULES = {"generate_candidates": "generate", "sft_tiny_model": "train", "train": "train", "merge_adapter": "merge"}
+# merge_adapter merges on the CPU: no GPU.
+GPU_RULES = {"generate_candidates": "generate", "sft_tiny_model": "train", "train": "train"}
 CANCELLED_RULE = "train"
 REQUEUED_RULE = "generate_candidates"
 LOCAL_RULES = {"prepare_dataset", "stage_model"}

@@ -156,3 +156,38 @@ def test_colocated_engines_must_tile_the_processes(monkeypatch, capsys):
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert "vllm_tensor_parallel_size (4) must divide the training processes (2)" in error_of(argv("grpo", colocate), capsys)
     assert GRPOSettings(**{**colocate["grpo"], "vllm_tensor_parallel_size": 2}).vllm_args(2)["vllm_tensor_parallel_size"] == 2
+
+
+@pytest.mark.parametrize("steps_per_generation", [None, 2])
+def test_the_plans_micro_batch_reaches_trls_config_and_keeps_the_step(steps_per_generation, tmp_path):
+    """The memory plan cuts each micro-batch (here 64 completions) into pieces of 8: GRPOConfig gets
+    them, and the generation round and the optimizer step keep their completions."""
+    from trl import GRPOConfig
+
+    settings = GRPOSettings(num_generations=8, prompts_per_step=16, steps_per_generation=steps_per_generation,
+                            gradient_accumulation_steps=1 if steps_per_generation is None else 2)
+    whole = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, **settings.trl_args(1))
+    pieces = 128 // (steps_per_generation or 1) // 8
+    cut = GRPOConfig(output_dir=str(tmp_path), use_cpu=True,
+                     **settings.trl_args(1, micro_batch=8, accumulation=settings.gradient_accumulation_steps * pieces))
+    assert cut.per_device_train_batch_size == 8
+    assert cut.gradient_accumulation_steps == whole.gradient_accumulation_steps * pieces
+    assert cut.generation_batch_size == whole.generation_batch_size == 128
+    assert (cut.per_device_train_batch_size * cut.gradient_accumulation_steps
+            == whole.per_device_train_batch_size * whole.gradient_accumulation_steps)
+
+
+def test_a_plan_that_does_not_cut_the_batch_is_refused(monkeypatch, capsys):
+    message = error_of(argv("grpo", GRPO, "--micro-batch", "3", "--accumulation", "2"), capsys)
+    assert "micro-batch 3 x accumulation 2 does not cut" in message
+    assert "--micro-batch and --accumulation together" in error_of(argv("grpo", GRPO, "--micro-batch", "2"), capsys)
+
+
+def test_the_plans_micro_batch_reaches_dpos_config():
+    from execrl.dpo import DPOSettings, trainer_batch
+
+    settings = DPOSettings(per_device_train_batch_size=8, gradient_accumulation_steps=2)
+    assert trainer_batch(settings) == {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2}
+    assert trainer_batch(settings, 2, 8) == {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 8}
+    with pytest.raises(ValueError, match="does not cut"):
+        trainer_batch(settings, 2, 4)

@@ -192,3 +192,12 @@ def test_a_server_that_dies_during_training_stops_it_and_fails_the_job(stand_in,
     assert job.returncode == 1
     assert "exited with status 4 during training" in err and str(tmp_path / "vllm.log") in err
     assert not alive(json.loads((tmp_path / "command.json").read_text())["pid"])
+
+
+def test_the_server_logs_where_the_workflow_says(monkeypatch, tmp_path):
+    from execrl.vllm_server import VLLM_SERVER_LOG_ENV, parser
+
+    monkeypatch.delenv(VLLM_SERVER_LOG_ENV, raising=False)
+    assert parser().parse_args(["--model", "m", "--gpus", "1", "--", "true"]).log is None  # a temporary file
+    monkeypatch.setenv(VLLM_SERVER_LOG_ENV, str(tmp_path / "train.log.vllm-server"))
+    assert parser().parse_args(["--model", "m", "--gpus", "1", "--", "true"]).log == tmp_path / "train.log.vllm-server"

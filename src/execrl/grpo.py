@@ -119,13 +119,32 @@ class GRPOSettings:
             )
         return completions // self.steps_per_generation
 
-    def trl_args(self, processes: int) -> dict:
+    def micro_batches(self, processes: int, micro_batch: int | None = None, accumulation: int | None = None) -> dict:
+        """TRL's per-device batch, accumulation and steps per generation; with the memory plan's
+        `micro_batch` × `accumulation` (execrl.memory_plan), each of these settings' micro-batches is
+        cut into pieces of `micro_batch`, and the generation round and the optimizer step keep their
+        completions."""
+        batch = self.per_device_batch(processes)
+        rounds = self.steps_per_generation
+        if micro_batch is None:
+            return {"per_device_train_batch_size": batch, "gradient_accumulation_steps": self.gradient_accumulation_steps,
+                    "steps_per_generation": rounds}
+        pieces, rest = divmod(batch, micro_batch)
+        if rest or accumulation != self.gradient_accumulation_steps * pieces:
+            raise ValueError(
+                f"the memory plan's micro-batch {micro_batch} x accumulation {accumulation} does not cut this "
+                f"job's per-device batch ({batch} on {processes} process(es)) x grpo.gradient_accumulation_steps "
+                f"({self.gradient_accumulation_steps}): was the train rule's `processes` changed without the plan?"
+            )
+        # TRL's default steps_per_generation is gradient_accumulation_steps.
+        return {"per_device_train_batch_size": micro_batch, "gradient_accumulation_steps": accumulation,
+                "steps_per_generation": (rounds or self.gradient_accumulation_steps) * pieces}
+
+    def trl_args(self, processes: int, micro_batch: int | None = None, accumulation: int | None = None) -> dict:
         """GRPOConfig's arguments from these settings (besides vLLM's, checkpoints' and the reward weights)."""
         return {
             "num_generations": self.num_generations,
-            "per_device_train_batch_size": self.per_device_batch(processes),
-            "gradient_accumulation_steps": self.gradient_accumulation_steps,
-            "steps_per_generation": self.steps_per_generation,
+            **self.micro_batches(processes, micro_batch, accumulation),
             "num_iterations": self.num_iterations,
             "max_steps": self.max_steps,
             "learning_rate": self.learning_rate,
@@ -270,9 +289,12 @@ def train_grpo(
     run_name: str | None = None,
     task: OnlineTask | None = None,
     token_budget: int | None = None,
+    micro_batch: int | None = None,
+    accumulation: int | None = None,
 ) -> None:
     """Train with GRPO (or SRRL when `srrl` is given), resuming from the newest checkpoint; with
     `token_budget`, stop once that many tokens have been sampled (SRRL's `srrl.budget: tokens`).
+    `micro_batch` × `accumulation`: the memory plan's cut of each step (`GRPOSettings.micro_batches`).
 
     The reward is the problems' tests (`reward_settings`) unless `task` gives another
     (an `execrl.online_task.OnlineTask`: its prompts, reward, rollout, callbacks and trainer), as
@@ -304,7 +326,7 @@ def train_grpo(
     reward_funcs, reward_weights = task.reward_functions()
     checkpoint_dir = Path(checkpoint_dir)
     args = GRPOConfig(
-        **settings.trl_args(world_size()),
+        **settings.trl_args(world_size(), micro_batch, accumulation),
         reward_weights=reward_weights,
         **settings.vllm_args(world_size()),
         **resumable_run_kwargs(checkpoint_dir, settings.save_steps, settings.seed, wandb, run_name),

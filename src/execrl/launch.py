@@ -55,6 +55,22 @@ def accelerate_config(device: str, params_b: float, full_weight: bool = False, c
     return path
 
 
+def accelerate_config_of_stage(device: str, zero_stage: int, config_dir: str | Path | None = None) -> Path:
+    """The accelerate config of the memory plan's ZeRO stage (`execrl.memory_plan`): 0 is DDP
+    (``ddp.yaml``, ``cpu.yaml`` on CPU), 3 is ZeRO-3 (``zero3.yaml``, ``zero3-cpu.yaml``). The dtype
+    and the optimizer's offload come as `accelerate launch` options (`--mixed_precision`,
+    `--offload_optimizer_device`), so one file serves every GPU model."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    if zero_stage not in (0, 3):
+        raise ValueError(f"zero_stage must be 0 (DDP) or 3 (ZeRO-3), got {zero_stage}")
+    names = {("cpu", 0): "cpu.yaml", ("cpu", 3): "zero3-cpu.yaml", ("gpu", 0): "ddp.yaml", ("gpu", 3): "zero3.yaml"}
+    path = Path(config_dir or DEFAULT_CONFIG_DIR) / names[device, zero_stage]
+    if not path.is_file():
+        raise FileNotFoundError(f"accelerate config {path} not found")
+    return path
+
+
 def training_processes(gpus: int, vllm_server_gpus: int = 0, cpu_processes: int = 1) -> int:
     """Training processes of a job: one per GPU not serving vLLM; `cpu_processes` on CPU."""
     if gpus < 0 or vllm_server_gpus < 0:

@@ -30,13 +30,13 @@ class LoRASettings:
 
 
 def merge_adapter(base_model: str, adapter_dir: str | Path, output_dir: str | Path) -> None:
-    """Fold the adapter into the base weights: a plain model folder transformers and vLLM load."""
-    import torch
+    """Fold the adapter into the base weights: a plain model folder transformers and vLLM load.
+
+    On the CPU, in the base checkpoint's own dtype (the workflow's merge job asks for no GPU)."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(base_model, dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(base_model, dtype="auto", device_map="cpu")
     merged = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
     merged.save_pretrained(str(output_dir), safe_serialization=True)
     AutoTokenizer.from_pretrained(str(adapter_dir)).save_pretrained(str(output_dir))

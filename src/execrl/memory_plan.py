@@ -10,7 +10,8 @@ checked against it in tests/test_memory_plan.py): under ZeRO-3 a GPU holds 2 byt
 4 of fp32 gradient partition and 12 of fp32 master weights plus Adam's two moments per parameter,
 divided by the processes, plus 4 bytes per parameter of the largest layer gathered at a time.
 Optimizer offload moves the gradient partition and the optimizer state to the host. This is
-arithmetic, not yet checked on a GPU, and not yet used by the workflow's rules.
+arithmetic, not yet checked on a GPU. The workflow sizes every training job with
+`training_job_layout` when the DAG is planned (workflow/rules/resources.smk).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 GB = 1e9
 GIB = 1024**3
@@ -38,6 +40,7 @@ class GpuModel:
 
 
 GPU_MODELS: dict[str, GpuModel] = {
+    "T4": GpuModel(16.0, bf16=False),
     "V100": GpuModel(32.0, bf16=False),
     "A100-40": GpuModel(40.0, bf16=True),
     "A100-80": GpuModel(80.0, bf16=True),
@@ -51,9 +54,10 @@ DEFAULT_GPU_MODEL = "A100-80"
 def gpu(gpu_model: str | None) -> GpuModel:
     """Memory and dtype of `gpu_model`; the 80 GB default when unset."""
     name = gpu_model or DEFAULT_GPU_MODEL
-    if name not in GPU_MODELS:
+    known = {key.lower(): model for key, model in GPU_MODELS.items()}
+    if name.lower() not in known:
         raise ValueError(f"unknown gpu_model {name!r}; known: {', '.join(GPU_MODELS)}")
-    return GPU_MODELS[name]
+    return known[name.lower()]
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,10 @@ SHIPPED_SHAPES: dict[str, dict] = {
 }
 
 
+class UnknownShape(ValueError):
+    """Neither a config.json nor the shipped table gives the model's shape."""
+
+
 def architecture(source: str, local_dir: str | Path | None = None) -> Architecture:
     """The model's shape: a local or staged folder's config.json when present, else the shipped table."""
     if local_dir is not None:
@@ -169,7 +177,7 @@ def architecture(source: str, local_dir: str | Path | None = None) -> Architectu
         if config.exists():
             return Architecture.from_config(json.loads(config.read_text()))
     if source not in SHIPPED_SHAPES:
-        raise ValueError(
+        raise UnknownShape(
             f"no config.json for model {source!r}: stage it locally or add its shape to "
             f"execrl.memory_plan.SHIPPED_SHAPES (shipped: {', '.join(sorted(SHIPPED_SHAPES))})"
         )
@@ -370,4 +378,197 @@ def fit_vllm_server(
         f"a vLLM server of {arch.parameters() / 1e9:.1f}B for {concurrent_sequences} sequences of "
         f"{max_model_len} tokens does not fit even at tensor parallelism {sizes[-1]}: {plan.describe()}. "
         "Would help: a smaller max_model_len or fewer concurrent sequences, or a larger gpu_model"
+    )
+
+
+@dataclass(frozen=True)
+class TrainingLayout:
+    """One training job's shape on one node: training processes (one GPU each), the vLLM server's
+    GPUs (its tensor parallelism), ZeRO stage, and the per-GPU plans that chose them."""
+
+    processes: int
+    server_gpus: int
+    zero_stage: int
+    plan: Plan
+    server_plan: Plan | None = None
+    server_max_model_len: int | None = None
+    # The settings' own gradient_accumulation_steps: the plan cuts each of their micro-batches
+    # into plan.accumulation pieces.
+    settings_accumulation: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.processes + self.server_gpus
+
+    @property
+    def micro_batch(self) -> int:
+        return self.plan.micro_batch
+
+    @property
+    def accumulation(self) -> int:
+        """The trainer's gradient_accumulation_steps: micro-batches of `micro_batch` per optimizer step."""
+        return self.plan.accumulation * self.settings_accumulation
+
+    @property
+    def offload_optimizer(self) -> bool:
+        return self.plan.offload_optimizer
+
+    def describe(self) -> str:
+        """One line for the dry run: GPUs, micro-batch × accumulation, offload and GB per GPU by term."""
+        line = (
+            f"{self.processes} training GPU(s) (ZeRO stage {self.zero_stage}), micro-batch {self.micro_batch} "
+            f"x accumulation {self.accumulation}, optimizer offload {'on' if self.offload_optimizer else 'off'}"
+            f"{f' (host {self.plan.host_gb:.0f} GB)' if self.offload_optimizer else ''}: {self.plan.describe()}"
+        )
+        if self.server_plan is not None:
+            line += (
+                f"; vLLM server on {self.server_gpus} GPU(s), max_model_len {self.server_max_model_len}: "
+                f"{self.server_plan.describe()}, KV cache room for {self.server_sequences} such sequences at once"
+            )
+        return line
+
+    @property
+    def server_sequences(self) -> int:
+        """Sequences of `server_max_model_len` tokens the server's KV cache holds at once (0: no server)."""
+        if self.server_plan is None:
+            return 0
+        room_gb = self.server_plan.gpu_memory_gb - self.server_plan.terms["weights"]
+        per_sequence_gb = self.server_plan.terms["kv_cache"]  # planned for one sequence
+        return int(room_gb // per_sequence_gb)
+
+
+def plan_training_layout(
+    arch: Architecture,
+    job: TrainingJob,
+    completions_for: Callable[[int], int],
+    processes: int | None = None,
+    server_gpus: int = 0,
+    server_max_model_len: int | None = None,
+    server_gpu_memory_utilization: float = 0.9,
+    gpus_per_node: int = 8,
+    settings_accumulation: int = 1,
+) -> TrainingLayout:
+    """The job's GPUs, ZeRO stage, micro-batch × accumulation and offload on one node.
+
+    `completions_for(n)` is the number of sequences one optimizer step's micro-batches hold over
+    `n` processes (a ValueError when the step does not split over n). `processes` None: the fewest
+    that fit without offloading the optimizer, else the most with it. Full-weight training runs under
+    ZeRO-3; LoRA under DDP when it fits one GPU per process, else ZeRO-3. `server_gpus` (0: no
+    server) is the least the vLLM server gets: more when its weights and one `server_max_model_len`
+    sequence (what vLLM checks at start) need a larger tensor parallelism. DoesNotFit names the
+    numbers and what would help.
+    """
+    server_plan = None
+    if server_gpus:
+        length = server_max_model_len or job.sequence_length
+        tensor_parallel, server_plan = fit_vllm_server(
+            arch, length, 1, server_gpu_memory_utilization, job.gpu_model, gpus_per_node - 1
+        )
+        server_gpus = max(server_gpus, tensor_parallel)
+        if tensor_parallel < server_gpus:
+            server_plan = plan_vllm_server(
+                arch, length, 1, server_gpus, server_gpu_memory_utilization, job.gpu_model
+            )
+        server_max_model_len = length
+    room = gpus_per_node - server_gpus
+    counts = [processes] if processes is not None else list(range(1, room + 1))
+    stages = [3] if job.finetune == "full" else [0, 3]
+    splittable = []
+    for count in counts:
+        try:
+            splittable.append((count, completions_for(count)))
+        except ValueError:
+            continue
+    if not splittable:
+        raise ValueError(f"the step's sequences split over none of {counts} training processes")
+    last_error: DoesNotFit | None = None
+    # Without offload the fewest GPUs that fit; with it, the most (more GPUs share the host's optimizer work).
+    for allow_offload, order in ((False, splittable), (True, splittable[::-1])):
+        for count, completions in order:
+            for stage in stages:
+                candidate = dataclasses.replace(job, processes=count, zero_stage=stage)
+                try:
+                    plan = fit(arch, candidate, completions, allow_offload, room)
+                except DoesNotFit as error:
+                    last_error = error
+                    continue
+                return TrainingLayout(
+                    count, server_gpus, stage, plan, server_plan, server_max_model_len, settings_accumulation
+                )
+    assert last_error is not None
+    more = ""
+    if processes is not None:
+        try:
+            other = plan_training_layout(
+                arch, job, completions_for, None, server_gpus, server_max_model_len,
+                server_gpu_memory_utilization, gpus_per_node, settings_accumulation,
+            )
+            more = f"; or training_processes: {other.processes}"
+        except (DoesNotFit, ValueError):
+            pass
+    raise DoesNotFit(f"{last_error}{more} (the node's {gpus_per_node} GPUs, {server_gpus} of them serving vLLM)")
+
+
+# Prompt tokens planned beside the completion when vLLM's context window is not set: the prompts'
+# own length is known only once the data is prepared, after the DAG is planned.
+PROMPT_TOKENS = 1024
+# Below this size a model trains on CPU (execrl.resources.CPU_ONLY_BELOW_B): no GPU plan.
+_CPU_ONLY_BELOW_B = 0.1
+
+
+def training_job_layout(config: dict, model: str, method: str, model_dir: str | Path | None = None) -> TrainingLayout | None:
+    """The layout of the `train` job of `method` on `model` under the merged workflow `config`,
+    or None for a model that trains on CPU. The model's shape comes from `model_dir`'s
+    config.json when present, else from SHIPPED_SHAPES (the hub is not asked)."""
+    from execrl.config import without_runtime_settings
+    from execrl.methods import METHODS
+
+    model_config = config["models"][model]
+    if model_config["source"] == "tiny" or model_config["params_b"] < _CPU_ONLY_BELOW_B:
+        return None
+    arch = architecture(model_config["source"], model_dir)
+    settings = without_runtime_settings(config)
+    for section, values in config.get("method_overrides", {}).get(method, {}).items():
+        settings[section] = {**settings[section], **values}
+    full = model_config["finetuning"] == "full"
+    job = TrainingJob(
+        finetune="full" if full else "lora",
+        lora_rank=config["lora"]["r"],
+        gpu_model=model_config["gpu_model"],
+    )
+    if METHODS[method].online:
+        from execrl.grpo import GRPOSettings
+
+        grpo = GRPOSettings(**settings["grpo"])
+        length = grpo.max_completion_length + PROMPT_TOKENS
+        if grpo.vllm_max_model_length:
+            length = min(length, grpo.vllm_max_model_length)
+        colocated = grpo.use_vllm and grpo.vllm_mode == "colocate"
+        frozen = int(full and grpo.beta > 0) + int(method == "code_game" and settings["code_game"]["opponent"] == "base")
+        job = dataclasses.replace(
+            job,
+            sequence_length=length,
+            colocated_vllm_fraction=grpo.vllm_gpu_memory_utilization if colocated else 0.0,
+            frozen_copies=frozen,
+        )
+        server = grpo.use_vllm and grpo.vllm_mode == "server"
+        return plan_training_layout(
+            arch,
+            job,
+            lambda processes: grpo.per_device_batch(processes) * processes,
+            processes=model_config["training_processes"],
+            server_gpus=config["grpo"]["vllm_server_gpus"] if server else 0,
+            server_max_model_len=grpo.vllm_max_model_length,
+            server_gpu_memory_utilization=config["grpo"]["vllm_server_gpu_memory_utilization"],
+            settings_accumulation=grpo.gradient_accumulation_steps,
+        )
+    dpo = settings["dpo"]
+    # A DPO micro-batch of m pairs holds 2m sequences (chosen and rejected), planned as m of twice the length.
+    job = dataclasses.replace(job, sequence_length=2 * dpo["max_length"], frozen_copies=int(full))
+    return plan_training_layout(
+        arch,
+        job,
+        lambda processes: dpo["per_device_train_batch_size"] * processes,
+        processes=model_config["training_processes"],
+        settings_accumulation=dpo["gradient_accumulation_steps"],
     )

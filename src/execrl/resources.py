@@ -35,6 +35,8 @@ CPUS_PER_GPU = 8
 _HOST_GB_PER_GPU = 16
 _HOST_GB_PER_B = 4
 _MIN_GPU_JOB_GB = 32
+# Merging on the CPU: bf16 weights (2 bytes per parameter) loaded, merged and saved, twice over.
+_MERGE_HOST_GB_PER_B = 8
 
 # Minutes of the first attempt for a model of up to 3B parameters; larger models scale linearly.
 _BASE_MINUTES = {"generate": 120, "train": 480, "merge": 60}
@@ -59,10 +61,11 @@ def gpu_gb(stage: str, params_b: float, full_weight: bool = False) -> float:
 
 
 def gpus_for(stage: str, params_b: float, full_weight: bool = False) -> int:
-    """GPUs one job of a GPU stage needs: enough 80 GB devices for the model, as a power of two."""
+    """GPUs one job of a GPU stage needs: enough 80 GB devices for the model, as a power of two.
+    Merging an adapter runs on the CPU (`execrl.lora.merge_adapter`): no GPU."""
     if stage not in GPU_STAGES:
         raise ValueError(f"{stage!r} is not a GPU stage ({', '.join(GPU_STAGES)})")
-    if params_b < CPU_ONLY_BELOW_B:
+    if params_b < CPU_ONLY_BELOW_B or stage == "merge":
         return 0
     gpus = max(1, math.ceil(gpu_gb(stage, params_b, full_weight) / GPU_MEMORY_GB))
     gpus = 1 << (gpus - 1).bit_length()  # powers of two suit tensor and data parallelism
@@ -91,6 +94,12 @@ def stage_resources(stage: str, params_b: float, attempt: int = 1, full_weight: 
     if stage in CPU_STAGES or params_b < CPU_ONLY_BELOW_B:
         cpus, mem_mb, minutes = _CPU_STAGE[stage] if stage in CPU_STAGES else _CPU_MODEL
         return {"gpu": 0, "tasks_per_gpu": 0, "cpus_per_task": cpus, "mem_mb": mem_mb, "runtime": _runtime(minutes, attempt)}
+    if stage == "merge":
+        # On the CPU: the base weights in their own dtype, merged in place, and the copy written out.
+        host_gb = max(_MIN_GPU_JOB_GB, _MERGE_HOST_GB_PER_B * params_b)
+        minutes = _BASE_MINUTES[stage] * max(1.0, params_b / _REFERENCE_B)
+        return {"gpu": 0, "tasks_per_gpu": 0, "cpus_per_task": CPUS_PER_GPU, "mem_mb": int(math.ceil(host_gb * 1000)),
+                "runtime": _runtime(minutes, attempt)}
     gpus = gpus_for(stage, params_b, full_weight)
     host_gb = max(_MIN_GPU_JOB_GB, _HOST_GB_PER_GPU * gpus + _HOST_GB_PER_B * params_b)
     minutes = _BASE_MINUTES[stage] * max(1.0, params_b / _REFERENCE_B)
@@ -101,4 +110,34 @@ def stage_resources(stage: str, params_b: float, attempt: int = 1, full_weight: 
         "cpus_per_task": CPUS_PER_GPU * gpus,
         "mem_mb": int(math.ceil(host_gb * 1000)),
         "runtime": _runtime(minutes, attempt),
+    }
+
+
+def training_job_resources(
+    layout, params_b: float, attempt: int = 1, sandbox_workers: int = 0, server_gpus: int = 0
+) -> dict[str, int]:
+    """Slurm resources of a training job from its memory plan (`execrl.memory_plan.TrainingLayout`;
+    None for a model that trains on CPU): the training processes' and the vLLM server's GPUs, one
+    node, CPUs for every GPU plus `sandbox_workers` per training process, and host memory for every
+    GPU, the model's weights and the optimizer state the plan offloads to the host. Without a plan
+    (a model on CPU, or one whose shape is unknown until staged), sized by `params_b`, with
+    `server_gpus` of a vLLM server beside one process per remaining GPU.
+    """
+    base = stage_resources("train", params_b, attempt)
+    if layout is None:
+        gpus = max(base["gpu"], server_gpus + 1) if server_gpus else base["gpu"]
+        processes = max(1, gpus - server_gpus)
+        cpus = (CPUS_PER_GPU * gpus if gpus else base["cpus_per_task"]) + sandbox_workers * processes
+        mem_mb = base["mem_mb"]
+        if gpus:
+            mem_mb = int(math.ceil(max(_MIN_GPU_JOB_GB, _HOST_GB_PER_GPU * gpus + _HOST_GB_PER_B * params_b) * 1000))
+        return {**base, "gpu": gpus, "nodes": 1, "processes": processes, "cpus_per_task": cpus, "mem_mb": mem_mb}
+    host_gb = max(_MIN_GPU_JOB_GB, _HOST_GB_PER_GPU * layout.gpus + _HOST_GB_PER_B * params_b) + layout.plan.host_gb
+    return {
+        **base,
+        "gpu": layout.gpus,
+        "nodes": 1,
+        "processes": layout.processes,
+        "cpus_per_task": CPUS_PER_GPU * layout.gpus + sandbox_workers * layout.processes,
+        "mem_mb": int(math.ceil(host_gb * 1000)),
     }

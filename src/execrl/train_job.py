@@ -135,6 +135,10 @@ def parser() -> argparse.ArgumentParser:
                         help="sandbox workers of each process (rewards of online methods, every interval evaluation)")
     parser.add_argument("--token-budget-from", type=Path,
                         help="GRPO's metrics file: srrl with srrl.budget: tokens stops once it has sampled as many tokens")
+    parser.add_argument("--micro-batch", type=positive_int,
+                        help="the memory plan's micro-batch per process (execrl.memory_plan); default: the settings' batch")
+    parser.add_argument("--accumulation", type=positive_int,
+                        help="the memory plan's gradient accumulation steps, given with --micro-batch")
     parser.add_argument("--threads", type=positive_int, help="torch threads of each process")
     parser.add_argument("--wandb-mode", choices=WANDB_MODES, default="disabled")
     parser.add_argument("--wandb-project", default="execrl")
@@ -190,11 +194,17 @@ def main(argv: list[str] | None = None) -> None:
 
     from execrl.training import world_size
 
+    if (args.micro_batch is None) != (args.accumulation is None):
+        cli.error("give --micro-batch and --accumulation together (the memory plan's cut of a step)")
     try:
         check_gpus(world_size())
         if online:
-            settings["grpo"].per_device_batch(world_size())
+            settings["grpo"].micro_batches(world_size(), args.micro_batch, args.accumulation)
             settings["grpo"].vllm_args(world_size())
+        else:
+            from execrl.dpo import trainer_batch
+
+            trainer_batch(settings["dpo"], args.micro_batch, args.accumulation)
     except ValueError as error:
         cli.error(str(error))
 
@@ -231,6 +241,8 @@ def main(argv: list[str] | None = None) -> None:
                 executor=executor,
                 wandb=wandb,
                 run_name=args.run_name,
+                micro_batch=args.micro_batch,
+                accumulation=args.accumulation,
             )
         return
 
@@ -257,6 +269,8 @@ def main(argv: list[str] | None = None) -> None:
             wandb=wandb,
             run_name=args.run_name,
             task=online_task(args.method, settings, executor, args.model),
+            micro_batch=args.micro_batch,
+            accumulation=args.accumulation,
         )
 
 

@@ -25,11 +25,16 @@ def process_rank() -> int:
 
 
 def device_kwargs() -> dict:
-    """TrainingArguments that match the hardware: bf16 on capable GPUs, plain fp32 on CPU."""
+    """TrainingArguments that match the hardware: on a GPU the dtype `accelerate launch
+    --mixed_precision` was given (the workflow's, from the memory plan's `gpu_model`: fp16 on T4
+    and V100, bf16 on later GPUs), else bf16 where the GPU has it; plain fp32 on CPU."""
     import torch
 
     if torch.cuda.is_available():
-        return {"bf16": torch.cuda.is_bf16_supported(), "use_cpu": False}
+        chosen = os.environ.get("ACCELERATE_MIXED_PRECISION")
+        if chosen in ("bf16", "fp16", "no"):
+            return {"bf16": chosen == "bf16", "fp16": chosen == "fp16", "use_cpu": False}
+        return {"bf16": torch.cuda.is_bf16_supported(including_emulation=False), "use_cpu": False}
     return {"bf16": False, "fp16": False, "use_cpu": True}
 
 

@@ -40,6 +40,8 @@ from pathlib import Path
 VLLM_SERVER_HOST_ENV = "EXECRL_VLLM_SERVER_HOST"
 VLLM_SERVER_PORT_ENV = "EXECRL_VLLM_SERVER_PORT"
 VLLM_GROUP_PORT_ENV = "EXECRL_VLLM_GROUP_PORT"
+# Where the server logs when --log is not given (the train rule points it next to the job's log).
+VLLM_SERVER_LOG_ENV = "EXECRL_VLLM_SERVER_LOG"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -183,7 +185,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-model-len", type=int, help="vLLM's context window (default: the model's)")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds the server may take to answer /health")
-    parser.add_argument("--log", type=Path, help="the server's log (default: a new file in the temporary folder)")
+    parser.add_argument("--log", type=Path, default=os.environ.get(VLLM_SERVER_LOG_ENV) or None,
+                        help=f"the server's log (default: ${VLLM_SERVER_LOG_ENV}, which the workflow sets beside the "
+                        "job's log, else a new file in the temporary folder)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND...: the training command")
     return parser
 

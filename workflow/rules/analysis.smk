@@ -113,5 +113,6 @@ rule summarize_cost:
     params:
         root="benchmarks",
         model_sizes=get_model_sizes(),
+        training_gpus=get_training_gpus(),
     script:
         "../scripts/summarize_cost.py"

@@ -1,6 +1,13 @@
-# Cluster resources of every rule, sized by `execrl.resources` from the job's model. Resources
+# Cluster resources of every rule, sized by `execrl.resources` from the job's model, and for
+# training by its memory plan (`execrl.memory_plan`), made here when the DAG is planned. Resources
 # never change a result, so none of this reruns anything.
-from execrl.resources import stage_resources
+import sys
+from functools import cache
+
+from snakemake.exceptions import WorkflowError
+
+from execrl.memory_plan import DoesNotFit, UnknownShape, training_job_layout
+from execrl.resources import stage_resources, training_job_resources
 
 
 def params_b_of(wildcards):
@@ -35,8 +42,16 @@ def job_resources(stage):
             "mem_mb": resource(stage, "mem_mb"),
             "runtime": resource(stage, "runtime"),
         }
+    if stage == "merge":  # on the CPU (execrl.lora.merge_adapter)
+        return {
+            "cpus_per_task": resource(stage, "cpus_per_task"),
+            "mem_mb": resource(stage, "mem_mb"),
+            "runtime": resource(stage, "runtime"),
+        }
     return {
         "gpu": resource(stage, "gpu"),
+        # One node: the plugin adds --nodes only when asked, and a job step's GPUs must share one.
+        "nodes": 1,
         "tasks_per_gpu": resource(stage, "tasks_per_gpu"),
         "gpu_model": gpu_model,
         "cpus_per_task": resource(stage, "cpus_per_task"),
@@ -46,37 +61,74 @@ def job_resources(stage):
 
 
 def vllm_server_gpus(wildcards):
-    """GPUs of a training job that serve vLLM instead of training (server mode only)."""
+    """GPUs of a training job that serve vLLM instead of training (server mode only): the
+    memory plan's tensor parallelism, at least `grpo.vllm_server_gpus`."""
+    layout = training_layout(wildcards.model, wildcards.method)
+    if layout is not None:
+        return layout.server_gpus
     grpo = config["grpo"]
+    unplanned_gpu = stage_resources("train", params_b_of(wildcards))["gpu"] > 0
+    server = grpo["use_vllm"] and grpo["vllm_mode"] == "server"
     online = METHODS[wildcards.method].online
-    return (
-        grpo["vllm_server_gpus"]
-        if online and grpo["use_vllm"] and grpo["vllm_mode"] == "server"
-        else 0
-    )
+    return grpo["vllm_server_gpus"] if unplanned_gpu and server and online else 0
 
 
-def training_gpus(wildcards, attempt):
-    """The job's GPUs: the trainer's, of which `vllm_server_gpus` serve vLLM (at least one left)."""
-    derived = resource("train", "gpu")(wildcards, attempt)
-    server = vllm_server_gpus(wildcards)
-    return max(derived, server + 1) if server else derived
-
-
-def training_processes(wildcards, attempt):
-    """Training processes: one per GPU not serving vLLM, one on CPU. Override it together with
-    `gpu` (`--set-resources train:gpu=8 train:processes=7`); the job checks they agree.
+@cache
+def training_layout(model, method):
+    """The memory plan of `method`'s training job on `model` (None on CPU): GPUs, ZeRO stage,
+    micro-batch x accumulation and offload. A job that fits no node stops the planning here.
+    A hub model outside the shipped shapes has no plan until it is staged (its config.json):
+    until then it is sized by `params_b` alone, and planning says so.
     """
-    return max(1, training_gpus(wildcards, attempt) - vllm_server_gpus(wildcards))
+    try:
+        return training_job_layout(config, model, method, get_base_model_dir(model))
+    except UnknownShape as error:
+        print(f"no memory plan for {model}/{method}: {error}", file=sys.stderr)
+        return None
+    except DoesNotFit as error:
+        raise WorkflowError(
+            f"models.{model} ({config['models'][model]['source']}), method {method}: {error}"
+        ) from None
 
 
-def training_cpus(wildcards, attempt):
-    """The trainer's CPUs plus, for online methods, one per sandbox worker of every process."""
-    cpus = resource("train", "cpus_per_task")(wildcards, attempt)
-    if METHODS[wildcards.method].online:
-        processes = training_processes(wildcards, attempt)
-        cpus += config["execution"]["workers"] * processes
-    return cpus
+def get_base_model_dir(model):
+    """Where the model's config.json is (a staged or local folder), for the memory plan."""
+    if is_hub_model(model):
+        return f"resources/models/{model}"
+    return None if is_tiny_model(model) else config["models"][model]["source"]
+
+
+def training_resources(key):
+    """One resource of a training job, from its memory plan (CPU jobs: from the model's size)."""
+
+    def get(wildcards, attempt):
+        layout = training_layout(wildcards.model, wildcards.method)
+        online = METHODS[wildcards.method].online
+        workers = config["execution"]["workers"] if online else 0
+        return training_job_resources(
+            layout,
+            params_b_of(wildcards),
+            attempt,
+            sandbox_workers=workers,
+            server_gpus=vllm_server_gpus(wildcards),
+        )[key]
+
+    return get
+
+
+def print_training_plans():
+    """Every training job's memory plan, on stderr when the DAG is planned (`snakemake -n`)."""
+    for model in EXPERIMENT["models"]:
+        for method in TRAINED:
+            layout = training_layout(model, method)
+            if layout is not None:
+                print(
+                    f"memory plan of {model}/{method}: {layout.describe()}",
+                    file=sys.stderr,
+                )
+
+
+print_training_plans()
 
 
 def runtime_setting(section, key):

@@ -7,7 +7,7 @@ import os
 import shlex
 
 from execrl.config import without_runtime_settings
-from execrl.launch import accelerate_config
+from execrl.launch import accelerate_config, accelerate_config_of_stage
 
 RESULT_CONFIG = without_runtime_settings(config)
 
@@ -151,41 +151,79 @@ def get_model_sizes():
     return {name: config["models"][name]["params_b"] for name in EXPERIMENT["models"]}
 
 
+def get_training_gpus():
+    """GPUs of every training job by model and method (the memory plan's; 0 on CPU), for the
+    report's cost section."""
+    return {
+        model: {
+            method: (layout.gpus if (layout := training_layout(model, method)) else 0)
+            for method in TRAINED
+        }
+        for model in EXPERIMENT["models"]
+    }
+
+
 def get_run_name(wildcards):
     return f"{wildcards.dataset}/{wildcards.model}/{wildcards.method}/{wildcards.seed}"
 
 
 def get_accelerate_config(wildcards):
-    """DDP, ZeRO-3 or CPU processes: decided by the model, never by the process count."""
-    params_b = model_config(wildcards)["params_b"]
-    on_gpu = stage_resources("train", params_b)["gpu"] > 0
-    path = accelerate_config(
-        "gpu" if on_gpu else "cpu", params_b, full_weight=is_full_weight(wildcards)
-    )
+    """DDP, ZeRO-3 or CPU processes: the memory plan's ZeRO stage on a GPU, the model's size on
+    the CPU; never the process count."""
+    layout = training_layout(wildcards.model, wildcards.method)
+    if layout is None:  # no plan: the built tiny model, or a model small enough for CPU
+        params_b = model_config(wildcards)["params_b"]
+        on_gpu = stage_resources("train", params_b)["gpu"] > 0
+        path = accelerate_config(
+            "gpu" if on_gpu else "cpu",
+            params_b,
+            full_weight=is_full_weight(wildcards),
+        )
+    else:
+        path = accelerate_config_of_stage("gpu", layout.zero_stage)
     # Relative, so that moving the checkout changes no params (and reruns nothing).
     return os.path.relpath(path)
 
 
+def get_launch_options(wildcards):
+    """`accelerate launch` options from the memory plan: the dtype `gpu_model` supports, and the
+    optimizer offloaded to the host when the plan needs it."""
+    layout = training_layout(wildcards.model, wildcards.method)
+    if layout is None:  # the accelerate config's own
+        return ""
+    options = ["--mixed_precision", layout.plan.dtype]
+    if layout.offload_optimizer:
+        options += ["--offload_optimizer_device", "cpu"]
+    return shlex.join(options)
+
+
+def get_micro_batching_options(wildcards):
+    """train_job's micro-batch x accumulation from the memory plan (nothing on CPU: the settings')."""
+    layout = training_layout(wildcards.model, wildcards.method)
+    if layout is None:
+        return ""
+    return f"--micro-batch {layout.micro_batch} --accumulation {layout.accumulation}"
+
+
 def get_vllm_server_prefix(wildcards):
-    """The command that serves vLLM beside a training job in server mode, or nothing."""
+    """The command that serves vLLM beside a training job in server mode, or nothing: on the
+    memory plan's GPUs (its tensor parallelism), with vLLM's context window, logging next to the
+    job's log (`EXECRL_VLLM_SERVER_LOG`, set by the rule's shell)."""
     server_gpus = vllm_server_gpus(wildcards)
     if not server_gpus:
         return ""
     grpo = config["grpo"]
-    return (
-        shlex.join(
-            [
-                "python",
-                "-m",
-                "execrl.vllm_server",
-                "--model",
-                get_base_model(wildcards),
-                "--gpus",
-                str(server_gpus),
-                "--gpu-memory-utilization",
-                str(grpo["vllm_server_gpu_memory_utilization"]),
-                "--",
-            ]
-        )
-        + " "
-    )
+    command = [
+        "python",
+        "-m",
+        "execrl.vllm_server",
+        "--model",
+        get_base_model(wildcards),
+        "--gpus",
+        str(server_gpus),
+        "--gpu-memory-utilization",
+        str(grpo["vllm_server_gpu_memory_utilization"]),
+    ]
+    if grpo["vllm_max_model_length"]:
+        command += ["--max-model-len", str(grpo["vllm_max_model_length"])]
+    return shlex.join([*command, "--"]) + " "

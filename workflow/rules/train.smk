@@ -27,13 +27,14 @@ rule train:
         "../envs/train.yaml"
     threads: 2
     resources:
-        gpu=training_gpus,
-        tasks_per_gpu=resource("train", "tasks_per_gpu"),
-        processes=training_processes,
+        gpu=training_resources("gpu"),
+        nodes=training_resources("nodes"),
+        tasks_per_gpu=training_resources("tasks_per_gpu"),
+        processes=training_resources("processes"),
         gpu_model=gpu_model,
-        cpus_per_task=training_cpus,
-        mem_mb=resource("train", "mem_mb"),
-        runtime=resource("train", "runtime"),
+        cpus_per_task=training_resources("cpus_per_task"),
+        mem_mb=training_resources("mem_mb"),
+        runtime=training_resources("runtime"),
         sandbox_workers=runtime_setting("execution", "workers"),
         wandb_mode=runtime_setting("wandb", "mode"),
         wandb_project=runtime_setting("wandb", "project"),
@@ -41,15 +42,19 @@ rule train:
         model=get_base_model,
         settings=get_training_settings,
         accelerate_config=get_accelerate_config,
+        launch_options=get_launch_options,
+        micro_batching=get_micro_batching_options,
         vllm_server=get_vllm_server_prefix,
         run=get_run_name,
         token_budget=get_token_budget_option,
     shell:
-        "HF_HUB_OFFLINE=1 {params.vllm_server}accelerate launch --config_file {params.accelerate_config}"
+        "HF_HUB_OFFLINE=1 EXECRL_VLLM_SERVER_LOG={log}.vllm-server"
+        " {params.vllm_server}accelerate launch --config_file {params.accelerate_config}"
+        " {params.launch_options}"
         " --num_processes {resources.processes} --num_machines 1 --main_process_port 0"
         " -m execrl.train_job {wildcards.method} --model {params.model:q}"
         " --settings {params.settings:q} --data {input.data}"
-        " --eval-problems {input.eval_problems} {params.token_budget}"
+        " --eval-problems {input.eval_problems} {params.token_budget} {params.micro_batching}"
         " --output {output.trained}"
         " --metrics {output.metrics} --checkpoint-root results/checkpoints"
         " --run-name {params.run} --threads {threads}"

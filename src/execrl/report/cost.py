@@ -1,8 +1,8 @@
 """What the run cost, from Snakemake's benchmark files (`benchmark:` of every rule).
 
 Wall time and CPU time are measured by Snakemake. GPU hours are not measured: they are wall
-time × the GPUs the workflow requests for the job (`execrl.resources`), which is what a cluster
-bills. Jobs still running, or never run, have no benchmark file and are not counted.
+time × the GPUs the workflow requests for the job (`execrl.resources`; for training, the memory
+plan's, `execrl.memory_plan`), which is what a cluster bills. Jobs still running, or never run, have no benchmark file and are not counted.
 """
 
 from __future__ import annotations
@@ -27,9 +27,14 @@ def read_benchmark(path: str | Path) -> dict:
     return {"wall_s": numeric("s"), "cpu_s": numeric("cpu_time"), "max_rss_mb": numeric("max_rss")}
 
 
-def job_table(root: str | Path, model_sizes: dict[str, float]) -> pd.DataFrame:
+def job_table(
+    root: str | Path, model_sizes: dict[str, float], training_gpus: dict[str, dict[str, int]] | None = None
+) -> pd.DataFrame:
     """One row per finished job under `root`: benchmarks/{rule}/{wildcards}.tsv, the wildcards
-    named by the rule's row in `execrl.methods.RULES`."""
+    named by the rule's row in `execrl.methods.RULES`. `training_gpus[model][method]`: the GPUs
+    the memory plan gave a training job (its vLLM server's included), billed instead of the
+    model's size-based count."""
+    training_gpus = training_gpus or {}
     root = Path(root)
     rows = []
     for path in sorted(root.rglob("*.tsv")) if root.is_dir() else []:
@@ -42,6 +47,9 @@ def job_table(root: str | Path, model_sizes: dict[str, float]) -> pd.DataFrame:
         wildcards = dict(zip(info.wildcards, values))
         model = wildcards.get("model")
         gpus = gpus_for(info.stage, model_sizes[model]) if info.stage in GPU_STAGES and model in model_sizes else 0
+        planned = training_gpus.get(model, {}).get(wildcards.get("method"))
+        if rule == "train" and planned is not None:
+            gpus = planned
         measured = read_benchmark(path)
         rows.append(
             {
