@@ -40,7 +40,8 @@ from collections import deque
 from typing import Any
 
 if "_Side" not in globals():  # imported as a module (not run in the worker's namespace)
-    from execrl.sandbox._worker import _FD, PeerGone, ProtocolError, _Exchange, _Side, _socket, compile_candidate
+    from execrl.sandbox._worker import (_FD, _STRUCT_LEN, PeerGone, ProtocolError, _dumps, _Exchange, _json_loads,
+                                        _Side, _socket, compile_candidate)
 
 FLOAT_REL_TOL = 1e-5
 """Relative tolerance for floats in ``stdio`` and ``call`` comparisons (as numpy.allclose)."""
@@ -348,6 +349,7 @@ class _JudgeSide(_Side):
         self.exceptions: dict = {}
         self.ended: BaseException | None = None
         self.sources: dict = {}
+        self.ahead: deque = deque()  # calls sent ahead in a batch whose answers are still to come
 
     # ---- values: what only this side has -------------------------------------------------
     def other(self, v, ex, depth):
@@ -425,6 +427,44 @@ class _JudgeSide(_Side):
                 shadow.update(value)
 
     # ---- requests to the run ------------------------------------------------------------
+    def call_peer(self, msg):
+        """As ``_Side.call_peer``; a call the batch sent ahead is not sent again, its answer
+        is the next one the run sends. A request the batch did not foresee is sent once the
+        run has stopped the batch (it does when it lends an object, before any request could
+        name one)."""
+        text = _dumps(msg)
+        ahead = self.ahead
+        if ahead:
+            if text == ahead[0]:
+                ahead.popleft()
+                reply = self._reply()
+                if reply is not None:
+                    return reply
+            else:  # not foreseen: the run ends the batch first (answers to calls no test made are dropped)
+                while ahead:
+                    if self._reply() is not None:
+                        ahead.popleft()
+        self.send_text(text)
+        reply = self._reply()
+        if reply is None:
+            raise ProtocolError("the end of a batch that was not sent")
+        return reply
+
+    def _reply(self):
+        """The run's next answer, serving its requests meanwhile; ``None`` when it is the end
+        of a batch (the calls sent ahead and not yet answered are then not answered)."""
+        while True:
+            reply = self.recv()
+            tag = reply[0]
+            if tag == "r" or tag == "e":
+                return reply
+            if tag == "z":
+                self.ahead.clear()
+                return None
+            if tag == "x":
+                self.finish()
+            self.send_text(self.serve_one(reply))
+
     def ask(self, msg: list, ex) -> tuple:
         """Send a request, serve the run's calls back meanwhile; the decoded answer."""
         if self.ended is not None:
@@ -660,6 +700,64 @@ class _Test:
         self.source, self.code, self.names, self.error = source, code, names, error
 
 
+_LITERAL_SCALARS = (int, float, complex, str, bytes, bool, type(None))
+BATCH_MAX_CALLS = 256
+BATCH_MAX_BYTES = 1 << 16
+
+
+def _literal(node: ast.AST) -> bool:
+    """A literal that names nothing (its value is the same at every run of the test)."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) in _LITERAL_SCALARS
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return isinstance(node.operand, ast.Constant) and type(node.operand.value) in (int, float, complex)
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return all(_literal(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(k is not None and _literal(k) for k in node.keys) and all(_literal(v) for v in node.values)
+    return False
+
+
+def _plain_call_assert(tree: ast.Module) -> tuple[str, ast.expr] | None:
+    """``assert name(literal, ...) == literal``: the called name and the expected literal."""
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
+        return None
+    node = tree.body[0]
+    test = node.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+            and isinstance(test.left, ast.Call) and isinstance(test.left.func, ast.Name)
+            and not test.left.keywords and all(_literal(a) for a in test.left.args)
+            and _literal(test.comparators[0])):
+        return None
+    if node.msg is not None and not (isinstance(node.msg, ast.Constant) and type(node.msg.value) is str):
+        return None
+    name = test.left.func.id
+    if name in _JUDGE_MODULES or name.startswith("__"):
+        return None
+    return name, test.comparators[0]
+
+
+def _values(v: Any):
+    """``v`` and every value inside it."""
+    yield v
+    if isinstance(v, dict):
+        for a, b in v.items():
+            yield from _values(a)
+            yield from _values(b)
+    elif isinstance(v, (list, tuple, set)):
+        for x in v:
+            yield from _values(x)
+
+
+class _Recorded(Exception):
+    def __init__(self, args: tuple) -> None:
+        self.args_seen = args
+
+
+def _record(*args: Any) -> None:
+    raise _Recorded(args)
+
+
 class Problem:
     """A problem as the judge runs it."""
 
@@ -669,6 +767,8 @@ class Problem:
         self.setup: _Test | None = None
         self.tests: list[_Test] = []
         self.imported: set[str] = set()
+        self.batch_calls: list[str] = []
+        self.batch_frame = b""
         if self.mode == "call":
             self.entry_point = spec["entry_point"]
             self.calls = [(t["args"], t["expected"]) for t in spec["tests"]]
@@ -685,6 +785,7 @@ class Problem:
                 trees.append(ast.parse(src))
             except (SyntaxError, ValueError) as e:
                 trees.append(e)
+        shapes = [None if isinstance(t, Exception) or setup_src.strip() else _plain_call_assert(t) for t in trees]
         stored = _stored(setup_tree) if setup_tree is not None else set()
         setup_loaded = _loaded(setup_tree) - stored if setup_tree is not None else set()
         n_sites = [0]
@@ -704,6 +805,49 @@ class Problem:
             free = names - _BUILTIN_NAMES
             tree = ast.fix_missing_locations(_Instrument(free, self.asserts, n_sites).visit(tree))
             self.tests.append(_Test(src, compile(tree, "<test>", "exec", dont_inherit=True), frozenset(names)))
+        self._plan_batch(shapes)
+
+    def _plan_batch(self, shapes: list) -> None:
+        """The calls of the tests that come first, when they are plain calls of one name with
+        literal arguments (``assert f(3, [1, 2]) == 7``): the judge sends them with the
+        program (see ``_ChildSide.serve_batch``), so that the run answers them without a
+        round trip each. They are recorded from the tests' own code (the very messages the
+        tests will send). A test's arguments reach the run before the earlier tests' calls
+        are answered, so the batch stops before a test whose arguments hold a value equal to
+        an earlier test's expected value: that value never reaches the run before its call
+        has returned, as without the batch."""
+        name, calls, size = None, [], 0
+        expected: list = []
+        side = _JudgeSide(-1)
+        for shape, test in zip(shapes, self.tests):
+            if shape is None or (name is not None and shape[0] != name) or len(calls) >= BATCH_MAX_CALLS:
+                break
+            ns = {"__builtins__": {}, "__execrl_enter__": lambda j: None, "__execrl_site__": lambda k, v: v,
+                  "__execrl_got__": lambda j, v: v, shape[0]: _record}
+            try:
+                exec(test.code, ns)
+                break  # no call was made
+            except _Recorded as e:
+                args = e.args_seen
+            except Exception:  # noqa: BLE001 - e.g. an unhashable set item: not a plain call
+                break
+            try:
+                want = eval(compile(ast.Expression(shape[1]), "<expected>", "eval"), {"__builtins__": {}})
+                if any(any(v == w for w in expected) for a in args for v in _values(a)):
+                    break
+                text = _dumps(["c", {"g": shape[0]}, [side.enc(a, ex) for ex in (_Exchange(),) for a in args], []])
+            except Exception:  # noqa: BLE001 - not a literal this check can hold
+                break
+            size += len(text)
+            if size > BATCH_MAX_BYTES:
+                break
+            name = shape[0]
+            calls.append(text)
+            expected.append(want)
+        if calls:
+            self.batch_calls = calls
+            data = _dumps(["b", name, [_json_loads(c) for c in calls]]).encode("ascii")
+            self.batch_frame = _STRUCT_LEN.pack(len(data) + 1) + b"J" + data
 
 
 # --------------------------------------------------------------------------------------
@@ -947,7 +1091,10 @@ def judge_candidate(problem: Problem, code: str, fd: int) -> dict:
         import marshal
 
         try:
-            side.send_raw(b"P", marshal.dumps(compiled))
+            batch = problem.batch_frame if problem.mode == "assert" else b""
+            side.send_raw(b"P", marshal.dumps(compiled), batch)
+            if batch:
+                side.ahead.extend(problem.batch_calls)
             first = side.recv()
         except PeerGone:  # the run ended before it loaded the program
             return {"tests": [], "gone": True}

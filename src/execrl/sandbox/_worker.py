@@ -458,8 +458,9 @@ class _Side:
         self.proxies: dict = {}
 
     # ---- framing --------------------------------------------------------------------
-    def send_raw(self, kind: bytes, data: bytes) -> None:
-        view = memoryview(_STRUCT_LEN.pack(_len(data) + 1) + kind + data)
+    def send_raw(self, kind: bytes, data: bytes, more: bytes = b"") -> None:
+        """One frame (and ``more``, frames already made, in the same write)."""
+        view = memoryview(_STRUCT_LEN.pack(_len(data) + 1) + kind + data + more)
         while view:
             try:
                 n = _os_write(self.fd, view)
@@ -923,6 +924,7 @@ class _ChildSide(_Side):
     def __init__(self, fd: int, sources: dict):
         super().__init__(fd)
         self.g: dict = {}
+        self.kinds: dict = {}
         self.sources = sources
         self.shadows: dict = {}  # lent number -> (object, base type, its last content)
 
@@ -994,7 +996,33 @@ class _ChildSide(_Side):
             req = self.recv()
             if req[0] == "x":
                 self.finish()
+            if req[0] == "b":
+                self.serve_batch(req)
+                continue
             self.send_text(self.serve_one(req))
+
+    def serve_batch(self, req) -> None:
+        """Calls the judge sent ahead (``["b", name, [call, ...]]``: the calls of the tests
+        that come first, in their order, each a plain call of ``name`` with literal
+        arguments), answered one by one as if each had come alone. The batch stops (``["z"]``:
+        the judge sends the rest itself) unless ``name`` is a function of the program, and
+        after an answer that lent the judge an object: the judge may then ask about it before
+        the next test's call, as it would without the batch."""
+        if _len(req) != 3 or _type(req[1]) is not _str:
+            raise ProtocolError("malformed batch")
+        calls = _chk_list(req[2])
+        served = 0
+        if self.kinds.get(req[1]) == "f":
+            for call in calls:
+                if _type(call) is not _list or not call or call[0] != "c":
+                    raise ProtocolError("malformed batch")
+                lent = _len(self.lent)
+                self.send_text(self.serve_one(call))
+                served += 1
+                if _len(self.lent) != lent:
+                    break
+        if served < _len(calls):
+            self.send_text('["z"]')
 
     def serve_one(self, req) -> str:
         ex = _Exchange()
@@ -1271,7 +1299,8 @@ def _run_served(code: str, token: str, side: _ChildSide | None = None) -> None:
         side.finish()
     side.g = g
     try:
-        side.send(["g", _global_kinds(g)])
+        side.kinds = _global_kinds(g)
+        side.send(["g", side.kinds])
         side.serve()
     except BaseException:  # noqa: BLE001 - the judge is gone (or the program broke this harness)
         pass
@@ -2067,7 +2096,8 @@ _WARM_PROGRAM = ("import math\n"
                  "        raise ValueError('negative')\n"
                  "    print(x, end='')\n"
                  "    return [x + y, (x, 'a', b'b'), {'k': x * 1.5, 2: {x}}, None, True, math.pi, 1 << 70]\n")
-_WARM_CALLS = ([["c", {"g": "f"}, [1], []], ["c", {"g": "f"}, [2, {"l": [3, 4]}], [["y", {"t": ["a", 1.5]}]]],
+_WARM_CALLS = ([["b", "f", [["c", {"g": "f"}, [3], []], ["c", {"g": "f"}, [4], []]]],
+                ["c", {"g": "f"}, [1], []], ["c", {"g": "f"}, [2, {"l": [3, 4]}], [["y", {"t": ["a", 1.5]}]]],
                 ["c", {"g": "f"}, [-1], []], ["n", "LIMIT"], ["a", {"g": "Solution"}, "f"],
                 ["o", "len", [{"g": "TABLE"}]], ["o", "iter", [{"l": [1, 2]}]], ["k", "f", [{"d": [[1, {"s": [2]}]]}]]])
 
