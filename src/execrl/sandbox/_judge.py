@@ -596,40 +596,54 @@ _REVERSE_OPS = {"iter": iter, "next": next, "len": len, "repr": repr, "hash": ha
 # --------------------------------------------------------------------------------------
 
 class _AssertInfo:
-    __slots__ = ("source", "expected", "sites")
+    """What a failure message of one assert shows: the expected side as written (for
+    ``x == literal``) and the program's calls in it (``sites``, numbered). The text is made
+    from the tree when a message needs it, not for every problem."""
 
-    def __init__(self, source: str, expected: str | None, sites: list[tuple[int, str]]) -> None:
-        self.source, self.expected, self.sites = source, expected, sites
+    __slots__ = ("_expected", "sites")
+
+    def __init__(self, expected: ast.expr | None, sites: list[list]) -> None:
+        self._expected, self.sites = expected, sites
+
+    @property
+    def expected(self) -> str | None:
+        node = self._expected
+        if isinstance(node, ast.AST):
+            self._expected = node = _short(ast.unparse(node))
+        return node
+
+    def site_text(self, i: int) -> str:
+        site = self.sites[i]
+        if isinstance(site[1], ast.AST):
+            site[1] = _short(ast.unparse(site[1]), 120)
+        return site[1]
 
 
-def _loaded(tree: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-def _stored(tree: ast.AST) -> set[str]:
-    out: set[str] = set()
+def _names(tree: ast.AST) -> tuple[set[str], set[str], set[str]]:
+    """The names a tree loads, the names it binds, and the top-level modules it imports."""
+    loaded: set[str] = set()
+    stored: set[str] = set()
+    imported: set[str] = set()
+    Name, arg, defs, handler = ast.Name, ast.arg, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef), \
+        ast.ExceptHandler
     for n in ast.walk(tree):
-        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
-            out.add(n.id)
-        elif isinstance(n, ast.arg):
-            out.add(n.arg)
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(n.name)
-        elif isinstance(n, ast.ExceptHandler) and n.name:
-            out.add(n.name)
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            out.update((a.asname or a.name).split(".")[0] for a in n.names if a.name != "*")
-    return out
-
-
-def _imported(tree: ast.AST) -> set[str]:
-    out: set[str] = set()
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Import):
-            out.update(a.name.split(".")[0] for a in n.names)
-        elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
-            out.add(n.module.split(".")[0])
-    return out
+        if isinstance(n, Name):
+            (loaded if isinstance(n.ctx, ast.Load) else stored).add(n.id)
+        elif isinstance(n, arg):
+            stored.add(n.arg)
+        elif isinstance(n, defs):
+            stored.add(n.name)
+        elif isinstance(n, handler):
+            if n.name:
+                stored.add(n.name)
+        elif isinstance(n, ast.Import):
+            stored.update((a.asname or a.name).split(".")[0] for a in n.names if a.name != "*")
+            imported.update(a.name.split(".")[0] for a in n.names)
+        elif isinstance(n, ast.ImportFrom):
+            stored.update((a.asname or a.name).split(".")[0] for a in n.names if a.name != "*")
+            if n.module and not n.level:
+                imported.add(n.module.split(".")[0])
+    return loaded, stored, imported
 
 
 def _plain_literal(node: ast.AST) -> bool:
@@ -642,8 +656,20 @@ def _plain_literal(node: ast.AST) -> bool:
     return True
 
 
-def _call(name: str, *args: ast.expr) -> ast.Call:
-    return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=list(args), keywords=[])
+def _where(at: ast.AST) -> dict:
+    return {"lineno": at.lineno, "col_offset": at.col_offset, "end_lineno": getattr(at, "end_lineno", None),
+            "end_col_offset": getattr(at, "end_col_offset", None)}
+
+
+def _call(name: str, at: ast.AST, *args: ast.expr) -> ast.Call:
+    """``name(*args)``, placed where ``at`` is (the compiler needs every node placed; placing
+    the new nodes here spares a pass over the whole tree)."""
+    where = _where(at)
+    return ast.Call(func=ast.Name(id=name, ctx=ast.Load(), **where), args=list(args), keywords=[], **where)
+
+
+def _number(j: int, at: ast.AST) -> ast.Constant:
+    return ast.Constant(j, **_where(at))
 
 
 class _Instrument(ast.NodeTransformer):
@@ -657,16 +683,16 @@ class _Instrument(ast.NodeTransformer):
 
     def visit_Assert(self, node: ast.Assert) -> list[ast.stmt]:
         j = len(self.asserts)
-        sites: list[tuple[int, str]] = []
+        sites: list[list] = []
         test = _Sites(self.free, sites, self.n_sites).visit(node.test)
         expected = None
         if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
                 and _plain_literal(test.comparators[0])):
-            expected = _short(ast.unparse(test.comparators[0]))
-            test.left = _call("__execrl_got__", ast.Constant(j), test.left)
-        self.asserts.append(_AssertInfo(ast.unparse(node), expected, sites))
-        msg = _call("__execrl_fail__", ast.Constant(j), *([node.msg] if node.msg is not None else []))
-        return [ast.copy_location(ast.Expr(_call("__execrl_enter__", ast.Constant(j))), node),
+            expected = test.comparators[0]
+            test.left = _call("__execrl_got__", test.left, _number(j, test.left), test.left)
+        self.asserts.append(_AssertInfo(expected, sites))
+        msg = _call("__execrl_fail__", node, _number(j, node), *([node.msg] if node.msg is not None else []))
+        return [ast.copy_location(ast.Expr(_call("__execrl_enter__", node, _number(j, node))), node),
                 ast.copy_location(ast.Assert(test=test, msg=msg), node)]
 
 
@@ -683,8 +709,8 @@ class _Sites(ast.NodeTransformer):
         if isinstance(root, ast.Name) and root.id in self.free:
             k = self.n_sites[0]
             self.n_sites[0] += 1
-            self.sites.append((k, _short(ast.unparse(node), 120)))
-            return ast.copy_location(_call("__execrl_site__", ast.Constant(k), node), node)
+            self.sites.append([k, node])
+            return _call("__execrl_site__", node, _number(k, node), node)
         return self.generic_visit(node)
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
@@ -786,13 +812,15 @@ class Problem:
             except (SyntaxError, ValueError) as e:
                 trees.append(e)
         shapes = [None if isinstance(t, Exception) or setup_src.strip() else _plain_call_assert(t) for t in trees]
-        stored = _stored(setup_tree) if setup_tree is not None else set()
-        setup_loaded = _loaded(setup_tree) - stored if setup_tree is not None else set()
+        stored: set[str] = set()
+        setup_loaded: set[str] = set()
         n_sites = [0]
         if setup_tree is not None:
-            self.imported |= _imported(setup_tree)
+            setup_loaded, stored, imported = _names(setup_tree)
+            setup_loaded -= stored
+            self.imported |= imported
             free = setup_loaded - _BUILTIN_NAMES
-            tree = ast.fix_missing_locations(_Instrument(free, self.asserts, n_sites).visit(setup_tree))
+            tree = _Instrument(free, self.asserts, n_sites).visit(setup_tree)
             self.setup = _Test(setup_src, compile(tree, "<setup>", "exec", dont_inherit=True),
                                frozenset(setup_loaded))
         for src, tree in zip(spec["tests"], trees):
@@ -800,10 +828,11 @@ class Problem:
                 self.tests.append(_Test(src, None, frozenset(),
                                         ("SyntaxError", f"invalid test: {tree}", f"SyntaxError: invalid test: {tree}")))
                 continue
-            self.imported |= _imported(tree)
-            names = (_loaded(tree) - _stored(tree) - stored) | setup_loaded
+            loaded, own, imported = _names(tree)
+            self.imported |= imported
+            names = (loaded - own - stored) | setup_loaded
             free = names - _BUILTIN_NAMES
-            tree = ast.fix_missing_locations(_Instrument(free, self.asserts, n_sites).visit(tree))
+            tree = _Instrument(free, self.asserts, n_sites).visit(tree)
             self.tests.append(_Test(src, compile(tree, "<test>", "exec", dont_inherit=True), frozenset(names)))
         self._plan_batch(shapes)
 
@@ -926,7 +955,7 @@ class _Candidate:
 
     # ---- assert instrumentation ---------------------------------------------------------
     def enter(self, j: int) -> None:
-        for k, _src in self.problem.asserts[j].sites:
+        for k, _node in self.problem.asserts[j].sites:
             self.site_values.pop(k, None)
         self.got.pop(j, None)
 
@@ -949,8 +978,8 @@ class _Candidate:
         info = self.problem.asserts[j]
         if info.expected is not None and j in self.got:
             return f"expected {info.expected}, got {describe(self.got[j])}"
-        shown = [f"{src} = {_short(describe(self.site_values[k]), 200)}" for k, src in info.sites
-                 if k in self.site_values]
+        shown = [f"{info.site_text(i)} = {_short(describe(self.site_values[k]), 200)}"
+                 for i, (k, _node) in enumerate(info.sites) if k in self.site_values]
         return _short("assertion is false" + (": " + "; ".join(shown) if shown else ""), 600)
 
     # ---- running --------------------------------------------------------------------------
