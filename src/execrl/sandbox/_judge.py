@@ -1087,15 +1087,23 @@ def _call_repr(name: str, args: Any) -> str:
 # The process's loop
 # --------------------------------------------------------------------------------------
 
+_STATM: list = []
+"""An open ``/proc/self/statm`` and the hard address-space limit (read once: the judge never
+lowers it)."""
+
+
 def _limit(timeout_s: float, memory_mb: int) -> None:
     """This candidate's limits on the judge's work: CPU time (the timer's signal ends the
     process, whatever it is doing) and address space beyond what the judge already uses."""
+    import os
     import resource
     import signal
 
-    with open("/proc/self/statm") as fh:
-        size = int(fh.read().split()[0]) * resource.getpagesize()
-    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if not _STATM:
+        _STATM[:] = [os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC), resource.getpagesize(),
+                     resource.getrlimit(resource.RLIMIT_AS)[1]]
+    fd, page, hard = _STATM
+    size = int(os.pread(fd, 256, 0).split()[0]) * page
     want = size + int(memory_mb) * (1 << 20)
     resource.setrlimit(resource.RLIMIT_AS, (want if hard == resource.RLIM_INFINITY else min(want, hard), hard))
     signal.setitimer(signal.ITIMER_PROF, max(float(timeout_s), 0.001))
@@ -1106,7 +1114,7 @@ def _unlimit() -> None:
     import signal
 
     signal.setitimer(signal.ITIMER_PROF, 0)
-    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    hard = _STATM[2] if _STATM else resource.getrlimit(resource.RLIMIT_AS)[1]
     resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
 
 

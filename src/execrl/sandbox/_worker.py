@@ -453,6 +453,7 @@ class _Side:
     def __init__(self, fd: int):
         self.fd = fd
         self.buf = _bytearray()
+        self.held = b""  # frames to send with the next one
         self.lent: dict = {}
         self.lent_ids: dict = {}
         self.proxies: dict = {}
@@ -460,7 +461,12 @@ class _Side:
     # ---- framing --------------------------------------------------------------------
     def send_raw(self, kind: bytes, data: bytes, more: bytes = b"") -> None:
         """One frame (and ``more``, frames already made, in the same write)."""
-        view = memoryview(_STRUCT_LEN.pack(_len(data) + 1) + kind + data + more)
+        data = self.held + _STRUCT_LEN.pack(_len(data) + 1) + kind + data + more
+        self.held = b""
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
         while view:
             try:
                 n = _os_write(self.fd, view)
@@ -993,6 +999,9 @@ class _ChildSide(_Side):
     # ---- serving the judge --------------------------------------------------------------
     def serve(self) -> None:
         while True:
+            if self.held:  # before waiting for the judge, which may be waiting for these
+                self._write(self.held)
+                self.held = b""
             req = self.recv()
             if req[0] == "x":
                 self.finish()
@@ -1300,7 +1309,10 @@ def _run_served(code: str, token: str, side: _ChildSide | None = None) -> None:
     side.g = g
     try:
         side.kinds = _global_kinds(g)
-        side.send(["g", side.kinds])
+        # held until the first answer (or the first wait for a request): one write for both; a
+        # run that ends before it loses both, which the judge cannot tell from losing the answer
+        text = _dumps(["g", side.kinds]).encode("ascii")
+        side.held = _STRUCT_LEN.pack(_len(text) + 1) + b"J" + text
         side.serve()
     except BaseException:  # noqa: BLE001 - the judge is gone (or the program broke this harness)
         pass
