@@ -244,6 +244,10 @@ def test_calls_sent_ahead_stop_before_an_earlier_expected_value():
         return len(JudgeProblem({"mode": "assert", "setup": setup, "tests": tests}).batch_calls)
 
     assert planned(["assert f(1) == 2", "assert f(7) == 14", "assert f([3, 4]) == 7"]) == 3
+    # the run ends after the answers only when the batch holds the calls of every test
+    every = JudgeProblem({"mode": "assert", "setup": "", "tests": ["assert f(1) == 2", "assert f(2) == 4"]})
+    some = JudgeProblem({"mode": "assert", "setup": "", "tests": ["assert f(1) == 2", "assert f(2) > 3"]})
+    assert every.batch_frame.endswith(b",true]") and some.batch_frame.endswith(b",false]")
     assert planned(["assert f(1) == 6", "assert f(6) == 36", "assert f(2) == 12"]) == 1
     assert planned(["assert f(1) == [6]", "assert f([[6]]) == 36"]) == 1
     assert planned(["assert f(1) == 2", "assert g(7) == 14"]) == 1  # one name per batch

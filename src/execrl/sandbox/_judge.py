@@ -875,7 +875,7 @@ class Problem:
             expected.append(want)
         if calls:
             self.batch_calls = calls
-            data = _dumps(["b", name, [_json_loads(c) for c in calls]]).encode("ascii")
+            data = _dumps(["b", name, [_json_loads(c) for c in calls], len(calls) == len(self.tests)]).encode("ascii")
             self.batch_frame = _STRUCT_LEN.pack(len(data) + 1) + b"J" + data
 
 

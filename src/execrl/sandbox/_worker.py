@@ -1011,13 +1011,15 @@ class _ChildSide(_Side):
             self.send_text(self.serve_one(req))
 
     def serve_batch(self, req) -> None:
-        """Calls the judge sent ahead (``["b", name, [call, ...]]``: the calls of the tests
-        that come first, in their order, each a plain call of ``name`` with literal
+        """Calls the judge sent ahead (``["b", name, [call, ...], last]``: the calls of the
+        tests that come first, in their order, each a plain call of ``name`` with literal
         arguments), answered one by one as if each had come alone. The batch stops (``["z"]``:
         the judge sends the rest itself) unless ``name`` is a function of the program, and
         after an answer that lent the judge an object: the judge may then ask about it before
-        the next test's call, as it would without the batch."""
-        if _len(req) != 3 or _type(req[1]) is not _str:
+        the next test's call, as it would without the batch. When the calls are those of all
+        the tests (``last``) and all were answered, the run ends as on ``["x"]``: the judge
+        holds only plain values of its, so it has nothing more to ask."""
+        if _len(req) not in (3, 4) or _type(req[1]) is not _str:
             raise ProtocolError("malformed batch")
         calls = _chk_list(req[2])
         served = 0
@@ -1032,6 +1034,9 @@ class _ChildSide(_Side):
                     break
         if served < _len(calls):
             self.send_text('["z"]')
+        elif _len(req) == 4 and req[3] is True:
+            # the calls of every test, and no object lent: the judge asks nothing more
+            self.finish()
 
     def serve_one(self, req) -> str:
         ex = _Exchange()
