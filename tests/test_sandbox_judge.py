@@ -245,7 +245,7 @@ def test_calls_sent_ahead_stop_before_an_earlier_expected_value():
 
     assert planned(["assert f(1) == 2", "assert f(7) == 14", "assert f([3, 4]) == 7"]) == 3
     # the run ends after the answers only when the batch holds the calls of every test
-    every = JudgeProblem({"mode": "assert", "setup": "", "tests": ["assert f(1) == 2", "assert f(2) == 4"]})
+    every = JudgeProblem({"mode": "assert", "setup": "", "tests": ["assert f(1) == 2", "assert f(3) == 6"]})
     some = JudgeProblem({"mode": "assert", "setup": "", "tests": ["assert f(1) == 2", "assert f(2) > 3"]})
     assert every.batch_frame.endswith(b",true]") and some.batch_frame.endswith(b",false]")
     assert planned(["assert f(1) == 6", "assert f(6) == 36", "assert f(2) == 12"]) == 1
