@@ -775,13 +775,26 @@ def _values(v: Any):
             yield from _values(x)
 
 
-class _Recorded(Exception):
-    def __init__(self, args: tuple) -> None:
-        self.args_seen = args
+class _Recorder:
+    """Stands for the program's function while a plain test runs once at preparation: notes
+    the call's arguments, and the value the test compares the result with (as the test's own
+    code builds them)."""
 
+    __hash__ = None  # type: ignore[assignment]
 
-def _record(*args: Any) -> None:
-    raise _Recorded(args)
+    def __init__(self) -> None:
+        self.args: tuple | None = None
+        self.expected: list = []
+
+    def __call__(self, *args: Any) -> _Recorder:
+        if self.args is not None:
+            raise TypeError("called twice")
+        self.args = args
+        return self
+
+    def __eq__(self, other: Any) -> bool:
+        self.expected.append(other)
+        return True
 
 
 class Problem:
@@ -851,17 +864,18 @@ class Problem:
         for shape, test in zip(shapes, self.tests):
             if shape is None or (name is not None and shape[0] != name) or len(calls) >= BATCH_MAX_CALLS:
                 break
+            recorder = _Recorder()
             ns = {"__builtins__": {}, "__execrl_enter__": lambda j: None, "__execrl_site__": lambda k, v: v,
-                  "__execrl_got__": lambda j, v: v, shape[0]: _record}
+                  "__execrl_got__": lambda j, v: v, shape[0]: recorder}
             try:
                 exec(test.code, ns)
-                break  # no call was made
-            except _Recorded as e:
-                args = e.args_seen
             except Exception:  # noqa: BLE001 - e.g. an unhashable set item: not a plain call
                 break
+            args = recorder.args
+            if args is None or len(recorder.expected) != 1:
+                break
+            want = recorder.expected[0]
             try:
-                want = eval(compile(ast.Expression(shape[1]), "<expected>", "eval"), {"__builtins__": {}})
                 if any(any(v == w for w in expected) for a in args for v in _values(a)):
                     break
                 text = _dumps(["c", {"g": shape[0]}, [side.enc(a, ex) for ex in (_Exchange(),) for a in args], []])
