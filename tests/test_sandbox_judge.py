@@ -62,6 +62,20 @@ def f(x):
 """
 
 
+# A program that looks for the calls the judge sent ahead (the arguments of later tests) in its
+# own process, and returns the largest integer argument it finds.
+PEEKER = """import gc
+def f(x):
+    found = x
+    for o in gc.get_objects():
+        if isinstance(o, list) and len(o) == 4 and o[0] == "c" and isinstance(o[2], list):
+            for a in o[2]:
+                if isinstance(a, int) and a > found:
+                    found = a
+    return found
+"""
+
+
 def problem(tests, setup="", pid="judge/x"):
     return Problem(id=pid, prompt="task", test_type="assert", tests=tests, setup_code=setup)
 
@@ -142,6 +156,13 @@ CASES = {
         problem(["assert len(f(1)) == 1"]),
         "def f(x):\n    return {i * (2 ** 61 - 1) for i in range(60000)}\n", {"timeout"},
         "def f(x):\n    return {x}\n"),
+    # the calls of plain tests (``assert f(literal) == literal``) sent ahead with the program
+    "later_input_equal_to_an_earlier_expected_value": (
+        problem(["assert f(1) == 6", "assert f(6) == 6"]), PEEKER, {"fail"}, "def f(x):\n    return 6\n"),
+    "counter_across_calls_sent_ahead": (
+        problem(["assert f(0) == 1", "assert f(0) == 2", "assert f(0) == 3"]),
+        "def f(x):\n    return 1\n", {"fail"},
+        "n = 0\ndef f(x):\n    global n\n    n += 1\n    return n + x\n"),
     "huge_f_string_compiled": (
         problem(["assert f(1) == 2"]),
         "x = 1\ns = f'" + "{x}" * 83000 + "'\n" + DOUBLE, {"timeout"}, DOUBLE),
@@ -212,3 +233,46 @@ def test_set_of_strings_keeps_the_sandboxs_hash_order(ex):
     assert [ex.run(prob, program).status for _ in range(4)] == ["pass"] * 4
     in_list_order = f"def f():\n    return {words!r}\n"
     assert ex.run(prob, in_list_order).status == "fail"
+
+
+def test_calls_sent_ahead_stop_before_an_earlier_expected_value():
+    """The judge sends the calls of plain tests with the program, but never a call whose
+    arguments hold a value an earlier test expects (see PEEKER's case above)."""
+    from execrl.sandbox._judge import Problem as JudgeProblem
+
+    def planned(tests, setup=""):
+        return len(JudgeProblem({"mode": "assert", "setup": setup, "tests": tests}).batch_calls)
+
+    assert planned(["assert f(1) == 2", "assert f(7) == 14", "assert f([3, 4]) == 7"]) == 3
+    # the run ends after the answers only when the batch holds the calls of every test
+    every = JudgeProblem({"mode": "assert", "setup": "", "tests": ["assert f(1) == 2", "assert f(3) == 6"]})
+    some = JudgeProblem({"mode": "assert", "setup": "", "tests": ["assert f(1) == 2", "assert f(2) > 3"]})
+    assert every.batch_frame.endswith(b",true]") and some.batch_frame.endswith(b",false]")
+    assert planned(["assert f(1) == 6", "assert f(6) == 36", "assert f(2) == 12"]) == 1
+    assert planned(["assert f(1) == [6]", "assert f([[6]]) == 36"]) == 1
+    assert planned(["assert f(1) == 2", "assert g(7) == 14"]) == 1  # one name per batch
+    assert planned(["assert f(1) == 2", "x = 7\nassert f(x) == 14", "assert f(2) == 4"]) == 1
+    assert planned(["assert f(1) == 2"], setup="K = 1\n") == 0
+    assert planned(["assert f(1) == g(2)", "assert f(1, key=2) == 3", "assert f(x) == 1"]) == 0
+
+
+def test_calls_sent_ahead_keep_the_order_and_the_end_of_the_run(ex):
+    """A run that ends during a later call: the tests before it have their own verdicts (the
+    answers came one by one), the test of that call reports the end."""
+    program = "import os\ndef f(x):\n    if x == 3:\n        os._exit(0)\n    return x\n"
+    r = ex.run(problem(["assert f(1) == 1", "assert f(2) == 5", "assert f(3) == 3", "assert f(4) == 4"]), program)
+    assert r.status == "fail" and r.tests_passed == 1, (r.status, r.error_type, r.error_message)
+    assert [o["status"] for o in r.test_outcomes][:2] == ["pass", "fail"]
+    assert r.test_outcomes[2]["status"] in {"error", "timeout"}
+
+
+def test_an_object_returned_by_a_call_sent_ahead_is_asked_about_in_order(ex):
+    """A call sent ahead that returns an object of the program's (a handle) stops the batch:
+    the failure message asks the run for its repr before the next test's call is made, as
+    without the batch (its repr sees one call, not all of them)."""
+    program = ("calls = []\n"
+               "class R:\n    def __repr__(self):\n        return f'R after {len(calls)} calls'\n"
+               "def f(x):\n    calls.append(x)\n    return R() if x == 1 else x\n")
+    r = ex.run(problem(["assert f(1) == 1", "assert f(2) == 2", "assert f(3) == 3"]), program)
+    assert r.status == "fail" and r.tests_passed == 2, (r.status, r.error_type, r.error_message)
+    assert "R after 1 calls" in r.error_message, r.error_message

@@ -453,13 +453,20 @@ class _Side:
     def __init__(self, fd: int):
         self.fd = fd
         self.buf = _bytearray()
+        self.held = b""  # frames to send with the next one
         self.lent: dict = {}
         self.lent_ids: dict = {}
         self.proxies: dict = {}
 
     # ---- framing --------------------------------------------------------------------
-    def send_raw(self, kind: bytes, data: bytes) -> None:
-        view = memoryview(_STRUCT_LEN.pack(_len(data) + 1) + kind + data)
+    def send_raw(self, kind: bytes, data: bytes, more: bytes = b"") -> None:
+        """One frame (and ``more``, frames already made, in the same write)."""
+        data = self.held + _STRUCT_LEN.pack(_len(data) + 1) + kind + data + more
+        self.held = b""
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
         while view:
             try:
                 n = _os_write(self.fd, view)
@@ -923,6 +930,7 @@ class _ChildSide(_Side):
     def __init__(self, fd: int, sources: dict):
         super().__init__(fd)
         self.g: dict = {}
+        self.kinds: dict = {}
         self.sources = sources
         self.shadows: dict = {}  # lent number -> (object, base type, its last content)
 
@@ -991,10 +999,44 @@ class _ChildSide(_Side):
     # ---- serving the judge --------------------------------------------------------------
     def serve(self) -> None:
         while True:
+            if self.held:  # before waiting for the judge, which may be waiting for these
+                self._write(self.held)
+                self.held = b""
             req = self.recv()
             if req[0] == "x":
                 self.finish()
+            if req[0] == "b":
+                self.serve_batch(req)
+                continue
             self.send_text(self.serve_one(req))
+
+    def serve_batch(self, req) -> None:
+        """Calls the judge sent ahead (``["b", name, [call, ...], last]``: the calls of the
+        tests that come first, in their order, each a plain call of ``name`` with literal
+        arguments), answered one by one as if each had come alone. The batch stops (``["z"]``:
+        the judge sends the rest itself) unless ``name`` is a function of the program, and
+        after an answer that lent the judge an object: the judge may then ask about it before
+        the next test's call, as it would without the batch. When the calls are those of all
+        the tests (``last``) and all were answered, the run ends as on ``["x"]``: the judge
+        holds only plain values of its, so it has nothing more to ask."""
+        if _len(req) not in (3, 4) or _type(req[1]) is not _str:
+            raise ProtocolError("malformed batch")
+        calls = _chk_list(req[2])
+        served = 0
+        if self.kinds.get(req[1]) == "f":
+            for call in calls:
+                if _type(call) is not _list or not call or call[0] != "c":
+                    raise ProtocolError("malformed batch")
+                lent = _len(self.lent)
+                self.send_text(self.serve_one(call))
+                served += 1
+                if _len(self.lent) != lent:
+                    break
+        if served < _len(calls):
+            self.send_text('["z"]')
+        elif _len(req) == 4 and req[3] is True:
+            # the calls of every test, and no object lent: the judge asks nothing more
+            self.finish()
 
     def serve_one(self, req) -> str:
         ex = _Exchange()
@@ -1271,7 +1313,11 @@ def _run_served(code: str, token: str, side: _ChildSide | None = None) -> None:
         side.finish()
     side.g = g
     try:
-        side.send(["g", _global_kinds(g)])
+        side.kinds = _global_kinds(g)
+        # held until the first answer (or the first wait for a request): one write for both; a
+        # run that ends before it loses both, which the judge cannot tell from losing the answer
+        text = _dumps(["g", side.kinds]).encode("ascii")
+        side.held = _STRUCT_LEN.pack(_len(text) + 1) + b"J" + text
         side.serve()
     except BaseException:  # noqa: BLE001 - the judge is gone (or the program broke this harness)
         pass
@@ -2067,7 +2113,8 @@ _WARM_PROGRAM = ("import math\n"
                  "        raise ValueError('negative')\n"
                  "    print(x, end='')\n"
                  "    return [x + y, (x, 'a', b'b'), {'k': x * 1.5, 2: {x}}, None, True, math.pi, 1 << 70]\n")
-_WARM_CALLS = ([["c", {"g": "f"}, [1], []], ["c", {"g": "f"}, [2, {"l": [3, 4]}], [["y", {"t": ["a", 1.5]}]]],
+_WARM_CALLS = ([["b", "f", [["c", {"g": "f"}, [3], []], ["c", {"g": "f"}, [4], []]]],
+                ["c", {"g": "f"}, [1], []], ["c", {"g": "f"}, [2, {"l": [3, 4]}], [["y", {"t": ["a", 1.5]}]]],
                 ["c", {"g": "f"}, [-1], []], ["n", "LIMIT"], ["a", {"g": "Solution"}, "f"],
                 ["o", "len", [{"g": "TABLE"}]], ["o", "iter", [{"l": [1, 2]}]], ["k", "f", [{"d": [[1, {"s": [2]}]]}]]])
 
