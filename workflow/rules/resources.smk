@@ -4,11 +4,7 @@ from execrl.resources import stage_resources
 
 
 def params_b_of(wildcards):
-    return (
-        config["models"][wildcards.model]["params_b"]
-        if "model" in wildcards.keys()
-        else 0.0
-    )
+    return model_config(wildcards)["params_b"] if "model" in wildcards.keys() else 0.0
 
 
 def gpu_model(wildcards):
@@ -48,7 +44,7 @@ def job_resources(stage):
 def vllm_server_gpus(wildcards):
     """GPUs of a training job that serve vLLM instead of training (server mode only)."""
     grpo = config["grpo"]
-    online = METHODS[wildcards.method].online
+    online = method_row(wildcards).online
     return (
         grpo["vllm_server_gpus"]
         if online and grpo["use_vllm"] and grpo["vllm_mode"] == "server"
@@ -73,7 +69,7 @@ def training_processes(wildcards, attempt):
 def training_cpus(wildcards, attempt):
     """The trainer's CPUs plus, for online methods, one per sandbox worker of every process."""
     cpus = resource("train", "cpus_per_task")(wildcards, attempt)
-    if METHODS[wildcards.method].online:
+    if method_row(wildcards).online:
         processes = training_processes(wildcards, attempt)
         cpus += config["execution"]["workers"] * processes
     return cpus

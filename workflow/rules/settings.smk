@@ -8,6 +8,7 @@ import shlex
 
 from execrl.config import without_runtime_settings
 from execrl.launch import accelerate_config
+from execrl.run_paths import training_settings
 
 RESULT_CONFIG = without_runtime_settings(config)
 
@@ -115,28 +116,17 @@ def get_sft_game_settings(wildcards=None):
 
 
 def get_training_settings(wildcards):
-    """Everything that decides what a method's training job learns, as one JSON object.
-
-    The sections come from the method's row in `execrl.methods.METHODS`; `lora` is null when
-    the model trains all its weights. The job keys its checkpoints by this object, so a
-    resumed job continues exactly when nothing here changed.
+    """Everything that decides what a method's training job learns, as one JSON object
+    (`execrl.run_paths.training_settings`: its registry row's sections with the method's
+    overrides, `lora` null when the model trains all its weights) and the seed. The job keys its
+    checkpoints by this object, so a resumed job continues exactly when nothing here changed.
     """
-    method = METHODS[wildcards.method]
-    settings = {
-        section: (
-            get_prompt_settings(wildcards)
-            if section == "prompt"
-            else RESULT_CONFIG[section]
-        )
-        for section in method.settings
-    }
+    method = method_row(wildcards)
+    settings = training_settings(config, method_name(wildcards), model_name(wildcards))
     settings[method.settings[0]] = {
         **settings[method.settings[0]],
         "seed": int(wildcards.seed),
     }
-    for section, values in config["method_overrides"].get(wildcards.method, {}).items():
-        settings[section] = {**settings[section], **values}
-    settings["lora"] = None if is_full_weight(wildcards) else config["lora"]
     return json.dumps(settings, sort_keys=True)
 
 

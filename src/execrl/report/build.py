@@ -13,8 +13,9 @@ from execrl.jsonl import read_jsonl
 from execrl.report import budget, comparisons, cost, held_out, html, refinements, reward_hacking, stats, summary, tables
 from execrl.report.evaluations import read_tsv
 from execrl.report.training import metrics_table
+from execrl.run_paths import readable
 
-_RL_RUN = re.compile(r"rl_data/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<seed>\d+)/manifest\.json$")
+_RL_RUN = re.compile(r"rl_data/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?:[^/]+/)?(?P<seed>\d+)/manifest\.json$")
 _REFINEMENT_RUN = re.compile(r"refinements/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<method>[^/]+)/(?P<seed>\d+)\.jsonl$")
 
 
@@ -50,7 +51,7 @@ def rl_data_table(paths: list[str]) -> pd.DataFrame:
     manifests = []
     for path in paths:
         match = _RL_RUN.search(Path(path).as_posix())
-        run = {"dataset": match["dataset"], "model": match["model"], "seed": int(match["seed"])} if match else {"dataset": path}
+        run = {"dataset": readable(match["dataset"]), "model": readable(match["model"]), "seed": int(match["seed"])} if match else {"dataset": path}
         manifests.append((run, json.loads(Path(path).read_text(encoding="utf-8"))))
     return tables.rl_data_frame(manifests)
 
@@ -62,7 +63,7 @@ def refinement_runs(paths: list[str]) -> list[tuple[dict, list[dict]]]:
         match = _REFINEMENT_RUN.search(Path(path).as_posix())
         if not match:
             raise ValueError(f"{path}: not a results/analysis/refinements/... file")
-        run = {"dataset": match["dataset"], "model": match["model"], "method": match["method"], "seed": int(match["seed"])}
+        run = {key: readable(match[key]) for key in ("dataset", "model", "method")} | {"seed": int(match["seed"])}
         runs.append((run, read_jsonl(path)))
     return sorted(runs, key=lambda r: (r[0]["dataset"], r[0]["model"], r[0]["seed"], r[0]["method"] != "srrl", r[0]["method"]))
 

@@ -14,6 +14,7 @@ import pandas as pd
 
 from execrl.methods import METHODS, rule_info
 from execrl.resources import GPU_STAGES, gpus_for
+from execrl.run_paths import readable
 
 JOB_COLUMNS = [
     "rule", "phase", "job", "dataset", "model", "method", "wall_s", "cpu_s", "max_rss_mb", "gpus", "gpu_h",
@@ -39,7 +40,8 @@ def job_table(root: str | Path, model_sizes: dict[str, float]) -> pd.DataFrame:
             # A rule this workflow no longer has, or had with other wildcards: not this run's cost.
             print(f"{path}: not benchmarks/{rule}/{'/'.join(info.wildcards)}.tsv; left out", file=sys.stderr)
             continue
-        wildcards = dict(zip(info.wildcards, values))
+        # Path segments carry a digest of their settings (execrl.run_paths): the report names them.
+        wildcards = {key: readable(value) for key, value in zip(info.wildcards, values)}
         model = wildcards.get("model")
         gpus = gpus_for(info.stage, model_sizes[model]) if info.stage in GPU_STAGES and model in model_sizes else 0
         measured = read_benchmark(path)
