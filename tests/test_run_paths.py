@@ -6,7 +6,7 @@ import pytest
 
 from execrl.config import ConfigError, check_references, merged_config
 from execrl.methods import METHODS
-from execrl.run_paths import RunSegments, digest, readable, segment
+from execrl.run_paths import METHOD_LEVELS, RunSegments, digest, readable, segment
 
 EMBEDDED = ".test/config/config.yaml"
 SEPARATE = {"srrl_separate": {"method": "srrl", "overrides": {"srrl": {"groups": "separate"}}}}
@@ -30,21 +30,37 @@ def changed(config, **edits):
 
 
 def flat(config):
-    """Every segment of a config, by level and key."""
+    """Every segment of a config, by (level, name) or (level, model, method)."""
     segments = RunSegments(config)
-    return {
-        **{("dataset", k): v for k, v in segments.dataset.items()},
-        **{("model", k): v for k, v in segments.model.items()},
-        **{("staged", k): v for k, v in segments.staged.items()},
-        **{("rl_data", k): v for k, v in segments.rl_data.items()},
-        **{("trained", *k): v for k, v in segments.trained.items()},
-        **{("evaluated", *k): v for k, v in segments.evaluated.items()},
-    }
+    named = {"plus": {"plus": segments.plus}}
+    for level in ("dataset", "staged", "tokenizer", "init", "model", "rl_data"):
+        named[level] = getattr(segments, level)
+    flat = {(level, key): value for level, table in named.items() for key, value in table.items()}
+    for level in METHOD_LEVELS:
+        flat.update({(level, *key): value for key, value in getattr(segments, level).items()})
+    return flat
 
 
 def differing(a, b):
     before, after = flat(a), flat(b)
     return {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+
+
+def moved(config, **edits):
+    """(level, name or method) of the segments of the builtin data set and the tiny model that move."""
+    keys = differing(config, changed(config, **edits))
+    return {(key[0], key[-1]) for key in keys if len(key) == 2 or key[1] == "tiny"} - {
+        ("dataset", "mbpp"), ("staged", "qwen2.5-3b-instruct"), ("tokenizer", "qwen2.5-3b-instruct"),
+        ("init", "qwen2.5-3b-instruct"), ("model", "qwen2.5-3b-instruct"), ("rl_data", "qwen2.5-3b-instruct"),
+    }
+
+
+ALL = ("base", "dpo", "grpo", "srrl")
+EVALUATION = ("sampled", "judged", "judged_plus", "scored", "scored_plus", "refined")
+
+
+def levels(levels, methods):
+    return {(level, method) for level in levels for method in methods}
 
 
 def test_digest_is_stable_and_ignores_key_order():
@@ -67,35 +83,49 @@ def test_same_settings_give_the_same_segments(embedded):
 @pytest.mark.parametrize(
     "edits, expected",
     [
-        # the data set: everything under it moves
+        # the data set: its own segment (everything under it follows by its place in the path)
         ({"datasets__builtin__options": {"seed": 0, "n_train": 800, "n_test": 200}}, {("dataset", "builtin")}),
-        ({"plus_tests__tests_per_problem": 3}, {("dataset", "builtin"), ("dataset", "mbpp")}),
-        # the model's warm start: the tiny model only, not the data
-        ({"tiny_model__hidden_size": 96}, {("model", "tiny")}),
-        # one method's training: its trained and evaluated segments only
-        ({"srrl__groups": "separate"}, {("trained", "tiny", "srrl"), ("evaluated", "tiny", "srrl")}),
-        ({"srrl__budget": "tokens"}, {("trained", "tiny", "srrl"), ("evaluated", "tiny", "srrl")}),
-        ({"dpo__beta": 0.2}, {("trained", "tiny", "dpo"), ("evaluated", "tiny", "dpo")}),
+        # the held-out tests: the watched trainings and the held-out judgements, nothing else
+        (
+            {"plus_tests__tests_per_problem": 3},
+            {("plus", "plus")} | levels(["trained"], ["grpo", "srrl"]) | levels(["judged_plus", "scored_plus"], ALL)
+            | levels(EVALUATION, ["grpo", "srrl"]),
+        ),
+        # the tiny model: its level and what follows, not the data
+        ({"tiny_model__sft__learning_rate": 0.001}, {("model", "tiny")}),
+        ({"tiny_model__hidden_size": 96}, {("init", "tiny"), ("model", "tiny")}),
+        # one method's training: that method only
+        ({"srrl__groups": "separate"}, levels(["trained", *EVALUATION], ["srrl"])),
+        ({"srrl__budget": "tokens"}, levels(["trained", *EVALUATION], ["srrl"])),
+        ({"dpo__beta": 0.2}, levels(["trained", *EVALUATION], ["dpo"])),
         # the RL data: DPO's pairs and DPO, not GRPO
-        ({"rl_data__max_pairs_per_problem": 2}, {("rl_data", "tiny"), ("trained", "tiny", "dpo"), ("evaluated", "tiny", "dpo")}),
+        ({"rl_data__max_pairs_per_problem": 2}, {("rl_data", "tiny")} | levels(["trained", *EVALUATION], ["dpo"])),
+        # scoring: pass@k only, nothing is sampled or run again
+        ({"evaluation__k": [1, 4]}, levels(["scored", "scored_plus"], ALL)),
+        # the sandbox's time limit: every judgement and training that runs code, not the sampling of the base model
+        (
+            {"execution__timeout_s": 3},
+            levels(["judged", "judged_plus", "scored", "scored_plus", "refined"], ALL)
+            | levels(["trained"], ["dpo", "grpo", "srrl"]) | levels(["sampled"], ["dpo", "grpo", "srrl"])
+            | {("rl_data", "tiny")},
+        ),
     ],
+    ids=["dataset", "plus-tests", "sft", "architecture", "srrl-groups", "srrl-budget", "dpo", "rl-data", "k", "timeout"],
 )
 def test_a_result_changing_setting_moves_exactly_the_segments_it_reaches(embedded, edits, expected):
-    moved = {key for key in differing(embedded, changed(embedded, **edits)) if "qwen2.5-3b-instruct" not in key}
-    assert moved == expected
+    assert moved(embedded, **edits) == expected
 
 
 def test_shared_training_settings_move_every_method_that_reads_them(embedded):
-    moved = differing(embedded, changed(embedded, grpo__learning_rate=0.001))
-    trained = {key[2] for key in moved if key[0] == "trained" and key[1] == "tiny"}
+    trained = {method for level, method in moved(embedded, grpo__learning_rate=0.001) if level == "trained"}
     assert trained == {"grpo", "srrl"}  # dpo reads dpo:, not grpo:
 
 
 def test_sampling_settings_move_the_evaluations_not_the_trainings(embedded):
-    moved = differing(embedded, changed(embedded, generation__temperature=0.8))
-    assert {key[0] for key in moved} == {"evaluated", "rl_data", "trained"}
+    result = moved(embedded, generation__temperature=0.8)
     # DPO's pairs come from the base model's samples, so DPO's training moves; GRPO's and SRRL's do not
-    assert {key[2] for key in moved if key[0] == "trained"} == {"dpo"}
+    assert {method for level, method in result if level == "trained"} == {"dpo"}
+    assert levels(EVALUATION, ALL) <= result
 
 
 @pytest.mark.parametrize(
@@ -177,6 +207,7 @@ def test_a_variant_has_segments_of_its_own_and_leaves_the_others(embedded):
     before, after = flat(embedded), flat(config)
     assert {key: value for key, value in after.items() if key in before} == before
     assert after["trained", "tiny", "srrl_separate"] != after["trained", "tiny", "srrl"]
+    assert after["scored", "tiny", "srrl_separate"] != after["scored", "tiny", "srrl"]
     assert readable(after["trained", "tiny", "srrl_separate"]) == "srrl_separate"
     # the variant trains as SRRL with srrl.groups: separate, and nothing else differs from srrl
     separate = changed(embedded, srrl__groups="separate")

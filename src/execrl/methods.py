@@ -151,7 +151,7 @@ RULES: dict[str, Rule] = {
     "generate_candidates": Rule("generate", "evaluation", (*_RUN, "split")),
     "annotate_candidates": Rule("execute", "evaluation", (*_RUN, "split")),
     "evaluate_pass_at_k": Rule("data", "evaluation", (*_RUN, "split")),
-    "make_plus_tests": Rule("execute", "data", ("dataset", "split")),
+    "make_plus_tests": Rule("execute", "data", ("dataset", "plus", "split")),
     "annotate_plus_tests": Rule("execute", "evaluation", (*_RUN, "split")),
     "evaluate_pass_at_k_plus": Rule("data", "evaluation", (*_RUN, "split")),
     "build_rl_dataset": Rule("data", "training", ("dataset", "model", "pairs", "seed"), method="dpo"),

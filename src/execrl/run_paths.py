@@ -10,16 +10,16 @@ enter a digest.
 
 Levels and what their digest covers:
 
-- dataset `{name}-{digest}`: the dataset's own settings, the held-out tests' settings and the
-  sandbox limits they are made under (`results/data/...`).
-- model `{name}-{digest}`: the model's settings and, for a `tiny` model, its architecture and
-  warm start (`results/models/{dataset}/{model}/{tokenizer,init,base}`).
+- dataset `{name}-{digest}`: the dataset's own settings (`results/data/{dataset}/...`).
+- held-out tests `plus-{digest}`: their settings and the sandbox memory cap they are made under
+  (`results/data/{dataset}/{plus}/{split}.jsonl`).
+- model `{name}-{digest}`, one per level: a tiny model's tokenizer, its initialisation, then the
+  model every later job uses (its warm start; a hub or local model's own settings).
 - staged model `{name}-{digest}`: a hub model's source and revision (`resources/models/...`).
-- RL data `pairs-{digest}`: the base model's evaluation segment and `rl_data`.
-- trained method `{name}-{digest}`: what the training job learns from (its settings object, its
-  data, the token budget's source): `results/{models,training}/.../{method}/{seed}`.
-- evaluated method `{name}-{digest}`: the trained segment (or none for `base`) and the settings of
-  sampling, execution and scoring: `results/{candidates,annotations,eval,analysis}/...`.
+- RL data `pairs-{digest}`: the base model's judged segment and `rl_data`.
+- method `{name}-{digest}`, one per level (METHOD_LEVELS): trained (what the training job learns
+  from: its settings object, its data, the token budget's source), then sampled, judged, scored
+  and refined, each adding the settings of the rule that writes it.
 
 `readable(segment)` gives the config name back; the report shows only config names.
 """
@@ -40,9 +40,6 @@ _SEGMENT = re.compile(rf"^(?P<name>.+)-(?P<digest>[0-9a-f]{{{DIGEST_LENGTH}}})$"
 
 MODEL_RESOURCE_KEYS = ("gpu_model",)
 """Model keys that only place a job (the GPU type it asks for): never in a digest."""
-
-EVALUATION_SECTIONS = ("generation", "prompt", "evaluation")
-"""Shared sections every evaluated method's sampling and scoring read."""
 
 
 def digest(settings: Any) -> str:
@@ -146,22 +143,12 @@ def token_budget_source(config: dict, method: str) -> str | None:
 
 
 def dataset_settings(config: dict, dataset: str) -> dict:
-    result = without_runtime_settings(config)
-    return {
-        "dataset": config["datasets"][dataset],
-        "plus_tests": config.get("plus_tests"),
-        "memory_mb": result["execution"].get("memory_mb"),
-    }
+    return {"dataset": config["datasets"][dataset]}
 
 
-def model_settings(config: dict, model: str) -> dict:
-    entry = {k: v for k, v in config["models"][model].items() if k not in MODEL_RESOURCE_KEYS}
-    settings = {"model": entry}
-    if entry["source"] == "tiny":
-        settings["tiny_model"] = config["tiny_model"]
-        settings["prompt"] = prompt_settings(config, model)
-        settings["warm_start"] = warm_start_extras(config)
-    return settings
+def plus_settings(config: dict) -> dict:
+    """What the held-out tests are made with: their settings and the sandbox's memory cap."""
+    return {"plus_tests": config.get("plus_tests"), "memory_mb": config["execution"].get("memory_mb")}
 
 
 def staged_settings(config: dict, model: str) -> dict:
@@ -169,51 +156,111 @@ def staged_settings(config: dict, model: str) -> dict:
     return {"source": entry["source"], "revision": entry.get("revision")}
 
 
-def evaluation_settings(config: dict, model: str) -> dict:
-    """What sampling, executing and scoring a policy's candidates (and its refinement examples) read."""
-    result = without_runtime_settings(config)
-    generation = result["generation"]
+def model_levels(config: dict, model: str) -> dict[str, dict]:
+    """The settings each level of a model's folders adds: a tiny model's tokenizer, its random
+    initialisation, then the model as every later job uses it (its warm start; a hub or local
+    model's own settings)."""
+    entry = {k: v for k, v in config["models"][model].items() if k not in MODEL_RESOURCE_KEYS}
+    if entry["source"] != "tiny":
+        return {"tokenizer": {}, "init": {}, "model": {"model": entry}}
+    tiny = config["tiny_model"]
     return {
-        "generation": generation,
+        "tokenizer": {"vocab_size": tiny["vocab_size"], "prompt": prompt_settings(config, model)},
+        "init": {key: value for key, value in tiny.items() if key not in ("sft", "vocab_size")},
+        "model": {"model": entry, "sft": tiny["sft"], "warm_start": warm_start_extras(config)},
+    }
+
+
+def sampling_settings(config: dict, model: str) -> dict:
+    """What sampling a policy's candidates reads (generate_candidates)."""
+    result = without_runtime_settings(config)
+    return {
+        "generation": result["generation"],
         "prompt": prompt_settings(config, model),
-        "evaluation": result["evaluation"],
-        "execution": result["execution"],
+        "max_problems": result["evaluation"]["max_problems"],
+    }
+
+
+def scoring_settings(config: dict) -> dict:
+    """What pass@k of executed candidates reads (evaluate_pass_at_k)."""
+    return {"k": config["evaluation"]["k"], "max_problems": config["evaluation"]["max_problems"]}
+
+
+def refinement_settings(config: dict, model: str) -> dict:
+    """What sampling the report's refinement examples reads (sample_refinements)."""
+    return {
+        "sampling": sampling_settings(config, model),
         "refinement": refinement_prompt_settings(config),
-        "refinement_prompts": config.get("report", {}).get("refinement_prompts"),
+        "prompts": config.get("report", {}).get("refinement_prompts"),
     }
 
 
 # ---------------------------------------------------------------- segments of one config
 
 
+METHOD_LEVELS = ("trained", "sampled", "judged", "judged_plus", "scored", "scored_plus", "refined")
+"""A method's segments, one per kind of output (each digest covers its parent's segment):
+trained (results/models/.../trained, results/training), sampled (results/candidates), judged
+(results/annotations/...{split}.jsonl, results/analysis/diversity), judged_plus
+(...{split}.plus.jsonl), scored (results/eval/...{split}.json), scored_plus (...{split}.plus.json),
+refined (results/analysis/refinements)."""
+
+
 class RunSegments:
-    """The path segments of one config's datasets, models and methods, and their names back."""
+    """The path segments of one config's datasets, models and methods, and their names back.
+
+    A segment is `{config name}-{digest}`; a model and a method have one per level of output, so
+    a change reruns only the outputs whose settings it changes (a new k rescores, it does not
+    sample again)."""
 
     def __init__(self, config: dict):
         self.config = config
         self.rows = method_rows(config)
         experiment = config["experiment"]
         self.dataset = {name: segment(name, dataset_settings(config, name)) for name in config["datasets"]}
-        self.model = {name: segment(name, model_settings(config, name)) for name in config["models"]}
+        self.plus = segment("plus", plus_settings(without_runtime_settings(config)))
         self.staged = {name: segment(name, staged_settings(config, name)) for name in config["models"]}
+        self.tokenizer, self.init, self.model = {}, {}, {}
+        for name in config["models"]:
+            levels = model_levels(config, name)
+            self.tokenizer[name] = segment(name, levels["tokenizer"])
+            self.init[name] = segment(name, {"tokenizer": self.tokenizer[name], **levels["init"]})
+            self.model[name] = segment(name, {"init": self.init[name], **levels["model"]})
         methods = list(dict.fromkeys([*experiment["methods"], "base", *self._budget_sources(experiment["methods"])]))
+        limits = without_runtime_settings(config)["execution"]
         self.rl_data: dict[str, str] = {}
-        self.trained: dict[tuple[str, str], str] = {}
-        self.evaluated: dict[tuple[str, str], str] = {}
+        for level in METHOD_LEVELS:
+            setattr(self, level, {})
         for model in config["models"]:
-            self.evaluated[model, "base"] = segment("base", {"evaluation": evaluation_settings(config, model)})
-            self.rl_data[model] = segment("pairs", {"base": self.evaluated[model, "base"], "rl_data": config["rl_data"]})
-            for method in methods:
+            for method in ["base", *(m for m in methods if m != "base")]:
                 if method != "base" and self.rows[method].trained:
                     self._trained(model, method)
-            for method in methods:
-                if method != "base":
-                    self.evaluated[model, method] = segment(
-                        method,
-                        {
-                            "trained": self.trained.get((model, method)),
-                            "evaluation": evaluation_settings(config, model),
-                        },
+                self.sampled[model, method] = segment(
+                    method, {"trained": self.trained.get((model, method)), **sampling_settings(config, model)}
+                )
+                judged = self.sampled[model, method]
+                self.judged[model, method] = segment(method, {"sampled": judged, "limits": limits})
+                self.judged_plus[model, method] = segment(
+                    method, {"sampled": judged, "limits": limits, "plus": self.plus}
+                )
+                self.scored[model, method] = segment(
+                    method, {"judged": self.judged[model, method], **scoring_settings(config)}
+                )
+                self.scored_plus[model, method] = segment(
+                    method, {"judged": self.judged_plus[model, method], **scoring_settings(config)}
+                )
+                self.refined[model, method] = segment(
+                    method,
+                    {
+                        "trained": self.trained.get((model, method)),
+                        "attempts": self.judged[model, "base"],
+                        "limits": limits,
+                        **refinement_settings(config, model),
+                    },
+                )
+                if method == "base":
+                    self.rl_data[model] = segment(
+                        "pairs", {"base": self.judged[model, "base"], "rl_data": config["rl_data"]}
                     )
 
     def _budget_sources(self, methods):
@@ -221,24 +268,31 @@ class RunSegments:
 
     def _trained(self, model: str, method: str) -> str:
         if (model, method) not in self.trained:
+            row = self.rows[method]
             source = token_budget_source(self.config, method)
             self.trained[model, method] = segment(
                 method,
                 {
                     "method": registry_name(self.config, method),
                     "settings": training_settings(self.config, method, model),
-                    "pairs": self.rl_data[model] if self.rows[method].data == "pairs" else None,
+                    "pairs": self.rl_data[model] if row.data == "pairs" else None,
+                    # methods the reward-hacking watch follows train on the held-out tests too
+                    "plus": self.plus if "watch" in row.settings else None,
                     "token_budget_from": self._trained(model, source) if source else None,
                 },
             )
         return self.trained[model, method]
 
+    def run(self, dataset: str, model: str, method: str, level: str = "scored") -> str:
+        """`{dataset}/{model}/{method}` of one run as path segments, at one of METHOD_LEVELS."""
+        return f"{self.dataset[dataset]}/{self.model[model]}/{getattr(self, level)[model, method]}"
+
     def names(self) -> dict[str, str]:
         """Every segment → its config name (the report's map)."""
-        mapping = {}
-        for table in (self.dataset, self.model, self.staged):
+        mapping = {self.plus: "plus"}
+        for table in (self.dataset, self.staged, self.tokenizer, self.init, self.model):
             mapping.update({seg: name for name, seg in table.items()})
-        for table in (self.trained, self.evaluated):
-            mapping.update({seg: method for (_, method), seg in table.items()})
+        for level in METHOD_LEVELS:
+            mapping.update({seg: method for (_, method), seg in getattr(self, level).items()})
         mapping.update({seg: "pairs" for seg in self.rl_data.values()})
         return mapping

@@ -2,7 +2,12 @@ from snakemake.utils import validate
 
 from execrl.config import check_references, model_kind
 from execrl.methods import RULES, trained_methods
-from execrl.run_paths import RunSegments, method_overrides, token_budget_source
+from execrl.run_paths import (
+    METHOD_LEVELS,
+    RunSegments,
+    method_overrides,
+    token_budget_source,
+)
 
 validate(config, schema="../schemas/config.schema.yaml")
 check_references(config)
@@ -15,11 +20,16 @@ METHOD_ROWS = SEGMENTS.rows
 TRAINED = trained_methods(EXPERIMENT["methods"], METHOD_ROWS)
 TRAINABLE = sorted({seg for seg in SEGMENTS.trained.values()})
 DATASET_OF = {seg: name for name, seg in SEGMENTS.dataset.items()}
-MODEL_OF = {seg: name for name, seg in SEGMENTS.model.items()}
+MODEL_OF = {
+    seg: name
+    for level in (SEGMENTS.tokenizer, SEGMENTS.init, SEGMENTS.model)
+    for name, seg in level.items()
+}
 STAGED_OF = {seg: name for name, seg in SEGMENTS.staged.items()}
 METHOD_OF = {
     seg: method
-    for (_, method), seg in [*SEGMENTS.trained.items(), *SEGMENTS.evaluated.items()]
+    for level in METHOD_LEVELS
+    for (_, method), seg in getattr(SEGMENTS, level).items()
 }
 
 
@@ -33,6 +43,7 @@ wildcard_constraints:
     staged=one_of(STAGED_OF),
     method=one_of(METHOD_OF),
     pairs=one_of(SEGMENTS.rl_data.values()),
+    plus=re.escape(SEGMENTS.plus),
     seed=r"\d+",
     split="train|test",
 
@@ -67,9 +78,9 @@ def get_final_output():
     return ["results/report.html", "results/summary.json", "results/summary.md"]
 
 
-def expand_runs(pattern, methods=None, level="evaluated", **fixed):
+def expand_runs(pattern, level, methods=None, **fixed):
     """`pattern` over the experiment's datasets, models, methods and seeds, as path segments:
-    a method's `evaluated` segment (candidates and what follows) or its `trained` one.
+    a method's segment at `level` (execrl.run_paths.METHOD_LEVELS: the kind of output).
     """
     segments = getattr(SEGMENTS, level)
     paths = []
@@ -90,6 +101,7 @@ def expand_runs(pattern, methods=None, level="evaluated", **fixed):
 def get_all_evaluations():
     return expand_runs(
         "results/eval/{dataset}/{model}/{method}/{seed}/{split}.json",
+        "scored",
         split=EXPERIMENT["eval_splits"],
     )
 
@@ -97,13 +109,15 @@ def get_all_evaluations():
 def get_all_plus_evaluations():
     return expand_runs(
         "results/eval/{dataset}/{model}/{method}/{seed}/{split}.plus.json",
+        "scored_plus",
         split=EXPERIMENT["eval_splits"],
     )
 
 
 def get_plus_test_manifests():
     return expand(
-        "results/data/{dataset}/{split}.plus.manifest.json",
+        "results/data/{dataset}/{plus}/{split}.manifest.json",
+        plus=SEGMENTS.plus,
         dataset=[SEGMENTS.dataset[d] for d in EXPERIMENT["datasets"]],
         split=EXPERIMENT["eval_splits"],
     )
@@ -112,6 +126,7 @@ def get_plus_test_manifests():
 def get_all_diversity():
     return expand_runs(
         "results/analysis/diversity/{dataset}/{model}/{method}/{seed}/{split}.tsv",
+        "judged",
         split=EXPERIMENT["eval_splits"],
     )
 
@@ -120,8 +135,8 @@ def get_training_metrics(methods=None):
     wanted = TRAINED if methods is None else [m for m in methods if m in TRAINED]
     return expand_runs(
         "results/training/{dataset}/{model}/{method}/{seed}/metrics.jsonl",
+        "trained",
         wanted,
-        level="trained",
     )
 
 
@@ -139,9 +154,13 @@ def get_main_split_annotations():
         "test" if "test" in EXPERIMENT["eval_splits"] else EXPERIMENT["eval_splits"][0]
     )
     return expand_runs(
-        "results/annotations/{dataset}/{model}/{method}/{seed}/{split}{suite}.jsonl",
+        "results/annotations/{dataset}/{model}/{method}/{seed}/{split}.jsonl",
+        "judged",
         split=[split],
-        suite=["", ".plus"],
+    ) + expand_runs(
+        "results/annotations/{dataset}/{model}/{method}/{seed}/{split}.plus.jsonl",
+        "judged_plus",
+        split=[split],
     )
 
 
@@ -179,6 +198,7 @@ def get_refinement_samples():
         return []
     return expand_runs(
         "results/analysis/refinements/{dataset}/{model}/{method}/{seed}.jsonl",
+        "refined",
         ["srrl", "base"],
     )
 
@@ -195,7 +215,7 @@ def get_problems(wildcards):
 
 
 def get_plus_problems(wildcards):
-    return f"results/data/{wildcards.dataset}/{wildcards.split}.plus.jsonl"
+    return f"results/data/{wildcards.dataset}/{SEGMENTS.plus}/{wildcards.split}.jsonl"
 
 
 def get_train_problems(wildcards):
@@ -282,7 +302,7 @@ def get_training_data(wildcards):
         pairs = SEGMENTS.rl_data[model_name(wildcards)]
         return f"results/rl_data/{wildcards.dataset}/{wildcards.model}/{pairs}/{wildcards.seed}/pairs.jsonl"
     if "watch" in method.settings:
-        return f"results/data/{wildcards.dataset}/train.plus.jsonl"
+        return f"results/data/{wildcards.dataset}/{SEGMENTS.plus}/train.jsonl"
     return get_train_problems(wildcards)
 
 
@@ -298,8 +318,37 @@ def get_token_budget_source(wildcards):
 
 def get_base_annotations(wildcards):
     """The base model's train-split annotations beside the job's run (RL data, refinement prompts)."""
-    base = SEGMENTS.evaluated[model_name(wildcards), "base"]
+    base = SEGMENTS.judged[model_name(wildcards), "base"]
     return f"results/annotations/{wildcards.dataset}/{wildcards.model}/{base}/{wildcards.seed}/train.jsonl"
+
+
+def run_at(wildcards, level):
+    """The job's run (dataset/model/method) with the method's segment at `level`."""
+    method = getattr(SEGMENTS, level)[model_name(wildcards), method_name(wildcards)]
+    return f"{wildcards.dataset}/{wildcards.model}/{method}/{wildcards.seed}"
+
+
+def get_candidates(wildcards):
+    return f"results/candidates/{run_at(wildcards, 'sampled')}/{wildcards.split}.jsonl"
+
+
+def get_annotations(wildcards):
+    return f"results/annotations/{run_at(wildcards, 'judged')}/{wildcards.split}.jsonl"
+
+
+def get_plus_annotations(wildcards):
+    path = f"results/annotations/{run_at(wildcards, 'judged_plus')}"
+    return f"{path}/{wildcards.split}.plus.jsonl"
+
+
+def get_tokenizer(wildcards):
+    tokenizer = SEGMENTS.tokenizer[model_name(wildcards)]
+    return f"results/models/{wildcards.dataset}/{tokenizer}/tokenizer"
+
+
+def get_init_model(wildcards):
+    init = SEGMENTS.init[model_name(wildcards)]
+    return f"results/models/{wildcards.dataset}/{init}/init"
 
 
 ##### report #####
