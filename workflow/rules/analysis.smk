@@ -112,6 +112,7 @@ rule summarize_cost:
         **job_resources("report"),
     params:
         root="benchmarks",
+        variants=config["method_variants"],
         model_sizes=get_model_sizes(),
     script:
         "../scripts/summarize_cost.py"

@@ -96,6 +96,7 @@ rule plot_training_curves:
     params:
         grpo=config["grpo"],
         method_overrides=get_method_overrides(),
+        variants=config["method_variants"],
     script:
         "../scripts/plot_training_curves.py"
 
@@ -241,5 +242,6 @@ rule render_report:
         examples=4,
         grpo=RESULT_CONFIG["grpo"],
         method_overrides=get_method_overrides(),
+        variants=config["method_variants"],
     script:
         "../scripts/render_report.py"

@@ -2,6 +2,11 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w")
 
+from execrl.methods import register_variants
+
+# A method variant is looked up as the method it trains as.
+register_variants(snakemake.params.variants)
+
 from execrl.report.cost import job_table, per_rule
 from execrl.report.figures import cost_figure, save
 

@@ -13,7 +13,7 @@ from execrl.jsonl import read_jsonl
 from execrl.report import budget, comparisons, cost, held_out, html, refinements, reward_hacking, stats, summary, tables
 from execrl.report.evaluations import read_tsv
 from execrl.report.training import metrics_table
-from execrl.run_paths import readable
+from execrl.run_paths import method_section, readable, registry_name
 
 _RL_RUN = re.compile(r"rl_data/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?:[^/]+/)?(?P<seed>\d+)/manifest\.json$")
 _REFINEMENT_RUN = re.compile(r"refinements/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<method>[^/]+)/(?P<seed>\d+)\.jsonl$")
@@ -45,6 +45,13 @@ def _optional_tsv(path: str | None) -> pd.DataFrame:
         return pd.DataFrame()
     frame = read_tsv(path)
     return frame
+
+
+def srrl_budgets(config: dict, methods: list[str]) -> dict[str, str]:
+    """Each SRRL method's (SRRL's and its variants') `srrl.budget`, by name."""
+    if "srrl" not in config:
+        return {}
+    return {m: method_section(config, m, "srrl").get("budget") for m in methods if registry_name(config, m) == "srrl"}
 
 
 def rl_data_table(paths: list[str]) -> pd.DataFrame:
@@ -112,7 +119,7 @@ def build(
         pair_changes = stats.changed_problems(per_problem, pairs) if per_problem is not None else None
         comparison_records = comparisons.comparison_records(
             pairwise, curves, ks, changes=pair_changes, token_methods=tokens,
-            srrl_budget=config.get("srrl", {}).get("budget"),
+            srrl_budget=srrl_budgets(config, experiment.get("methods", [])),
         )
     held_out_records = held_out.method_records(_optional_tsv(inputs.plus), split)
     record = summary.build_summary(
