@@ -18,6 +18,7 @@ OVERLAYS = {
     "srrl-token-budget": [".test/config/srrl-token-budget.yaml"],
     "srrl-separate": [".test/config/srrl-separate.yaml"],
     "srrl-groups": [".test/config/srrl-groups.yaml"],
+    "srrl-budgets": [".test/config/srrl-budgets.yaml"],
     "two-seeds": [".test/config/two-seeds.yaml"],
     "hackable-reward": [".test/config/hackable-reward.yaml"],
     "base-only": [".test/config/base-only.yaml"],
@@ -79,6 +80,9 @@ def test_the_overlays_that_change_settings_write_elsewhere_and_share_the_rest(pl
     assert default.keys() < groups.keys()
     assert all("/srrl_separate-" in path for path in groups.keys() - default.keys())
     assert (groups.keys() - default.keys()) & {p for p in groups if p.startswith("results/training/")}
+    budgets = results(plans["srrl-budgets"])
+    assert default.keys() < budgets.keys()
+    assert all("/srrl_tokens-" in path for path in budgets.keys() - default.keys())
 
 
 def materialize(workdir, name):

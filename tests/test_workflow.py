@@ -59,7 +59,8 @@ def finished_run(tmp_path_factory):
 def test_run_produces_report_from_its_own_numbers(finished_run):
     html = (finished_run / "results" / "report.html").read_text()
     summary = json.loads((finished_run / "results" / "summary.json").read_text())
-    base = segments(finished_run, EMBEDDED, "config/test.yaml").run("builtin", "tiny", "base")
+    runs = segments(finished_run, EMBEDDED, "config/test.yaml")
+    base = runs.run("builtin", "tiny", "base")
     evaluation = json.loads((finished_run / f"results/eval/{base}/0/test.json").read_text())
     assert evaluation["n_problems"] == 24 and evaluation["n_samples"] == 4
     assert sum(evaluation["status_counts"].values()) == 24 * 4
@@ -71,7 +72,8 @@ def test_run_produces_report_from_its_own_numbers(finished_run):
     assert "data:image/png;base64," in html
     held_out = next(r for r in summary["held_out"] if r["method"] == "base")
     assert held_out["pass_at_k_base"] == pytest.approx(evaluation["pass_at_k"]["1"])
-    plus = json.loads((finished_run / f"results/eval/{base}/0/test.plus.json").read_text())
+    plus_run = runs.run("builtin", "tiny", "base", "scored_plus")
+    plus = json.loads((finished_run / f"results/eval/{plus_run}/0/test.plus.json").read_text())
     assert held_out["pass_at_k_plus"] == pytest.approx(plus["pass_at_k"]["1"])
     assert held_out["pass_at_k_plus"] <= held_out["pass_at_k_base"]
     assert 'id="held-out"' in html
