@@ -209,7 +209,9 @@ def test_cost_tables_attribute_jobs_to_rules_and_methods(tmp_path):
     write_benchmark(root / "summarize_evaluations.tsv", 1, 1)
     (root / "annotate_candidates/d/big/base/0").mkdir(parents=True)
     (root / "annotate_candidates/d/big/base/0/test.tsv").write_text("s\tcpu_time\tmax_rss\nNA\t-\tNA\n")
-    jobs = cost.job_table(root, {"big": 7.0})
+    write_benchmark(root / "train/d-0a1b2c/big-3f2a9c/grpo-999999/0.tsv", 7200, 7200)  # another experiment's
+    jobs = cost.job_table(root, {"big": 7.0}, segments={"d-0a1b2c", "big-3f2a9c", "grpo-5b7c11", "pairs-81d0e4"})
+    assert sorted(jobs[jobs["rule"] == "train"]["wall_s"]) == [1800, 3600]  # not the other experiment's 7200
     by_job = jobs.set_index(["rule", "method"])
     assert by_job.loc[("build_rl_dataset", "dpo"), "model"] == "big"
     assert by_job.loc[("train", "grpo"), "dataset"] == "d" and by_job.loc[("train", "grpo"), "model"] == "big"

@@ -287,6 +287,17 @@ class RunSegments:
         """`{dataset}/{model}/{method}` of one run as path segments, at one of METHOD_LEVELS."""
         return f"{self.dataset[dataset]}/{self.model[model]}/{getattr(self, level)[model, method]}"
 
+    def experiment_segments(self) -> set[str]:
+        """The segments the experiment's own runs write under (its data sets, models and methods)."""
+        experiment = self.config["experiment"]
+        models = experiment["models"]
+        found = {self.plus, *(self.dataset[d] for d in experiment["datasets"])}
+        for table in (self.staged, self.tokenizer, self.init, self.model, self.rl_data):
+            found.update(table[m] for m in models if m in table)
+        for level in METHOD_LEVELS:
+            found.update(seg for (model, _), seg in getattr(self, level).items() if model in models)
+        return found
+
     def names(self) -> dict[str, str]:
         """Every segment → its config name (the report's map)."""
         mapping = {self.plus: "plus"}

@@ -112,6 +112,7 @@ rule summarize_cost:
         **job_resources("report"),
     params:
         root="benchmarks",
+        segments=sorted(SEGMENTS.experiment_segments()),
         variants=config["method_variants"],
         model_sizes=get_model_sizes(),
     script:

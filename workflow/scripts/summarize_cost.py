@@ -10,6 +10,6 @@ register_variants(snakemake.params.variants)
 from execrl.report.cost import job_table, per_rule
 from execrl.report.figures import cost_figure, save
 
-jobs = job_table(snakemake.params.root, snakemake.params.model_sizes)
+jobs = job_table(snakemake.params.root, snakemake.params.model_sizes, set(snakemake.params.segments))
 jobs.to_csv(snakemake.output.table, sep="\t", index=False)
 save(cost_figure(per_rule(jobs)), snakemake.output.plot)

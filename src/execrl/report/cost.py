@@ -28,9 +28,10 @@ def read_benchmark(path: str | Path) -> dict:
     return {"wall_s": numeric("s"), "cpu_s": numeric("cpu_time"), "max_rss_mb": numeric("max_rss")}
 
 
-def job_table(root: str | Path, model_sizes: dict[str, float]) -> pd.DataFrame:
+def job_table(root: str | Path, model_sizes: dict[str, float], segments: set[str] | None = None) -> pd.DataFrame:
     """One row per finished job under `root`: benchmarks/{rule}/{wildcards}.tsv, the wildcards
-    named by the rule's row in `execrl.methods.RULES`."""
+    named by the rule's row in `execrl.methods.RULES`. With `segments` (the experiment's path
+    segments, execrl.run_paths), a job under another experiment's segment is not this run's cost."""
     root = Path(root)
     rows = []
     for path in sorted(root.rglob("*.tsv")) if root.is_dir() else []:
@@ -40,6 +41,8 @@ def job_table(root: str | Path, model_sizes: dict[str, float]) -> pd.DataFrame:
             # A rule this workflow no longer has, or had with other wildcards: not this run's cost.
             print(f"{path}: not benchmarks/{rule}/{'/'.join(info.wildcards)}.tsv; left out", file=sys.stderr)
             continue
+        if segments is not None and any(readable(v) != v and v not in segments for v in values):
+            continue  # another experiment's job (experiments' results coexist, execrl.run_paths)
         # Path segments carry a digest of their settings (execrl.run_paths): the report names them.
         wildcards = {key: readable(value) for key, value in zip(info.wildcards, values)}
         model = wildcards.get("model")
