@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from conftest import EMBEDDED, REPO, copy_workflow, dpo_paths, run_snakemake, segments
+from execrl.run_paths import readable
 from test_training_resume import handmade_pairs
 from test_workflow import REDUCED, deep_update
 
@@ -123,7 +124,8 @@ def planned_job_list(workdir: Path, overlay: dict) -> list[tuple[str, dict[str, 
     for block in re.split(r"^(?:local)?rule ", result.stdout, flags=re.MULTILINE)[1:]:
         rule = block.split(":", 1)[0].strip()
         found = re.search(r"^\s+wildcards: (.*)$", block, re.MULTILINE)
-        wildcards = dict(item.split("=", 1) for item in found.group(1).split(", ")) if found else {}
+        # path segments carry a digest of their settings (execrl.run_paths): compared by name
+        wildcards = {k: readable(v) for k, v in (i.split("=", 1) for i in found.group(1).split(", "))} if found else {}
         if rule != "all":
             jobs.append((rule, wildcards))
     return jobs
