@@ -21,11 +21,13 @@ from pathlib import Path
 import torch
 import yaml
 
+from execrl.config import merged_config
 from execrl.grpo import GRPOSettings, LengthChunkedGRPOTrainer, train_grpo
 from execrl.lora import LoRASettings
 from execrl.problems import read_problems
 from execrl.prompting import PromptConfig
 from execrl.rewards import RewardSettings
+from execrl.run_paths import RunSegments
 from execrl.sandbox import ExecutionLimits, Executor
 from execrl.srrl import SRRLSettings
 
@@ -61,9 +63,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the local profile uses 1)")
     parser.add_argument("--config", default=".test/config/config.yaml")
-    parser.add_argument("--model", default="results/models/builtin/tiny/base")
-    parser.add_argument("--data", default="results/data/builtin")
+    parser.add_argument("--model", help="default: the embedded default's built tiny model")
+    parser.add_argument("--data", help="default: the embedded default's builtin data set folder")
     args = parser.parse_args()
+    # The embedded default's paths carry its settings' digests (execrl.run_paths).
+    runs = RunSegments(merged_config([args.config]))
+    args.model = args.model or f"results/models/{runs.dataset['builtin']}/{runs.model['tiny']}/base"
+    args.data = args.data or f"results/data/{runs.dataset['builtin']}"
     torch.set_num_threads(args.threads)
     config = yaml.safe_load(Path(args.config).read_text())
     times = {}

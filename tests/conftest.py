@@ -32,6 +32,27 @@ def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.C
     return result
 
 
+def segments(workdir: Path, *configfiles: str):
+    """The path segments (execrl.run_paths) of the config `--configfile configfiles` gives in `workdir`."""
+    from execrl.config import merged_config
+    from execrl.run_paths import RunSegments
+
+    return RunSegments(merged_config([workdir / f for f in configfiles], base=workdir / "config" / "config.yaml"))
+
+
+def dpo_paths(workdir: Path, configfile: str) -> dict[str, str]:
+    """Where the embedded default's DPO run (builtin, tiny, seed 0) writes under `configfile`."""
+    runs = segments(workdir, EMBEDDED, configfile)
+    trained = runs.run("builtin", "tiny", "dpo", "trained")
+    return {
+        "pairs": f"results/rl_data/{runs.dataset['builtin']}/{runs.model['tiny']}/{runs.rl_data['tiny']}/0/pairs.jsonl",
+        "trained": f"results/models/{trained}/0/trained",
+        "metrics": f"results/training/{trained}/0/metrics.jsonl",
+        "log": f"logs/train/{trained}/0.log",
+        "checkpoints": f"results/checkpoints/{trained}/0",
+    }
+
+
 @pytest.fixture
 def workflow_copy(tmp_path):
     return copy_workflow(tmp_path)

@@ -14,6 +14,7 @@ from execrl.config import merged_config, without_runtime_settings
 from execrl.datasets import load_split
 from execrl.grpo import GRPOSettings
 from execrl.memory_plan import training_job_layout
+from execrl.run_paths import readable
 
 CONFIGS = {
     "config.yaml": [],  # the analysis: GRPO vs SRRL on MBPP
@@ -237,7 +238,9 @@ def planned_jobs(output: str) -> list[dict]:
         jobs.append(
             {
                 "rule": rule.group(1),
-                "wildcards": dict(i.split("=", 1) for i in wildcards.group(1).split(", ")) if wildcards else {},
+                # path segments carry a digest of their settings (execrl.run_paths): compared by name
+                "wildcards": {k: readable(v) for k, v in (i.split("=", 1) for i in wildcards.group(1).split(", "))}
+                if wildcards else {},
                 "resources": dict(i.split("=", 1) for i in resources.group(1).split(", ") if "=" in i) if resources else {},
                 "shell": shell.group(1) if shell else "",
             }
@@ -257,7 +260,7 @@ def test_dry_run_plans_every_method_with_gpus_and_staging(workdir, name):
         for split in experiment["eval_splits"]:
             assert evaluated[method, split] == runs, (method, split)
         assert trained[method] == (0 if method == "base" else runs), method
-    staged = {j["wildcards"]["model"] for j in jobs if j["rule"] == "stage_model"}
+    staged = {j["wildcards"]["staged"] for j in jobs if j["rule"] == "stage_model"}
     assert staged == set(experiment["models"])
     for job in jobs:
         gpus = int(job["resources"].get("gpu", 0))

@@ -199,18 +199,22 @@ def write_benchmark(path, seconds, cpu):
 
 def test_cost_tables_attribute_jobs_to_rules_and_methods(tmp_path):
     root = tmp_path / "benchmarks"
-    write_benchmark(root / "train/d/big/grpo/0.tsv", 3600, 7200)
+    # path segments carry a digest of their settings (execrl.run_paths); the tables name them
+    write_benchmark(root / "train/d-0a1b2c/big-3f2a9c/grpo-5b7c11/0.tsv", 3600, 7200)
     write_benchmark(root / "train/d/big/dpo/0.tsv", 1800, 1800)
     write_benchmark(root / "train_grpo/d/big/0.tsv", 99, 99)  # a rule of an older workflow: left out
-    write_benchmark(root / "build_rl_dataset/d/big/0.tsv", 36, 36)
+    write_benchmark(root / "build_rl_dataset/d/big/pairs-81d0e4/0.tsv", 36, 36)
     write_benchmark(root / "generate_candidates/d/big/grpo/0/test.tsv", 360, 360)
     write_benchmark(root / "prepare_dataset/d/test.tsv", 10, 5)
     write_benchmark(root / "summarize_evaluations.tsv", 1, 1)
     (root / "annotate_candidates/d/big/base/0").mkdir(parents=True)
     (root / "annotate_candidates/d/big/base/0/test.tsv").write_text("s\tcpu_time\tmax_rss\nNA\t-\tNA\n")
-    jobs = cost.job_table(root, {"big": 7.0})
+    write_benchmark(root / "train/d-0a1b2c/big-3f2a9c/grpo-999999/0.tsv", 7200, 7200)  # another experiment's
+    jobs = cost.job_table(root, {"big": 7.0}, segments={"d-0a1b2c", "big-3f2a9c", "grpo-5b7c11", "pairs-81d0e4"})
+    assert sorted(jobs[jobs["rule"] == "train"]["wall_s"]) == [1800, 3600]  # not the other experiment's 7200
     by_job = jobs.set_index(["rule", "method"])
     assert by_job.loc[("build_rl_dataset", "dpo"), "model"] == "big"
+    assert by_job.loc[("train", "grpo"), "dataset"] == "d" and by_job.loc[("train", "grpo"), "model"] == "big"
     assert by_job.loc[("generate_candidates", "grpo"), "model"] == "big"
     assert by_job.loc[("train", "grpo"), "gpus"] == 1 and by_job.loc[("train", "grpo"), "gpu_h"] == pytest.approx(1.0)
     by_rule = jobs.set_index("rule")

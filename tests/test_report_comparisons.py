@@ -271,3 +271,24 @@ def test_verdicts_in_plain_language():
     value.update(delta=-0.03, ci_low=-0.05, ci_high=-0.01, within_seed_noise=False)
     assert comparisons.verdict("srrl", "grpo", value).startswith("SRRL behind GRPO")
     assert comparisons.title("srrl", "base") == "SRRL against base"
+
+
+def test_a_variant_of_srrl_is_compared_at_its_own_budget(monkeypatch):
+    """A method variant (`method_variants`) is SRRL for the budget: srrl_tokens (srrl.budget: tokens)
+    against GRPO is matched on tokens, SRRL itself on completions, and two SRRLs on completions."""
+    from execrl.methods import METHODS, Method
+    from execrl.report.budget import matched_on
+    from execrl.report.build import srrl_budgets
+
+    monkeypatch.setitem(METHODS, "srrl_tokens", Method(**{**METHODS["srrl"].__dict__, "name": "srrl_tokens", "variant_of": "srrl"}))
+    config = {
+        "srrl": {"budget": "completions"},
+        "method_variants": {"srrl_tokens": {"method": "srrl", "overrides": {"srrl": {"budget": "tokens"}}}},
+    }
+    budgets = srrl_budgets(config, ["base", "grpo", "srrl", "srrl_tokens"])
+    assert budgets == {"srrl": "completions", "srrl_tokens": "tokens"}
+    assert matched_on("srrl_tokens", "grpo", budgets) == "tokens"
+    assert matched_on("grpo", "srrl_tokens", budgets) == "tokens"
+    assert matched_on("srrl", "grpo", budgets) == "completions"
+    assert matched_on("srrl_tokens", "srrl", budgets) == "completions"
+    assert matched_on("srrl", "grpo", "tokens") == "tokens"  # one budget for the run, as before

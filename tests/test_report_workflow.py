@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import EMBEDDED, REPO, copy_workflow, run_snakemake
-from test_training_resume import PAIRS, handmade_pairs
+from conftest import EMBEDDED, REPO, copy_workflow, dpo_paths, run_snakemake, segments
+from execrl.run_paths import readable
+from test_training_resume import handmade_pairs
 from test_workflow import REDUCED, deep_update
 
 pytestmark = pytest.mark.slow
@@ -107,6 +108,7 @@ def planned_jobs(workdir: Path, overlay: dict | None = None) -> dict[str, int]:
 def finished_run(tmp_path_factory):
     workdir = copy_workflow(tmp_path_factory.mktemp("report-run"))
     (workdir / "config" / "report-test.yaml").write_text(yaml.safe_dump(REPORT_RUN))
+    PAIRS = dpo_paths(workdir, "config/report-test.yaml")["pairs"]
     run_snakemake(workdir, PAIRS, "--configfile", EMBEDDED, "config/report-test.yaml")
     (workdir / PAIRS).write_text("".join(json.dumps(p) + "\n" for p in handmade_pairs(24)))
     run_snakemake(workdir, "--configfile", EMBEDDED, "config/report-test.yaml")  # rule all: report, summary.json, summary.md
@@ -122,7 +124,8 @@ def planned_job_list(workdir: Path, overlay: dict) -> list[tuple[str, dict[str, 
     for block in re.split(r"^(?:local)?rule ", result.stdout, flags=re.MULTILINE)[1:]:
         rule = block.split(":", 1)[0].strip()
         found = re.search(r"^\s+wildcards: (.*)$", block, re.MULTILINE)
-        wildcards = dict(item.split("=", 1) for item in found.group(1).split(", ")) if found else {}
+        # path segments carry a digest of their settings (execrl.run_paths): compared by name
+        wildcards = {k: readable(v) for k, v in (i.split("=", 1) for i in found.group(1).split(", "))} if found else {}
         if rule != "all":
             jobs.append((rule, wildcards))
     return jobs
@@ -242,7 +245,8 @@ def test_report_and_summary_json_agree(finished_run):
     for attrs, cells in rows:
         shown = dict(zip(header, cells, strict=True))
         record = next(r for r in summary["summary"] if r["method"] == attrs["data-method"] and r["split"] == "test")
-        evaluation = json.loads((results / f"eval/builtin/tiny/{attrs['data-method']}/0/test.json").read_text())
+        run = segments(finished_run, EMBEDDED, "config/report-test.yaml").run("builtin", "tiny", attrs["data-method"])
+        evaluation = json.loads((results / f"eval/{run}/0/test.json").read_text())
         assert record["n_problems"] == evaluation["n_problems"] and record["n_samples"] == evaluation["n_samples"]
         for k, value in record["pass_at_k"].items():
             assert value["mean"] == pytest.approx(evaluation["pass_at_k"][k])

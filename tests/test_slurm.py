@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import EMBEDDED, REPO, SNAKEMAKE, copy_workflow
+from conftest import EMBEDDED, REPO, SNAKEMAKE, copy_workflow, dpo_paths
 from execrl.config import merged_config
 from execrl.resources import stage_resources
 from test_workflow import REDUCED, deep_update
@@ -40,8 +40,6 @@ CANCELLED_RULE = "train"
 REQUEUED_RULE = "generate_candidates"
 LOCAL_RULES = {"prepare_dataset", "stage_model"}
 RUN_TIMEOUT_S = 1200
-PAIRS = "results/rl_data/builtin/tiny/0/pairs.jsonl"
-ADAPTER = "results/models/builtin/tiny/dpo/0/trained"
 N_PAIRS = 60
 DPO = {"per_device_train_batch_size": 2, "num_train_epochs": 1, "save_steps": 3, "max_length": 128}
 
@@ -282,7 +280,7 @@ def preference_pairs(n: int) -> str:
 
 def dpo_checkpoint_steps(workdir: Path) -> list[int]:
     """Steps of the complete DPO checkpoints (trainer_state.json is written last)."""
-    root = workdir / "results" / "checkpoints" / "builtin" / "tiny" / "dpo" / "0"
+    root = workdir / dpo_paths(workdir, "config/test-dpo.yaml")["checkpoints"]
     return sorted(json.loads(p.read_text())["global_step"] for p in root.glob("*/checkpoint-*/trainer_state.json"))
 
 
@@ -307,6 +305,7 @@ def runs(slurm_cluster, tmp_path_factory):
     # DPO: the RL dataset through Slurm, pairs made by hand, then training, cancelled mid-run.
     dpo_config = deep_update(json.loads(json.dumps(config)), {"experiment": {"methods": ["base", "dpo"]}, "dpo": DPO})
     (workdir / "config" / "test-dpo.yaml").write_text(yaml.safe_dump(dpo_config))
+    PAIRS, ADAPTER = (dpo_paths(workdir, "config/test-dpo.yaml")[key] for key in ("pairs", "trained"))
     planned_pairs, _, pairs_s = run_through_slurm(workdir, PAIRS, "--configfile", EMBEDDED, "config/test-dpo.yaml")
     (workdir / PAIRS).write_text(preference_pairs(N_PAIRS))
     steps_at_cancel: list[int] = []
@@ -402,15 +401,16 @@ def test_cancelled_training_resumes_from_its_last_checkpoint(runs):
     workdir = runs["workdir"]
     saved = runs["steps_at_cancel"]
     assert saved, "the training job was cancelled before any checkpoint"
-    log = (workdir / "logs" / "train" / "builtin" / "tiny" / "dpo" / "0.log").read_text()
+    paths = dpo_paths(workdir, "config/test-dpo.yaml")
+    log = (workdir / paths["log"]).read_text()
     resumed = re.search(r"resuming from \S*checkpoint-(\d+)", log)
     assert resumed, log[-2000:]
     total_steps = N_PAIRS // DPO["per_device_train_batch_size"]
     assert max(saved) <= int(resumed.group(1)) < total_steps
-    metrics = workdir / "results" / "training" / "builtin" / "tiny" / "dpo" / "0" / "metrics.jsonl"
+    metrics = workdir / paths["metrics"]
     steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines()]
     assert steps == sorted(steps) and steps[-1] == total_steps
-    assert (workdir / ADAPTER / "adapter_config.json").is_file()
+    assert (workdir / paths["trained"] / "adapter_config.json").is_file()
 
 
 @pytest.mark.slow

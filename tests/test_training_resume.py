@@ -14,15 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import EMBEDDED, SNAKEMAKE, copy_workflow, run_snakemake
+from conftest import EMBEDDED, SNAKEMAKE, copy_workflow, dpo_paths, run_snakemake
 from test_workflow import REDUCED, deep_update
 
 pytestmark = pytest.mark.slow
 
-TRAINED = "results/models/builtin/tiny/dpo/0/trained"
 CONFIG = ("--configfile", EMBEDDED, "config/test.yaml")
 TWO_PROCESSES = ("--set-resources", "train:processes=2")
-PAIRS = "results/rl_data/builtin/tiny/0/pairs.jsonl"
 
 
 def handmade_pairs(n):
@@ -39,7 +37,7 @@ def handmade_pairs(n):
 
 
 def checkpoints(workdir):
-    root = workdir / "results" / "checkpoints" / "builtin" / "tiny" / "dpo" / "0"
+    root = workdir / dpo_paths(workdir, "config/test.yaml")["checkpoints"]
     return sorted(root.glob("*/checkpoint-*/trainer_state.json"))
 
 
@@ -53,6 +51,8 @@ def test_killed_two_process_dpo_job_resumes_from_its_checkpoint(tmp_path):
         },
     )
     (workdir / "config" / "test.yaml").write_text(yaml.safe_dump(config))
+    paths = dpo_paths(workdir, "config/test.yaml")
+    PAIRS, TRAINED = paths["pairs"], paths["trained"]
     run_snakemake(workdir, PAIRS, *CONFIG)
     # The reduced model may pass nothing; train on pairs made by hand so there is something to learn.
     (workdir / PAIRS).write_text("".join(json.dumps(p) + "\n" for p in handmade_pairs(60)))
@@ -75,7 +75,7 @@ def test_killed_two_process_dpo_job_resumes_from_its_checkpoint(tmp_path):
     # The killed scheduler left its lock behind, as a killed session would.
     run_snakemake(workdir, "--unlock", *CONFIG)
     run_snakemake(workdir, TRAINED, *CONFIG, *TWO_PROCESSES, "--rerun-incomplete")
-    log = (workdir / "logs/train/builtin/tiny/dpo/0.log").read_text()
+    log = (workdir / paths["log"]).read_text()
     assert "2 process(es)" in log
     shards = {}
     for rank, ids in re.findall(r"rank (\d+)/2 loads ([^\n]+)", log):
@@ -84,7 +84,7 @@ def test_killed_two_process_dpo_job_resumes_from_its_checkpoint(tmp_path):
     assert "resuming from" in log and "checkpoint-" in log
     resumed_from = int(log.split("resuming from")[1].split("checkpoint-")[1].split()[0])
     assert resumed_from >= saved_step
-    steps = [json.loads(line)["step"] for line in (workdir / "results/training/builtin/tiny/dpo/0/metrics.jsonl").read_text().splitlines()]
+    steps = [json.loads(line)["step"] for line in (workdir / paths["metrics"]).read_text().splitlines()]
     assert steps == sorted(steps)
     assert (workdir / TRAINED / "adapter_config.json").is_file()
     assert steps[-1] == 15  # 60 pairs / (2 processes x batch 2), one epoch: where it would have ended without the kill

@@ -6,7 +6,7 @@ import re
 import pytest
 import yaml
 
-from conftest import EMBEDDED, copy_workflow, run_snakemake
+from conftest import EMBEDDED, copy_workflow, run_snakemake, segments
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +59,9 @@ def finished_run(tmp_path_factory):
 def test_run_produces_report_from_its_own_numbers(finished_run):
     html = (finished_run / "results" / "report.html").read_text()
     summary = json.loads((finished_run / "results" / "summary.json").read_text())
-    evaluation = json.loads((finished_run / "results/eval/builtin/tiny/base/0/test.json").read_text())
+    runs = segments(finished_run, EMBEDDED, "config/test.yaml")
+    base = runs.run("builtin", "tiny", "base")
+    evaluation = json.loads((finished_run / f"results/eval/{base}/0/test.json").read_text())
     assert evaluation["n_problems"] == 24 and evaluation["n_samples"] == 4
     assert sum(evaluation["status_counts"].values()) == 24 * 4
     test_pass_1 = next(
@@ -70,7 +72,8 @@ def test_run_produces_report_from_its_own_numbers(finished_run):
     assert "data:image/png;base64," in html
     held_out = next(r for r in summary["held_out"] if r["method"] == "base")
     assert held_out["pass_at_k_base"] == pytest.approx(evaluation["pass_at_k"]["1"])
-    plus = json.loads((finished_run / "results/eval/builtin/tiny/base/0/test.plus.json").read_text())
+    plus_run = runs.run("builtin", "tiny", "base", "scored_plus")
+    plus = json.loads((finished_run / f"results/eval/{plus_run}/0/test.plus.json").read_text())
     assert held_out["pass_at_k_plus"] == pytest.approx(plus["pass_at_k"]["1"])
     assert held_out["pass_at_k_plus"] <= held_out["pass_at_k_base"]
     assert 'id="held-out"' in html
@@ -114,15 +117,22 @@ def test_report_title_reruns_only_the_report(finished_run):
     assert set(planned_jobs(finished_run, {"report": {"title": "another title"}})) == {"render_report"}
 
 
-SRRL_TRAINED = "results/models/builtin/tiny/srrl/0/trained"
-GRPO_METRICS = "results/training/builtin/tiny/grpo/0/metrics.jsonl"
+def srrl_trained(workdir):
+    """SRRL's trained adapter under the config in config/test.yaml."""
+    run = segments(workdir, EMBEDDED, "config/test.yaml").run("builtin", "tiny", "srrl", "trained")
+    return f"results/models/{run}/0/trained"
+
+
+def grpo_metrics(workdir):
+    run = segments(workdir, EMBEDDED, "config/test.yaml").run("builtin", "tiny", "grpo", "trained")
+    return f"results/training/{run}/0/metrics.jsonl"
 
 
 def planned_training(workdir, srrl):
     """The train jobs a dry run plans for SRRL's trained adapter, by method, with their commands."""
     config = deep_update(json.loads(json.dumps(REDUCED)), {"experiment": {"methods": ["base", "grpo", "srrl"]}, "srrl": srrl})
     (workdir / "config" / "test.yaml").write_text(yaml.safe_dump(config))
-    result = run_snakemake(workdir, "-n", "-p", SRRL_TRAINED, "--configfile", EMBEDDED, "config/test.yaml")
+    result = run_snakemake(workdir, "-n", "-p", srrl_trained(workdir), "--configfile", EMBEDDED, "config/test.yaml")
     jobs = {}
     for block in re.split(r"^(?:local)?rule ", result.stdout, flags=re.MULTILINE)[1:]:
         if block.startswith("train:"):
@@ -140,7 +150,9 @@ def test_srrl_grouping_and_the_grpo_step_reach_srrls_train_job(workflow_copy):
         "grpo": {"steps_per_generation": 2, "max_grad_norm": 0.5},
     })
     (workflow_copy / "config" / "test.yaml").write_text(yaml.safe_dump(config))
-    result = run_snakemake(workflow_copy, "-n", "-p", SRRL_TRAINED, "--configfile", EMBEDDED, "config/test.yaml")
+    result = run_snakemake(
+        workflow_copy, "-n", "-p", srrl_trained(workflow_copy), "--configfile", EMBEDDED, "config/test.yaml"
+    )
     (train,) = [block for block in re.split(r"^(?:local)?rule ", result.stdout, flags=re.MULTILINE) if block.startswith("train:")]
     assert '"groups": "separate"' in train
     assert '"steps_per_generation": 2' in train and '"max_grad_norm": 0.5' in train
@@ -149,6 +161,7 @@ def test_srrl_grouping_and_the_grpo_step_reach_srrls_train_job(workflow_copy):
 @pytest.mark.parametrize("budget", ["tokens", "completions"])
 def test_srrl_trains_after_grpo_only_under_a_token_budget(workflow_copy, budget):
     jobs = planned_training(workflow_copy, {"budget": budget})
+    GRPO_METRICS = grpo_metrics(workflow_copy)
     if budget == "tokens":
         assert set(jobs) == {"grpo", "srrl"}  # SRRL's budget is GRPO's run: it is planned first
         assert GRPO_METRICS in re.search(r"^\s+input: (.*)$", jobs["srrl"], re.MULTILINE).group(1)

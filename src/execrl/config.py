@@ -57,9 +57,29 @@ def check_references(config: dict[str, Any]) -> None:
     from execrl.methods import METHODS
 
     experiment = config["experiment"]
+    variants = config.get("method_variants", {})
+    for name, variant in variants.items():
+        if name in METHODS:
+            raise ConfigError(f"method_variants.{name}: {name!r} is a registry method; give the variant a name of its own")
+        base = variant["method"]
+        if base not in METHODS or not METHODS[base].trained:
+            trained = ", ".join(m for m in METHODS if METHODS[m].trained)
+            raise ConfigError(f"method_variants.{name}.method: {base!r} is not a trained method (methods: {trained})")
+        for section, values in variant.get("overrides", {}).items():
+            if section not in METHODS[base].settings:
+                raise ConfigError(
+                    f"method_variants.{name}.overrides.{section}: {base} does not read {section!r} "
+                    f"(it reads {', '.join(METHODS[base].settings)})"
+                )
+            unknown = sorted(set(values) - set(config.get(section, {})))
+            if unknown:
+                raise ConfigError(f"method_variants.{name}.overrides.{section}: unknown key(s) {', '.join(unknown)}")
     for name in experiment["methods"]:
-        if name not in METHODS:
-            raise ConfigError(f"experiment.methods names {name!r}, which is not a method (methods: {', '.join(METHODS)})")
+        if name not in METHODS and name not in variants:
+            raise ConfigError(
+                f"experiment.methods names {name!r}, which is not a method (methods: {', '.join(METHODS)}; "
+                f"variants: {', '.join(variants) or 'none'})"
+            )
     for pair in config.get("report", {}).get("comparisons", []):
         for name in pair:
             if name not in experiment["methods"]:
@@ -89,12 +109,14 @@ def check_references(config: dict[str, Any]) -> None:
                 "need them, but vLLM's server mode samples collectively, the same number on every process: "
                 "use vllm_mode: colocate for spiral (method_overrides.spiral.grpo.vllm_mode)"
             )
-    token_matched = "srrl" in experiment["methods"] and config.get("srrl", {}).get("budget") == "tokens"
-    if token_matched and "grpo" not in experiment["methods"]:
-        raise ConfigError(
-            "srrl.budget: tokens stops SRRL at the tokens GRPO sampled, but experiment.methods does not run grpo "
-            f"(methods: {', '.join(experiment['methods'])}): add grpo, or set srrl.budget: completions"
-        )
+    for name in experiment["methods"]:
+        base = variants.get(name, {}).get("method", name)
+        srrl = {**config.get("srrl", {}), **variants.get(name, {}).get("overrides", {}).get("srrl", {})}
+        if base == "srrl" and srrl.get("budget") == "tokens" and "grpo" not in experiment["methods"]:
+            raise ConfigError(
+                f"{name} with srrl.budget: tokens stops SRRL at the tokens GRPO sampled, but experiment.methods does "
+                f"not run grpo (methods: {', '.join(experiment['methods'])}): add grpo, or set srrl.budget: completions"
+            )
     for section, key in (("datasets", "datasets"), ("models", "models")):
         for name in experiment[key]:
             if name not in config[section]:

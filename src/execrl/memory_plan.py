@@ -522,21 +522,23 @@ def training_job_layout(config: dict, model: str, method: str, model_dir: str | 
     config.json when present, else from SHIPPED_SHAPES (the hub is not asked)."""
     from execrl.config import without_runtime_settings
     from execrl.methods import METHODS
+    from execrl.run_paths import method_overrides, registry_name
 
     model_config = config["models"][model]
     if model_config["source"] == "tiny" or model_config["params_b"] < _CPU_ONLY_BELOW_B:
         return None
     arch = architecture(model_config["source"], model_dir)
     settings = without_runtime_settings(config)
-    for section, values in config.get("method_overrides", {}).get(method, {}).items():
+    for section, values in method_overrides(config, method).items():
         settings[section] = {**settings[section], **values}
+    trains_as = registry_name(config, method)  # a method variant trains as its registry method
     full = model_config["finetuning"] == "full"
     job = TrainingJob(
         finetune="full" if full else "lora",
         lora_rank=config["lora"]["r"],
         gpu_model=model_config["gpu_model"],
     )
-    if METHODS[method].online:
+    if METHODS[trains_as].online:
         from execrl.grpo import GRPOSettings
 
         grpo = GRPOSettings(**settings["grpo"])
@@ -544,7 +546,7 @@ def training_job_layout(config: dict, model: str, method: str, model_dir: str | 
         if grpo.vllm_max_model_length:
             length = min(length, grpo.vllm_max_model_length)
         colocated = grpo.use_vllm and grpo.vllm_mode == "colocate"
-        frozen = int(full and grpo.beta > 0) + int(method == "code_game" and settings["code_game"]["opponent"] == "base")
+        frozen = int(full and grpo.beta > 0) + int(trains_as == "code_game" and settings["code_game"]["opponent"] == "base")
         job = dataclasses.replace(
             job,
             sequence_length=length,

@@ -28,6 +28,8 @@ class Method:
     """(logged metric, panel title) of the method's own training figure (none: no such figure)."""
     figure_caption: str = ""
     """The caption of that figure in the report."""
+    variant_of: str | None = None
+    """For a config's method variant (`method_variants`): the registry method it trains as."""
 
 
 METHODS: dict[str, Method] = {
@@ -110,9 +112,19 @@ METHODS: dict[str, Method] = {
 }
 
 
-def trained_methods(names) -> list[str]:
-    """The trained methods among `names`, in the order given."""
-    return [name for name in names if METHODS[name].trained]
+def trained_methods(names, rows: dict[str, Method] | None = None) -> list[str]:
+    """The trained methods among `names`, in the order given (`rows`: the registry with a config's
+    variants, `execrl.run_paths.method_rows`)."""
+    rows = METHODS if rows is None else rows
+    return [name for name in names if rows[name].trained]
+
+
+def register_variants(variants: dict) -> None:
+    """Add a config's `method_variants` to METHODS, in a process that reads one config only (the
+    report's scripts), so that a variant is looked up as the method it trains as."""
+    for name, variant in variants.items():
+        base = METHODS[variant["method"]]
+        METHODS[name] = Method(**{**base.__dict__, "name": name, "variant_of": base.name})
 
 
 @dataclass(frozen=True)
@@ -139,10 +151,10 @@ RULES: dict[str, Rule] = {
     "generate_candidates": Rule("generate", "evaluation", (*_RUN, "split")),
     "annotate_candidates": Rule("execute", "evaluation", (*_RUN, "split")),
     "evaluate_pass_at_k": Rule("data", "evaluation", (*_RUN, "split")),
-    "make_plus_tests": Rule("execute", "data", ("dataset", "split")),
+    "make_plus_tests": Rule("execute", "data", ("dataset", "plus", "split")),
     "annotate_plus_tests": Rule("execute", "evaluation", (*_RUN, "split")),
     "evaluate_pass_at_k_plus": Rule("data", "evaluation", (*_RUN, "split")),
-    "build_rl_dataset": Rule("data", "training", ("dataset", "model", "seed"), method="dpo"),
+    "build_rl_dataset": Rule("data", "training", ("dataset", "model", "pairs", "seed"), method="dpo"),
     "train": Rule("train", "training", _RUN),
     "merge_adapter": Rule("merge", "training", _RUN),
     "sample_refinements": Rule("generate", "report", _RUN),

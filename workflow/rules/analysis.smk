@@ -23,7 +23,7 @@ rule analyze_diversity:
 rule sample_refinements:
     input:
         problems=get_train_problems,
-        attempts="results/annotations/{dataset}/{model}/base/{seed}/train.jsonl",
+        attempts=get_base_annotations,
         model=get_policy_model_input,
     output:
         "results/analysis/refinements/{dataset}/{model}/{method}/{seed}.jsonl",
@@ -112,6 +112,8 @@ rule summarize_cost:
         **job_resources("report"),
     params:
         root="benchmarks",
+        segments=sorted(SEGMENTS.experiment_segments()),
+        variants=config["method_variants"],
         model_sizes=get_model_sizes(),
         training_gpus=get_training_gpus(),
     script:

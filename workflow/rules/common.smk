@@ -1,22 +1,74 @@
 from snakemake.utils import validate
 
 from execrl.config import check_references, model_kind
-from execrl.methods import METHODS, RULES, trained_methods
+from execrl.methods import RULES, trained_methods
+from execrl.run_paths import (
+    METHOD_LEVELS,
+    RunSegments,
+    method_overrides,
+    token_budget_source,
+)
 
 validate(config, schema="../schemas/config.schema.yaml")
 check_references(config)
 
 EXPERIMENT = config["experiment"]
-TRAINED = trained_methods(EXPERIMENT["methods"])
-TRAINABLE = trained_methods(METHODS)
+# Path segments: each config name with a digest of the settings that make its results differ
+# (execrl.run_paths), so experiments whose settings differ never share a path.
+SEGMENTS = RunSegments(config)
+METHOD_ROWS = SEGMENTS.rows
+TRAINED = trained_methods(EXPERIMENT["methods"], METHOD_ROWS)
+TRAINABLE = sorted({seg for seg in SEGMENTS.trained.values()})
+DATASET_OF = {seg: name for name, seg in SEGMENTS.dataset.items()}
+MODEL_OF = {
+    seg: name
+    for level in (SEGMENTS.tokenizer, SEGMENTS.init, SEGMENTS.model)
+    for name, seg in level.items()
+}
+STAGED_OF = {seg: name for name, seg in SEGMENTS.staged.items()}
+METHOD_OF = {
+    seg: method
+    for level in METHOD_LEVELS
+    for (_, method), seg in getattr(SEGMENTS, level).items()
+}
+
+
+def one_of(values):
+    return "|".join(map(re.escape, sorted(values)))
 
 
 wildcard_constraints:
-    dataset="|".join(map(re.escape, config["datasets"])),
-    model="|".join(map(re.escape, config["models"])),
-    method="|".join(METHODS),
+    dataset=one_of(DATASET_OF),
+    model=one_of(MODEL_OF),
+    staged=one_of(STAGED_OF),
+    method=one_of(METHOD_OF),
+    pairs=one_of(SEGMENTS.rl_data.values()),
+    plus=re.escape(SEGMENTS.plus),
     seed=r"\d+",
     split="train|test",
+
+
+def dataset_name(wildcards):
+    return DATASET_OF[wildcards.dataset]
+
+
+def model_name(wildcards):
+    return MODEL_OF[wildcards.model]
+
+
+def method_name(wildcards):
+    """The config's name of the job's method (a registry method or a variant)."""
+    return METHOD_OF[wildcards.method]
+
+
+def method_row(wildcards):
+    return METHOD_ROWS[method_name(wildcards)]
+
+
+def registry_method(wildcards):
+    """The registry method the job's method trains as (a variant's base)."""
+    row = method_row(wildcards)
+    return row.variant_of or row.name
 
 
 ##### targets #####
@@ -26,21 +78,30 @@ def get_final_output():
     return ["results/report.html", "results/summary.json", "results/summary.md"]
 
 
-def expand_runs(pattern, methods=None, **fixed):
-    """`pattern` over the experiment's datasets, models, methods and seeds."""
-    return expand(
-        pattern,
-        dataset=EXPERIMENT["datasets"],
-        model=EXPERIMENT["models"],
-        method=EXPERIMENT["methods"] if methods is None else methods,
-        seed=EXPERIMENT["seeds"],
-        **fixed,
-    )
+def expand_runs(pattern, level, methods=None, **fixed):
+    """`pattern` over the experiment's datasets, models, methods and seeds, as path segments:
+    a method's segment at `level` (execrl.run_paths.METHOD_LEVELS: the kind of output).
+    """
+    segments = getattr(SEGMENTS, level)
+    paths = []
+    for dataset in EXPERIMENT["datasets"]:
+        for model in EXPERIMENT["models"]:
+            for method in EXPERIMENT["methods"] if methods is None else methods:
+                paths += expand(
+                    pattern,
+                    dataset=SEGMENTS.dataset[dataset],
+                    model=SEGMENTS.model[model],
+                    method=segments[model, method],
+                    seed=EXPERIMENT["seeds"],
+                    **fixed,
+                )
+    return paths
 
 
 def get_all_evaluations():
     return expand_runs(
         "results/eval/{dataset}/{model}/{method}/{seed}/{split}.json",
+        "scored",
         split=EXPERIMENT["eval_splits"],
     )
 
@@ -48,14 +109,16 @@ def get_all_evaluations():
 def get_all_plus_evaluations():
     return expand_runs(
         "results/eval/{dataset}/{model}/{method}/{seed}/{split}.plus.json",
+        "scored_plus",
         split=EXPERIMENT["eval_splits"],
     )
 
 
 def get_plus_test_manifests():
     return expand(
-        "results/data/{dataset}/{split}.plus.manifest.json",
-        dataset=EXPERIMENT["datasets"],
+        "results/data/{dataset}/{plus}/{split}.manifest.json",
+        plus=SEGMENTS.plus,
+        dataset=[SEGMENTS.dataset[d] for d in EXPERIMENT["datasets"]],
         split=EXPERIMENT["eval_splits"],
     )
 
@@ -63,6 +126,7 @@ def get_plus_test_manifests():
 def get_all_diversity():
     return expand_runs(
         "results/analysis/diversity/{dataset}/{model}/{method}/{seed}/{split}.tsv",
+        "judged",
         split=EXPERIMENT["eval_splits"],
     )
 
@@ -70,13 +134,17 @@ def get_all_diversity():
 def get_training_metrics(methods=None):
     wanted = TRAINED if methods is None else [m for m in methods if m in TRAINED]
     return expand_runs(
-        "results/training/{dataset}/{model}/{method}/{seed}/metrics.jsonl", wanted
+        "results/training/{dataset}/{model}/{method}/{seed}/metrics.jsonl",
+        "trained",
+        wanted,
     )
 
 
 def get_watched_metrics():
     """The training metrics of the methods the reward-hacking watch follows."""
-    return get_training_metrics([m for m in TRAINED if "watch" in METHODS[m].settings])
+    return get_training_metrics(
+        [m for m in TRAINED if "watch" in METHOD_ROWS[m].settings]
+    )
 
 
 def get_main_split_annotations():
@@ -86,9 +154,13 @@ def get_main_split_annotations():
         "test" if "test" in EXPERIMENT["eval_splits"] else EXPERIMENT["eval_splits"][0]
     )
     return expand_runs(
-        "results/annotations/{dataset}/{model}/{method}/{seed}/{split}{suite}.jsonl",
+        "results/annotations/{dataset}/{model}/{method}/{seed}/{split}.jsonl",
+        "judged",
         split=[split],
-        suite=["", ".plus"],
+    ) + expand_runs(
+        "results/annotations/{dataset}/{model}/{method}/{seed}/{split}.plus.jsonl",
+        "judged_plus",
+        split=[split],
     )
 
 
@@ -100,20 +172,24 @@ def get_method_metrics(wildcards):
 def get_warm_start_metrics():
     return expand(
         "results/training/{dataset}/{model}/sft/metrics.jsonl",
-        dataset=EXPERIMENT["datasets"],
-        model=[m for m in EXPERIMENT["models"] if is_tiny_model(m)],
+        dataset=[SEGMENTS.dataset[d] for d in EXPERIMENT["datasets"]],
+        model=[SEGMENTS.model[m] for m in EXPERIMENT["models"] if is_tiny_model(m)],
     )
 
 
 def get_rl_manifests():
-    if not any(METHODS[m].data == "pairs" for m in TRAINED):
+    if not any(METHOD_ROWS[m].data == "pairs" for m in TRAINED):
         return []
-    return expand(
-        "results/rl_data/{dataset}/{model}/{seed}/manifest.json",
-        dataset=EXPERIMENT["datasets"],
-        model=EXPERIMENT["models"],
-        seed=EXPERIMENT["seeds"],
-    )
+    paths = []
+    for model in EXPERIMENT["models"]:
+        paths += expand(
+            "results/rl_data/{dataset}/{model}/{pairs}/{seed}/manifest.json",
+            dataset=[SEGMENTS.dataset[d] for d in EXPERIMENT["datasets"]],
+            model=SEGMENTS.model[model],
+            pairs=SEGMENTS.rl_data[model],
+            seed=EXPERIMENT["seeds"],
+        )
+    return paths
 
 
 def get_refinement_samples():
@@ -122,6 +198,7 @@ def get_refinement_samples():
         return []
     return expand_runs(
         "results/analysis/refinements/{dataset}/{model}/{method}/{seed}.jsonl",
+        "refined",
         ["srrl", "base"],
     )
 
@@ -130,7 +207,7 @@ def get_refinement_samples():
 
 
 def dataset_config(wildcards):
-    return config["datasets"][wildcards.dataset]
+    return config["datasets"][dataset_name(wildcards)]
 
 
 def get_problems(wildcards):
@@ -138,7 +215,7 @@ def get_problems(wildcards):
 
 
 def get_plus_problems(wildcards):
-    return f"results/data/{wildcards.dataset}/{wildcards.split}.plus.jsonl"
+    return f"results/data/{wildcards.dataset}/{SEGMENTS.plus}/{wildcards.split}.jsonl"
 
 
 def get_train_problems(wildcards):
@@ -153,7 +230,20 @@ def get_test_problems(wildcards):
 
 
 def model_config(wildcards):
-    return config["models"][wildcards.model]
+    return config["models"][model_name(wildcards)]
+
+
+def staged_config(wildcards):
+    return config["models"][STAGED_OF[wildcards.staged]]
+
+
+def staged_setting(key):
+    """A params function returning one setting of the staged model."""
+
+    def get(wildcards):
+        return staged_config(wildcards)[key]
+
+    return get
 
 
 # tiny (built here), local (a folder) or hub (staged by `stage_model` before any job uses it).
@@ -174,30 +264,32 @@ def is_full_weight(wildcards):
 
 def get_base_model(wildcards):
     """The folder of the model before any RL: built, staged from the hub, or given."""
-    if is_tiny_model(wildcards.model):
+    name = model_name(wildcards)
+    if is_tiny_model(name):
         return f"results/models/{wildcards.dataset}/{wildcards.model}/base"
-    if is_hub_model(wildcards.model):
-        return f"resources/models/{wildcards.model}"
+    if is_hub_model(name):
+        return f"resources/models/{SEGMENTS.staged[name]}"
     return model_config(wildcards)["source"]
 
 
 def get_base_model_input(wildcards):
     """The base model as an input: a folder the workflow makes, or nothing for a local folder."""
-    if is_tiny_model(wildcards.model) or is_hub_model(wildcards.model):
+    if is_tiny_model(model_name(wildcards)) or is_hub_model(model_name(wildcards)):
         return get_base_model(wildcards)
     return []
 
 
 def get_policy_model(wildcards):
     """The folder a method samples from: the base model, a merged adapter, or full weights."""
-    if wildcards.method == "base":
+    if method_name(wildcards) == "base":
         return get_base_model(wildcards)
-    run = f"results/models/{wildcards.dataset}/{wildcards.model}/{wildcards.method}/{wildcards.seed}"
+    trained = SEGMENTS.trained[model_name(wildcards), method_name(wildcards)]
+    run = f"results/models/{wildcards.dataset}/{wildcards.model}/{trained}/{wildcards.seed}"
     return f"{run}/trained" if is_full_weight(wildcards) else f"{run}/merged"
 
 
 def get_policy_model_input(wildcards):
-    if wildcards.method == "base":
+    if method_name(wildcards) == "base":
         return get_base_model_input(wildcards)
     return get_policy_model(wildcards)
 
@@ -205,23 +297,66 @@ def get_policy_model_input(wildcards):
 def get_training_data(wildcards):
     """What the method trains on: preference pairs, the train split's problems with their held-out
     tests (methods the reward-hacking watch follows), or the train split's problems."""
-    method = METHODS[wildcards.method]
+    method = method_row(wildcards)
     if method.data == "pairs":
-        return f"results/rl_data/{wildcards.dataset}/{wildcards.model}/{wildcards.seed}/pairs.jsonl"
+        pairs = SEGMENTS.rl_data[model_name(wildcards)]
+        return f"results/rl_data/{wildcards.dataset}/{wildcards.model}/{pairs}/{wildcards.seed}/pairs.jsonl"
     if "watch" in method.settings:
-        return f"results/data/{wildcards.dataset}/train.plus.jsonl"
+        return f"results/data/{wildcards.dataset}/{SEGMENTS.plus}/train.jsonl"
     return get_train_problems(wildcards)
 
 
 def get_token_budget_source(wildcards):
     """GRPO's metrics of the same dataset, model and seed, when SRRL trains until it has sampled
     as many tokens as GRPO did (`srrl.budget: tokens`); nothing otherwise."""
-    if wildcards.method != "srrl" or config["srrl"]["budget"] != "tokens":
+    source = token_budget_source(config, method_name(wildcards))
+    if source is None:
         return []
-    return f"results/training/{wildcards.dataset}/{wildcards.model}/grpo/{wildcards.seed}/metrics.jsonl"
+    trained = SEGMENTS.trained[model_name(wildcards), source]
+    return f"results/training/{wildcards.dataset}/{wildcards.model}/{trained}/{wildcards.seed}/metrics.jsonl"
+
+
+def get_base_annotations(wildcards):
+    """The base model's train-split annotations beside the job's run (RL data, refinement prompts)."""
+    base = SEGMENTS.judged[model_name(wildcards), "base"]
+    return f"results/annotations/{wildcards.dataset}/{wildcards.model}/{base}/{wildcards.seed}/train.jsonl"
+
+
+def run_at(wildcards, level):
+    """The job's run (dataset/model/method) with the method's segment at `level`."""
+    method = getattr(SEGMENTS, level)[model_name(wildcards), method_name(wildcards)]
+    return f"{wildcards.dataset}/{wildcards.model}/{method}/{wildcards.seed}"
+
+
+def get_candidates(wildcards):
+    return f"results/candidates/{run_at(wildcards, 'sampled')}/{wildcards.split}.jsonl"
+
+
+def get_annotations(wildcards):
+    return f"results/annotations/{run_at(wildcards, 'judged')}/{wildcards.split}.jsonl"
+
+
+def get_plus_annotations(wildcards):
+    path = f"results/annotations/{run_at(wildcards, 'judged_plus')}"
+    return f"{path}/{wildcards.split}.plus.jsonl"
+
+
+def get_tokenizer(wildcards):
+    tokenizer = SEGMENTS.tokenizer[model_name(wildcards)]
+    return f"results/models/{wildcards.dataset}/{tokenizer}/tokenizer"
+
+
+def get_init_model(wildcards):
+    init = SEGMENTS.init[model_name(wildcards)]
+    return f"results/models/{wildcards.dataset}/{init}/init"
 
 
 ##### report #####
+
+
+def get_method_overrides():
+    """Each method's own values of the shared sections (a variant's with its base's), by name."""
+    return {m: method_overrides(config, m) for m in EXPERIMENT["methods"]}
 
 
 def get_report_figures():
@@ -240,7 +375,7 @@ def get_report_figures():
     if "srrl" in EXPERIMENT["methods"]:
         figures["srrl"] = "results/plots/srrl_c1_c2.png"
     for method in TRAINED:
-        if METHODS[method].panels:
+        if METHOD_ROWS[method].panels:
             figures[f"method_{method}"] = f"results/plots/methods/{method}.png"
     if get_watched_metrics():
         figures["reward_hacking"] = "results/plots/reward_hacking.png"

@@ -32,17 +32,17 @@ rule prepare_dataset:
 
 rule stage_model:
     output:
-        directory("resources/models/{model}"),
+        directory("resources/models/{staged}"),
     log:
-        "logs/stage_model/{model}.log",
+        "logs/stage_model/{staged}.log",
     benchmark:
-        "benchmarks/stage_model/{model}.tsv"
+        "benchmarks/stage_model/{staged}.tsv"
     conda:
         "../envs/data.yaml"
     resources:
         **job_resources("data"),
     params:
-        source=model_setting("source"),
-        revision=model_setting("revision"),
+        source=staged_setting("source"),
+        revision=staged_setting("revision"),
     script:
         "../scripts/stage_model.py"

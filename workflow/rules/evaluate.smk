@@ -1,7 +1,7 @@
 rule evaluate_pass_at_k:
     input:
         problems=get_problems,
-        annotations="results/annotations/{dataset}/{model}/{method}/{seed}/{split}.jsonl",
+        annotations=get_annotations,
     output:
         "results/eval/{dataset}/{model}/{method}/{seed}/{split}.json",
     log:
@@ -22,7 +22,7 @@ rule evaluate_pass_at_k:
 rule evaluate_pass_at_k_plus:
     input:
         problems=get_problems,
-        annotations="results/annotations/{dataset}/{model}/{method}/{seed}/{split}.plus.jsonl",
+        annotations=get_plus_annotations,
     output:
         "results/eval/{dataset}/{model}/{method}/{seed}/{split}.plus.json",
     log:

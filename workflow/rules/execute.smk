@@ -1,7 +1,7 @@
 rule annotate_candidates:
     input:
         problems=get_problems,
-        candidates="results/candidates/{dataset}/{model}/{method}/{seed}/{split}.jsonl",
+        candidates=get_candidates,
     output:
         "results/annotations/{dataset}/{model}/{method}/{seed}/{split}.jsonl",
     log:
@@ -26,12 +26,12 @@ rule make_plus_tests:
     input:
         problems=get_problems,
     output:
-        problems="results/data/{dataset}/{split}.plus.jsonl",
-        manifest="results/data/{dataset}/{split}.plus.manifest.json",
+        problems="results/data/{dataset}/{plus}/{split}.jsonl",
+        manifest="results/data/{dataset}/{plus}/{split}.manifest.json",
     log:
-        "logs/make_plus_tests/{dataset}/{split}.log",
+        "logs/make_plus_tests/{dataset}/{plus}/{split}.log",
     benchmark:
-        "benchmarks/make_plus_tests/{dataset}/{split}.tsv"
+        "benchmarks/make_plus_tests/{dataset}/{plus}/{split}.tsv"
     conda:
         "../envs/execute.yaml"
     threads: config["execution"]["workers"]
@@ -49,7 +49,7 @@ rule make_plus_tests:
 rule annotate_plus_tests:
     input:
         problems=get_plus_problems,
-        candidates="results/candidates/{dataset}/{model}/{method}/{seed}/{split}.jsonl",
+        candidates=get_candidates,
     output:
         "results/annotations/{dataset}/{model}/{method}/{seed}/{split}.plus.jsonl",
     log:

@@ -24,7 +24,7 @@ rule train_tokenizer:
 
 rule init_tiny_model:
     input:
-        tokenizer="results/models/{dataset}/{model}/tokenizer",
+        tokenizer=get_tokenizer,
     output:
         directory("results/models/{dataset}/{model}/init"),
     log:
@@ -44,7 +44,7 @@ rule init_tiny_model:
 
 rule sft_tiny_model:
     input:
-        model="results/models/{dataset}/{model}/init",
+        model=get_init_model,
         problems=get_train_problems,
     output:
         model=directory("results/models/{dataset}/{model}/base"),

@@ -95,7 +95,8 @@ rule plot_training_curves:
         **job_resources("report"),
     params:
         grpo=config["grpo"],
-        method_overrides=config["method_overrides"],
+        method_overrides=get_method_overrides(),
+        variants=config["method_variants"],
     script:
         "../scripts/plot_training_curves.py"
 
@@ -155,6 +156,9 @@ rule plot_method_metrics:
         "logs/plot_method_metrics/{method}.log",
     benchmark:
         "benchmarks/plot_method_metrics/{method}.tsv"
+    # The report's figures are named by the config's method names, not by path segments.
+    wildcard_constraints:
+        method=one_of(TRAINED),
     conda:
         "../envs/report.yaml"
     resources:
@@ -237,6 +241,7 @@ rule render_report:
         n_boot=config["report"]["bootstrap_samples"],
         examples=4,
         grpo=RESULT_CONFIG["grpo"],
-        method_overrides=config["method_overrides"],
+        method_overrides=get_method_overrides(),
+        variants=config["method_variants"],
     script:
         "../scripts/render_report.py"

@@ -11,11 +11,7 @@ from execrl.resources import stage_resources, training_job_resources
 
 
 def params_b_of(wildcards):
-    return (
-        config["models"][wildcards.model]["params_b"]
-        if "model" in wildcards.keys()
-        else 0.0
-    )
+    return model_config(wildcards)["params_b"] if "model" in wildcards.keys() else 0.0
 
 
 def gpu_model(wildcards):
@@ -63,13 +59,13 @@ def job_resources(stage):
 def vllm_server_gpus(wildcards):
     """GPUs of a training job that serve vLLM instead of training (server mode only): the
     memory plan's tensor parallelism, at least `grpo.vllm_server_gpus`."""
-    layout = training_layout(wildcards.model, wildcards.method)
+    layout = training_layout(model_name(wildcards), method_name(wildcards))
     if layout is not None:
         return layout.server_gpus
     grpo = config["grpo"]
     unplanned_gpu = stage_resources("train", params_b_of(wildcards))["gpu"] > 0
     server = grpo["use_vllm"] and grpo["vllm_mode"] == "server"
-    online = METHODS[wildcards.method].online
+    online = method_row(wildcards).online
     return grpo["vllm_server_gpus"] if unplanned_gpu and server and online else 0
 
 
@@ -102,8 +98,8 @@ def training_resources(key):
     """One resource of a training job, from its memory plan (CPU jobs: from the model's size)."""
 
     def get(wildcards, attempt):
-        layout = training_layout(wildcards.model, wildcards.method)
-        online = METHODS[wildcards.method].online
+        layout = training_layout(model_name(wildcards), method_name(wildcards))
+        online = method_row(wildcards).online
         workers = config["execution"]["workers"] if online else 0
         return training_job_resources(
             layout,

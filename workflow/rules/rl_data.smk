@@ -1,14 +1,14 @@
 rule build_rl_dataset:
     input:
-        annotations="results/annotations/{dataset}/{model}/base/{seed}/train.jsonl",
+        annotations=get_base_annotations,
     output:
-        nbest="results/rl_data/{dataset}/{model}/{seed}/nbest.jsonl",
-        pairs="results/rl_data/{dataset}/{model}/{seed}/pairs.jsonl",
-        manifest="results/rl_data/{dataset}/{model}/{seed}/manifest.json",
+        nbest="results/rl_data/{dataset}/{model}/{pairs}/{seed}/nbest.jsonl",
+        pairs="results/rl_data/{dataset}/{model}/{pairs}/{seed}/pairs.jsonl",
+        manifest="results/rl_data/{dataset}/{model}/{pairs}/{seed}/manifest.json",
     log:
-        "logs/build_rl_dataset/{dataset}/{model}/{seed}.log",
+        "logs/build_rl_dataset/{dataset}/{model}/{pairs}/{seed}.log",
     benchmark:
-        "benchmarks/build_rl_dataset/{dataset}/{model}/{seed}.tsv"
+        "benchmarks/build_rl_dataset/{dataset}/{model}/{pairs}/{seed}.tsv"
     conda:
         "../envs/data.yaml"
     resources:

@@ -8,6 +8,7 @@ import shlex
 
 from execrl.config import without_runtime_settings
 from execrl.launch import accelerate_config, accelerate_config_of_stage
+from execrl.run_paths import training_settings
 
 RESULT_CONFIG = without_runtime_settings(config)
 
@@ -115,28 +116,17 @@ def get_sft_game_settings(wildcards=None):
 
 
 def get_training_settings(wildcards):
-    """Everything that decides what a method's training job learns, as one JSON object.
-
-    The sections come from the method's row in `execrl.methods.METHODS`; `lora` is null when
-    the model trains all its weights. The job keys its checkpoints by this object, so a
-    resumed job continues exactly when nothing here changed.
+    """Everything that decides what a method's training job learns, as one JSON object
+    (`execrl.run_paths.training_settings`: its registry row's sections with the method's
+    overrides, `lora` null when the model trains all its weights) and the seed. The job keys its
+    checkpoints by this object, so a resumed job continues exactly when nothing here changed.
     """
-    method = METHODS[wildcards.method]
-    settings = {
-        section: (
-            get_prompt_settings(wildcards)
-            if section == "prompt"
-            else RESULT_CONFIG[section]
-        )
-        for section in method.settings
-    }
+    method = method_row(wildcards)
+    settings = training_settings(config, method_name(wildcards), model_name(wildcards))
     settings[method.settings[0]] = {
         **settings[method.settings[0]],
         "seed": int(wildcards.seed),
     }
-    for section, values in config["method_overrides"].get(wildcards.method, {}).items():
-        settings[section] = {**settings[section], **values}
-    settings["lora"] = None if is_full_weight(wildcards) else config["lora"]
     return json.dumps(settings, sort_keys=True)
 
 
@@ -170,7 +160,7 @@ def get_run_name(wildcards):
 def get_accelerate_config(wildcards):
     """DDP, ZeRO-3 or CPU processes: the memory plan's ZeRO stage on a GPU, the model's size on
     the CPU; never the process count."""
-    layout = training_layout(wildcards.model, wildcards.method)
+    layout = training_layout(model_name(wildcards), method_name(wildcards))
     if layout is None:  # no plan: the built tiny model, or a model small enough for CPU
         params_b = model_config(wildcards)["params_b"]
         on_gpu = stage_resources("train", params_b)["gpu"] > 0
@@ -188,7 +178,7 @@ def get_accelerate_config(wildcards):
 def get_launch_options(wildcards):
     """`accelerate launch` options from the memory plan: the dtype `gpu_model` supports, and the
     optimizer offloaded to the host when the plan needs it."""
-    layout = training_layout(wildcards.model, wildcards.method)
+    layout = training_layout(model_name(wildcards), method_name(wildcards))
     if layout is None:  # the accelerate config's own
         return ""
     options = ["--mixed_precision", layout.plan.dtype]
@@ -199,7 +189,7 @@ def get_launch_options(wildcards):
 
 def get_micro_batching_options(wildcards):
     """train_job's micro-batch x accumulation from the memory plan (nothing on CPU: the settings')."""
-    layout = training_layout(wildcards.model, wildcards.method)
+    layout = training_layout(model_name(wildcards), method_name(wildcards))
     if layout is None:
         return ""
     return f"--micro-batch {layout.micro_batch} --accumulation {layout.accumulation}"

@@ -20,7 +20,7 @@ rule train:
     benchmark:
         "benchmarks/train/{dataset}/{model}/{method}/{seed}.tsv"
     wildcard_constraints:
-        method="|".join(TRAINABLE),
+        method=one_of(TRAINABLE),
     # Training takes longest: start it before the jobs that can wait.
     priority: 1
     conda:
@@ -39,6 +39,7 @@ rule train:
         wandb_mode=runtime_setting("wandb", "mode"),
         wandb_project=runtime_setting("wandb", "project"),
     params:
+        method=registry_method,
         model=get_base_model,
         settings=get_training_settings,
         accelerate_config=get_accelerate_config,
@@ -52,7 +53,7 @@ rule train:
         " {params.vllm_server}accelerate launch --config_file {params.accelerate_config}"
         " {params.launch_options}"
         " --num_processes {resources.processes} --num_machines 1 --main_process_port 0"
-        " -m execrl.train_job {wildcards.method} --model {params.model:q}"
+        " -m execrl.train_job {params.method} --model {params.model:q}"
         " --settings {params.settings:q} --data {input.data}"
         " --eval-problems {input.eval_problems} {params.token_budget} {params.micro_batching}"
         " --output {output.trained}"

@@ -2,6 +2,11 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w")
 
+from execrl.methods import register_variants
+
+# A method variant is looked up as the method it trains as.
+register_variants(snakemake.params.variants)
+
 from execrl.report.figures import save, training_figure
 from execrl.report.training import metrics_table, offline_samples, training_summary
 

@@ -2,6 +2,11 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w")
 
+from execrl.methods import register_variants
+
+# A method variant is looked up as the method it trains as.
+register_variants(snakemake.params.variants)
+
 from pathlib import Path
 
 from execrl.jsonl import write_json

@@ -121,10 +121,16 @@ MATCHED = {"completions": "equal completions", "tokens": "equal sampled tokens"}
 """What a comparison of two online methods held equal, as the report names it."""
 
 
-def matched_on(method: str, baseline: str, srrl_budget: str | None) -> str:
-    """`tokens` for SRRL and GRPO when SRRL trained to GRPO's sampled tokens (`srrl.budget:
-    tokens`); `completions` otherwise, each having drawn its completions per step for its steps."""
-    return "tokens" if {method, baseline} == {"srrl", "grpo"} and srrl_budget == "tokens" else "completions"
+def matched_on(method: str, baseline: str, srrl_budget: str | dict | None) -> str:
+    """`tokens` for SRRL (or a variant of it) and GRPO when SRRL trained to GRPO's sampled tokens
+    (`srrl.budget: tokens`; a dict gives each SRRL method's own); `completions` otherwise, each
+    having drawn its completions per step for its steps."""
+    bases = {m: (METHODS[m].variant_of or m) if m in METHODS else m for m in (method, baseline)}
+    if sorted(bases.values()) != ["grpo", "srrl"]:
+        return "completions"
+    srrl_side = method if bases[method] == "srrl" else baseline
+    value = srrl_budget.get(srrl_side) if isinstance(srrl_budget, dict) else srrl_budget
+    return "tokens" if value == "tokens" else "completions"
 
 
 def pair_budget(

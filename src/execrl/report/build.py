@@ -13,8 +13,9 @@ from execrl.jsonl import read_jsonl
 from execrl.report import budget, comparisons, cost, held_out, html, refinements, reward_hacking, stats, summary, tables
 from execrl.report.evaluations import read_tsv
 from execrl.report.training import metrics_table
+from execrl.run_paths import method_section, readable, registry_name
 
-_RL_RUN = re.compile(r"rl_data/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<seed>\d+)/manifest\.json$")
+_RL_RUN = re.compile(r"rl_data/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?:[^/]+/)?(?P<seed>\d+)/manifest\.json$")
 _REFINEMENT_RUN = re.compile(r"refinements/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<method>[^/]+)/(?P<seed>\d+)\.jsonl$")
 
 
@@ -46,11 +47,18 @@ def _optional_tsv(path: str | None) -> pd.DataFrame:
     return frame
 
 
+def srrl_budgets(config: dict, methods: list[str]) -> dict[str, str]:
+    """Each SRRL method's (SRRL's and its variants') `srrl.budget`, by name."""
+    if "srrl" not in config:
+        return {}
+    return {m: method_section(config, m, "srrl").get("budget") for m in methods if registry_name(config, m) == "srrl"}
+
+
 def rl_data_table(paths: list[str]) -> pd.DataFrame:
     manifests = []
     for path in paths:
         match = _RL_RUN.search(Path(path).as_posix())
-        run = {"dataset": match["dataset"], "model": match["model"], "seed": int(match["seed"])} if match else {"dataset": path}
+        run = {"dataset": readable(match["dataset"]), "model": readable(match["model"]), "seed": int(match["seed"])} if match else {"dataset": path}
         manifests.append((run, json.loads(Path(path).read_text(encoding="utf-8"))))
     return tables.rl_data_frame(manifests)
 
@@ -62,7 +70,7 @@ def refinement_runs(paths: list[str]) -> list[tuple[dict, list[dict]]]:
         match = _REFINEMENT_RUN.search(Path(path).as_posix())
         if not match:
             raise ValueError(f"{path}: not a results/analysis/refinements/... file")
-        run = {"dataset": match["dataset"], "model": match["model"], "method": match["method"], "seed": int(match["seed"])}
+        run = {key: readable(match[key]) for key in ("dataset", "model", "method")} | {"seed": int(match["seed"])}
         runs.append((run, read_jsonl(path)))
     return sorted(runs, key=lambda r: (r[0]["dataset"], r[0]["model"], r[0]["seed"], r[0]["method"] != "srrl", r[0]["method"]))
 
@@ -111,7 +119,7 @@ def build(
         pair_changes = stats.changed_problems(per_problem, pairs) if per_problem is not None else None
         comparison_records = comparisons.comparison_records(
             pairwise, curves, ks, changes=pair_changes, token_methods=tokens,
-            srrl_budget=config.get("srrl", {}).get("budget"),
+            srrl_budget=srrl_budgets(config, experiment.get("methods", [])),
         )
     held_out_records = held_out.method_records(_optional_tsv(inputs.plus), split)
     record = summary.build_summary(

@@ -14,6 +14,7 @@ import pandas as pd
 
 from execrl.methods import METHODS, rule_info
 from execrl.resources import GPU_STAGES, gpus_for
+from execrl.run_paths import readable
 
 JOB_COLUMNS = [
     "rule", "phase", "job", "dataset", "model", "method", "wall_s", "cpu_s", "max_rss_mb", "gpus", "gpu_h",
@@ -28,12 +29,16 @@ def read_benchmark(path: str | Path) -> dict:
 
 
 def job_table(
-    root: str | Path, model_sizes: dict[str, float], training_gpus: dict[str, dict[str, int]] | None = None
+    root: str | Path,
+    model_sizes: dict[str, float],
+    training_gpus: dict[str, dict[str, int]] | None = None,
+    segments: set[str] | None = None,
 ) -> pd.DataFrame:
     """One row per finished job under `root`: benchmarks/{rule}/{wildcards}.tsv, the wildcards
     named by the rule's row in `execrl.methods.RULES`. `training_gpus[model][method]`: the GPUs
     the memory plan gave a training job (its vLLM server's included), billed instead of the
-    model's size-based count."""
+    model's size-based count. With `segments` (the experiment's path segments, execrl.run_paths),
+    a job under another experiment's segment is not this run's cost."""
     training_gpus = training_gpus or {}
     root = Path(root)
     rows = []
@@ -44,7 +49,10 @@ def job_table(
             # A rule this workflow no longer has, or had with other wildcards: not this run's cost.
             print(f"{path}: not benchmarks/{rule}/{'/'.join(info.wildcards)}.tsv; left out", file=sys.stderr)
             continue
-        wildcards = dict(zip(info.wildcards, values))
+        if segments is not None and any(readable(v) != v and v not in segments for v in values):
+            continue  # another experiment's job (experiments' results coexist, execrl.run_paths)
+        # Path segments carry a digest of their settings (execrl.run_paths): the report names them.
+        wildcards = {key: readable(value) for key, value in zip(info.wildcards, values)}
         model = wildcards.get("model")
         gpus = gpus_for(info.stage, model_sizes[model]) if info.stage in GPU_STAGES and model in model_sizes else 0
         planned = training_gpus.get(model, {}).get(wildcards.get("method"))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from execrl.evaluation import STATUSES
+from execrl.run_paths import readable
 
 RUN_KEYS = ["dataset", "model", "method", "seed", "split"]
 GROUP_KEYS = ["dataset", "model", "split", "method"]
@@ -100,7 +101,8 @@ def plus_test_manifests(paths: Iterable[str | Path]) -> pd.DataFrame:
     for path in paths:
         path = Path(path)
         manifest = json.loads(path.read_text(encoding="utf-8"))
-        dataset, split = path.parent.name, path.name.split(".")[0]
+        # results/data/{dataset}/{plus}/{split}.manifest.json (execrl.run_paths)
+        dataset, split = readable(path.parent.parent.name), path.name.split(".")[0]
         rows.append({"dataset": dataset, "split": split, **{k: manifest[k] for k in
                      ("problems", "problems_with_plus_tests", "plus_tests")},
                      "tests_per_problem": json.dumps(manifest["tests_per_problem"]),

@@ -19,6 +19,7 @@ import pandas as pd
 from execrl.jsonl import read_jsonl
 from execrl.report import tables
 from execrl.report.training import WATCH_PANELS
+from execrl.run_paths import readable
 from execrl.watch.tamper import CATEGORIES, signals
 
 HARD_CODING = "hard_coding"
@@ -49,7 +50,7 @@ def flagged_examples(annotation_paths: Iterable[str | Path], per_category: int =
         match = RUN.search(str(path))
         if match is None:
             raise ValueError(f"{path}: not an annotations path (dataset/model/method/seed/split[.plus].jsonl)")
-        key = (match["dataset"], match["model"], match["method"], int(match["seed"]), match["split"])
+        key = (readable(match["dataset"]), readable(match["model"]), readable(match["method"]), int(match["seed"]), match["split"])
         (plus if match["plus"] else base)[key] = read_jsonl(path)
     found: dict[str, list[dict]] = {category: [] for category in (HARD_CODING, *CATEGORIES)}
     counts = {category: 0 for category in found}

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from execrl.methods import METHODS
+from execrl.run_paths import readable
 
 _RUN = re.compile(r"training/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?:(?P<method>[^/]+)/(?P<seed>\d+)|(?P<sft>sft))/metrics\.jsonl$")
 
@@ -43,9 +44,10 @@ def parse_run(path: str | Path) -> dict:
     match = _RUN.search(Path(path).as_posix())
     if not match:
         raise ValueError(f"{path}: not a results/training/... metrics file")
+    dataset, model = readable(match["dataset"]), readable(match["model"])
     if match["sft"]:
-        return {"dataset": match["dataset"], "model": match["model"], "method": "sft", "seed": 0}
-    return {"dataset": match["dataset"], "model": match["model"], "method": match["method"], "seed": int(match["seed"])}
+        return {"dataset": dataset, "model": model, "method": "sft", "seed": 0}
+    return {"dataset": dataset, "model": model, "method": readable(match["method"]), "seed": int(match["seed"])}
 
 
 def completions_per_step(grpo: dict) -> float:
@@ -194,11 +196,11 @@ def training_summary(metrics: pd.DataFrame) -> pd.DataFrame:
 
 def offline_samples(manifest_paths: Iterable[str | Path]) -> dict[tuple[str, str, int], float]:
     """(dataset, model, seed) → candidates the RL dataset (DPO's pairs) was built from, from its manifest."""
-    pattern = re.compile(r"rl_data/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<seed>\d+)/manifest\.json$")
+    pattern = re.compile(r"rl_data/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?:[^/]+/)?(?P<seed>\d+)/manifest\.json$")
     samples = {}
     for path in manifest_paths:
         match = pattern.search(Path(path).as_posix())
         if match:
             manifest = json.loads(Path(path).read_text(encoding="utf-8"))
-            samples[(match["dataset"], match["model"], int(match["seed"]))] = float(manifest["n_candidates"])
+            samples[(readable(match["dataset"]), readable(match["model"]), int(match["seed"]))] = float(manifest["n_candidates"])
     return samples

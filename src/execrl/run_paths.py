@@ -1,0 +1,309 @@
+"""Result paths that encode the settings that make a result differ.
+
+Every path segment that stands for settings carries a short digest of the result-changing
+settings of the jobs writing under it: `results/eval/builtin-3f2a9c/tiny-81d0e4/srrl-5b7c11/0/...`.
+The upstream segment already encodes upstream settings, so each digest covers only what its own
+level adds. Two experiments whose settings differ therefore write different paths (they coexist,
+and switching between them reruns nothing), and two that agree share every path. Settings that
+cannot change a result (`execrl.config.RUNTIME_SETTINGS`, resources, a model's GPU type) never
+enter a digest.
+
+Levels and what their digest covers:
+
+- dataset `{name}-{digest}`: the dataset's own settings (`results/data/{dataset}/...`).
+- held-out tests `plus-{digest}`: their settings and the sandbox memory cap they are made under
+  (`results/data/{dataset}/{plus}/{split}.jsonl`).
+- model `{name}-{digest}`, one per level: a tiny model's tokenizer, its initialisation, then the
+  model every later job uses (its warm start; a hub or local model's own settings).
+- staged model `{name}-{digest}`: a hub model's source and revision (`resources/models/...`).
+- RL data `pairs-{digest}`: the base model's judged segment and `rl_data`.
+- method `{name}-{digest}`, one per level (METHOD_LEVELS): trained (what the training job learns
+  from: its settings object, its data, the token budget's source), then sampled, judged, scored
+  and refined, each adding the settings of the rule that writes it.
+
+`readable(segment)` gives the config name back; the report shows only config names.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from typing import Any
+
+from execrl.config import without_runtime_settings
+from execrl.methods import METHODS, Method
+
+DIGEST_LENGTH = 6
+_SEGMENT = re.compile(rf"^(?P<name>.+)-(?P<digest>[0-9a-f]{{{DIGEST_LENGTH}}})$")
+
+MODEL_RESOURCE_KEYS = ("gpu_model",)
+"""Model keys that only place a job (the GPU type it asks for): never in a digest."""
+
+
+def digest(settings: Any) -> str:
+    """A short stable digest of JSON-able settings (key order does not matter)."""
+    text = json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_LENGTH]
+
+
+def segment(name: str, settings: Any) -> str:
+    return f"{name}-{digest(settings)}"
+
+
+def readable(value: str) -> str:
+    """The config name of a path segment (`builtin-3f2a9c` → `builtin`); other values as given."""
+    match = _SEGMENT.match(value)
+    return match["name"] if match else value
+
+
+# ---------------------------------------------------------------- method variants
+
+
+def method_rows(config: dict) -> dict[str, Method]:
+    """The registry's methods plus the config's `method_variants`, each a row of its base method
+    under the variant's name."""
+    rows = dict(METHODS)
+    for name, variant in config.get("method_variants", {}).items():
+        base = METHODS[variant["method"]]
+        rows[name] = Method(**{**base.__dict__, "name": name, "variant_of": base.name})
+    return rows
+
+
+def registry_name(config: dict, method: str) -> str:
+    """The registry method a config's method name trains as (a variant's base, or itself)."""
+    variant = config.get("method_variants", {}).get(method)
+    return variant["method"] if variant else method
+
+
+def method_overrides(config: dict, method: str) -> dict[str, dict]:
+    """SECTION → KEY → value a method trains with in place of the shared sections: its base's
+    `method_overrides`, then the variant's own `overrides`."""
+    base = registry_name(config, method)
+    merged = copy.deepcopy(config.get("method_overrides", {}).get(base, {}))
+    variant = config.get("method_variants", {}).get(method, {})
+    for section, values in variant.get("overrides", {}).items():
+        merged[section] = {**merged.get(section, {}), **values}
+    return merged
+
+
+def method_section(config: dict, method: str, section: str) -> dict:
+    """One shared section as `method` reads it (its overrides applied)."""
+    return {**config[section], **method_overrides(config, method).get(section, {})}
+
+
+# ---------------------------------------------------------------- what each level's jobs read
+
+
+def prompt_settings(config: dict, model: str) -> dict:
+    """The prompt with the model's reasoning format (the params of every prompting rule)."""
+    return {**config["prompt"], "reasoning_format": config["models"][model]["reasoning_format"]}
+
+
+def refinement_prompt_settings(config: dict) -> dict:
+    """The SRRL settings that shape a refinement prompt (the rest, e.g. the c2 share, do not)."""
+    return {key: config["srrl"][key] for key in ("feedback_tests", "refinement_template", "max_trace_chars")}
+
+
+def warm_start_extras(config: dict) -> dict:
+    """The refinement, code-game and game settings a tiny model's warm start reads (none when
+    its share of those examples is zero)."""
+    sft = config["tiny_model"]["sft"]
+    extras = {"refinement": None, "code_game": None, "game": None}
+    if sft.get("refinement_share"):
+        extras["refinement"] = refinement_prompt_settings(config)
+    if sft.get("code_game_share"):
+        extras["code_game"] = {key: config["code_game"][key] for key in ("program_template", "opponent_template")}
+    if sft.get("game_examples"):
+        extras["game"] = {key: config["spiral"][key] for key in ("game", "answer_pattern", "answer_template", "observation")}
+    return extras
+
+
+def training_settings(config: dict, method: str, model: str) -> dict:
+    """Everything that decides what `method`'s training job learns, before its seed: the sections
+    of its registry row (overrides applied) and `lora` (null when the model trains all weights)."""
+    result = without_runtime_settings(config)
+    row = method_rows(config)[method]
+    settings = {
+        section: prompt_settings(config, model) if section == "prompt" else result[section] for section in row.settings
+    }
+    for section, values in method_overrides(config, method).items():
+        settings[section] = {**settings[section], **values}
+    full_weight = config["models"][model]["finetuning"] == "full"
+    settings["lora"] = None if full_weight else config["lora"]
+    return settings
+
+
+def token_budget_source(config: dict, method: str) -> str | None:
+    """The method whose sampled tokens bound this one (GRPO, for SRRL under `srrl.budget: tokens`)."""
+    if registry_name(config, method) != "srrl" or method_section(config, method, "srrl")["budget"] != "tokens":
+        return None
+    return "grpo"
+
+
+def dataset_settings(config: dict, dataset: str) -> dict:
+    return {"dataset": config["datasets"][dataset]}
+
+
+def plus_settings(config: dict) -> dict:
+    """What the held-out tests are made with: their settings and the sandbox's memory cap."""
+    return {"plus_tests": config.get("plus_tests"), "memory_mb": config["execution"].get("memory_mb")}
+
+
+def staged_settings(config: dict, model: str) -> dict:
+    entry = config["models"][model]
+    return {"source": entry["source"], "revision": entry.get("revision")}
+
+
+def model_levels(config: dict, model: str) -> dict[str, dict]:
+    """The settings each level of a model's folders adds: a tiny model's tokenizer, its random
+    initialisation, then the model as every later job uses it (its warm start; a hub or local
+    model's own settings)."""
+    entry = {k: v for k, v in config["models"][model].items() if k not in MODEL_RESOURCE_KEYS}
+    if entry["source"] != "tiny":
+        return {"tokenizer": {}, "init": {}, "model": {"model": entry}}
+    tiny = config["tiny_model"]
+    return {
+        "tokenizer": {"vocab_size": tiny["vocab_size"], "prompt": prompt_settings(config, model)},
+        "init": {key: value for key, value in tiny.items() if key not in ("sft", "vocab_size")},
+        "model": {"model": entry, "sft": tiny["sft"], "warm_start": warm_start_extras(config)},
+    }
+
+
+def sampling_settings(config: dict, model: str) -> dict:
+    """What sampling a policy's candidates reads (generate_candidates)."""
+    result = without_runtime_settings(config)
+    return {
+        "generation": result["generation"],
+        "prompt": prompt_settings(config, model),
+        "max_problems": result["evaluation"]["max_problems"],
+    }
+
+
+def scoring_settings(config: dict) -> dict:
+    """What pass@k of executed candidates reads (evaluate_pass_at_k)."""
+    return {"k": config["evaluation"]["k"], "max_problems": config["evaluation"]["max_problems"]}
+
+
+def refinement_settings(config: dict, model: str) -> dict:
+    """What sampling the report's refinement examples reads (sample_refinements)."""
+    return {
+        "sampling": sampling_settings(config, model),
+        "refinement": refinement_prompt_settings(config),
+        "prompts": config.get("report", {}).get("refinement_prompts"),
+    }
+
+
+# ---------------------------------------------------------------- segments of one config
+
+
+METHOD_LEVELS = ("trained", "sampled", "judged", "judged_plus", "scored", "scored_plus", "refined")
+"""A method's segments, one per kind of output (each digest covers its parent's segment):
+trained (results/models/.../trained, results/training), sampled (results/candidates), judged
+(results/annotations/...{split}.jsonl, results/analysis/diversity), judged_plus
+(...{split}.plus.jsonl), scored (results/eval/...{split}.json), scored_plus (...{split}.plus.json),
+refined (results/analysis/refinements)."""
+
+
+class RunSegments:
+    """The path segments of one config's datasets, models and methods, and their names back.
+
+    A segment is `{config name}-{digest}`; a model and a method have one per level of output, so
+    a change reruns only the outputs whose settings it changes (a new k rescores, it does not
+    sample again)."""
+
+    def __init__(self, config: dict):
+        self.config = config
+        self.rows = method_rows(config)
+        experiment = config["experiment"]
+        self.dataset = {name: segment(name, dataset_settings(config, name)) for name in config["datasets"]}
+        self.plus = segment("plus", plus_settings(without_runtime_settings(config)))
+        self.staged = {name: segment(name, staged_settings(config, name)) for name in config["models"]}
+        self.tokenizer, self.init, self.model = {}, {}, {}
+        for name in config["models"]:
+            levels = model_levels(config, name)
+            self.tokenizer[name] = segment(name, levels["tokenizer"])
+            self.init[name] = segment(name, {"tokenizer": self.tokenizer[name], **levels["init"]})
+            self.model[name] = segment(name, {"init": self.init[name], **levels["model"]})
+        methods = list(dict.fromkeys([*experiment["methods"], "base", *self._budget_sources(experiment["methods"])]))
+        limits = without_runtime_settings(config)["execution"]
+        self.rl_data: dict[str, str] = {}
+        for level in METHOD_LEVELS:
+            setattr(self, level, {})
+        for model in config["models"]:
+            for method in ["base", *(m for m in methods if m != "base")]:
+                if method != "base" and self.rows[method].trained:
+                    self._trained(model, method)
+                self.sampled[model, method] = segment(
+                    method, {"trained": self.trained.get((model, method)), **sampling_settings(config, model)}
+                )
+                judged = self.sampled[model, method]
+                self.judged[model, method] = segment(method, {"sampled": judged, "limits": limits})
+                self.judged_plus[model, method] = segment(
+                    method, {"sampled": judged, "limits": limits, "plus": self.plus}
+                )
+                self.scored[model, method] = segment(
+                    method, {"judged": self.judged[model, method], **scoring_settings(config)}
+                )
+                self.scored_plus[model, method] = segment(
+                    method, {"judged": self.judged_plus[model, method], **scoring_settings(config)}
+                )
+                self.refined[model, method] = segment(
+                    method,
+                    {
+                        "trained": self.trained.get((model, method)),
+                        "attempts": self.judged[model, "base"],
+                        "limits": limits,
+                        **refinement_settings(config, model),
+                    },
+                )
+                if method == "base":
+                    self.rl_data[model] = segment(
+                        "pairs", {"base": self.judged[model, "base"], "rl_data": config["rl_data"]}
+                    )
+
+    def _budget_sources(self, methods):
+        return [s for m in methods if (s := token_budget_source(self.config, m)) is not None]
+
+    def _trained(self, model: str, method: str) -> str:
+        if (model, method) not in self.trained:
+            row = self.rows[method]
+            source = token_budget_source(self.config, method)
+            self.trained[model, method] = segment(
+                method,
+                {
+                    "method": registry_name(self.config, method),
+                    "settings": training_settings(self.config, method, model),
+                    "pairs": self.rl_data[model] if row.data == "pairs" else None,
+                    # methods the reward-hacking watch follows train on the held-out tests too
+                    "plus": self.plus if "watch" in row.settings else None,
+                    "token_budget_from": self._trained(model, source) if source else None,
+                },
+            )
+        return self.trained[model, method]
+
+    def run(self, dataset: str, model: str, method: str, level: str = "scored") -> str:
+        """`{dataset}/{model}/{method}` of one run as path segments, at one of METHOD_LEVELS."""
+        return f"{self.dataset[dataset]}/{self.model[model]}/{getattr(self, level)[model, method]}"
+
+    def experiment_segments(self) -> set[str]:
+        """The segments the experiment's own runs write under (its data sets, models and methods)."""
+        experiment = self.config["experiment"]
+        models = experiment["models"]
+        found = {self.plus, *(self.dataset[d] for d in experiment["datasets"])}
+        for table in (self.staged, self.tokenizer, self.init, self.model, self.rl_data):
+            found.update(table[m] for m in models if m in table)
+        for level in METHOD_LEVELS:
+            found.update(seg for (model, _), seg in getattr(self, level).items() if model in models)
+        return found
+
+    def names(self) -> dict[str, str]:
+        """Every segment → its config name (the report's map)."""
+        mapping = {self.plus: "plus"}
+        for table in (self.dataset, self.staged, self.tokenizer, self.init, self.model):
+            mapping.update({seg: name for name, seg in table.items()})
+        for level in METHOD_LEVELS:
+            mapping.update({seg: method for (_, method), seg in getattr(self, level).items()})
+        mapping.update({seg: "pairs" for seg in self.rl_data.values()})
+        return mapping

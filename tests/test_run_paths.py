@@ -1,0 +1,248 @@
+"""Result paths encode the settings that make a result differ (execrl.run_paths)."""
+
+import copy
+
+import pytest
+
+from execrl.config import ConfigError, check_references, merged_config
+from execrl.methods import METHODS
+from execrl.run_paths import METHOD_LEVELS, RunSegments, digest, readable, segment
+
+EMBEDDED = ".test/config/config.yaml"
+SEPARATE = {"srrl_separate": {"method": "srrl", "overrides": {"srrl": {"groups": "separate"}}}}
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    return merged_config([EMBEDDED])
+
+
+def changed(config, **edits):
+    """A copy of `config` with dotted keys set."""
+    result = copy.deepcopy(config)
+    for dotted, value in edits.items():
+        *path, last = dotted.split("__")
+        node = result
+        for key in path:
+            node = node[key]
+        node[last] = value
+    return result
+
+
+def flat(config):
+    """Every segment of a config, by (level, name) or (level, model, method)."""
+    segments = RunSegments(config)
+    named = {"plus": {"plus": segments.plus}}
+    for level in ("dataset", "staged", "tokenizer", "init", "model", "rl_data"):
+        named[level] = getattr(segments, level)
+    flat = {(level, key): value for level, table in named.items() for key, value in table.items()}
+    for level in METHOD_LEVELS:
+        flat.update({(level, *key): value for key, value in getattr(segments, level).items()})
+    return flat
+
+
+def differing(a, b):
+    before, after = flat(a), flat(b)
+    return {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+
+
+def moved(config, **edits):
+    """(level, name or method) of the segments of the builtin data set and the tiny model that move."""
+    keys = differing(config, changed(config, **edits))
+    return {(key[0], key[-1]) for key in keys if len(key) == 2 or key[1] == "tiny"} - {
+        ("dataset", "mbpp"), ("staged", "qwen2.5-3b-instruct"), ("tokenizer", "qwen2.5-3b-instruct"),
+        ("init", "qwen2.5-3b-instruct"), ("model", "qwen2.5-3b-instruct"), ("rl_data", "qwen2.5-3b-instruct"),
+    }
+
+
+ALL = ("base", "dpo", "grpo", "srrl")
+EVALUATION = ("sampled", "judged", "judged_plus", "scored", "scored_plus", "refined")
+
+
+def levels(levels, methods):
+    return {(level, method) for level in levels for method in methods}
+
+
+def test_digest_is_stable_and_ignores_key_order():
+    assert digest({"a": 1, "b": [1, 2]}) == digest({"b": [1, 2], "a": 1})
+    assert digest({"a": 1}) != digest({"a": 2})
+    assert segment("builtin", {"a": 1}) == f"builtin-{digest({'a': 1})}"
+
+
+@pytest.mark.parametrize("name", ["builtin", "tiny-games", "model-abcdef", "qwen2.5-3b-instruct", "srrl_separate"])
+def test_readable_gives_the_config_name_back(name):
+    assert readable(segment(name, {"x": 1})) == name
+
+
+def test_same_settings_give_the_same_segments(embedded):
+    assert flat(embedded) == flat(merged_config([EMBEDDED]))
+    reordered = {key: embedded[key] for key in reversed(list(embedded))}
+    assert flat(reordered) == flat(embedded)
+
+
+@pytest.mark.parametrize(
+    "edits, expected",
+    [
+        # the data set: its own segment (everything under it follows by its place in the path)
+        ({"datasets__builtin__options": {"seed": 0, "n_train": 800, "n_test": 200}}, {("dataset", "builtin")}),
+        # the held-out tests: the watched trainings and the held-out judgements, nothing else
+        (
+            {"plus_tests__tests_per_problem": 3},
+            {("plus", "plus")} | levels(["trained"], ["grpo", "srrl"]) | levels(["judged_plus", "scored_plus"], ALL)
+            | levels(EVALUATION, ["grpo", "srrl"]),
+        ),
+        # the tiny model: its level and what follows, not the data
+        ({"tiny_model__sft__learning_rate": 0.001}, {("model", "tiny")}),
+        ({"tiny_model__hidden_size": 96}, {("init", "tiny"), ("model", "tiny")}),
+        # one method's training: that method only
+        ({"srrl__groups": "separate"}, levels(["trained", *EVALUATION], ["srrl"])),
+        ({"srrl__budget": "tokens"}, levels(["trained", *EVALUATION], ["srrl"])),
+        ({"dpo__beta": 0.2}, levels(["trained", *EVALUATION], ["dpo"])),
+        # the RL data: DPO's pairs and DPO, not GRPO
+        ({"rl_data__max_pairs_per_problem": 2}, {("rl_data", "tiny")} | levels(["trained", *EVALUATION], ["dpo"])),
+        # scoring: pass@k only, nothing is sampled or run again
+        ({"evaluation__k": [1, 4]}, levels(["scored", "scored_plus"], ALL)),
+        # the sandbox's time limit: every judgement and training that runs code, not the sampling of the base model
+        (
+            {"execution__timeout_s": 3},
+            levels(["judged", "judged_plus", "scored", "scored_plus", "refined"], ALL)
+            | levels(["trained"], ["dpo", "grpo", "srrl"]) | levels(["sampled"], ["dpo", "grpo", "srrl"])
+            | {("rl_data", "tiny")},
+        ),
+    ],
+    ids=["dataset", "plus-tests", "sft", "architecture", "srrl-groups", "srrl-budget", "dpo", "rl-data", "k", "timeout"],
+)
+def test_a_result_changing_setting_moves_exactly_the_segments_it_reaches(embedded, edits, expected):
+    assert moved(embedded, **edits) == expected
+
+
+def test_shared_training_settings_move_every_method_that_reads_them(embedded):
+    trained = {method for level, method in moved(embedded, grpo__learning_rate=0.001) if level == "trained"}
+    assert trained == {"grpo", "srrl"}  # dpo reads dpo:, not grpo:
+
+
+def test_sampling_settings_move_the_evaluations_not_the_trainings(embedded):
+    result = moved(embedded, generation__temperature=0.8)
+    # DPO's pairs come from the base model's samples, so DPO's training moves; GRPO's and SRRL's do not
+    assert {method for level, method in result if level == "trained"} == {"dpo"}
+    assert levels(EVALUATION, ALL) <= result
+
+
+@pytest.mark.parametrize(
+    "edits",
+    [
+        {"execution__workers": 8},
+        {"wandb__mode": "offline"},
+        {"wandb__project": "elsewhere"},
+        {"grpo__vllm_server_gpus": 2},
+        {"report__title": "another title"},
+        {"experiment__name": "another name"},
+    ],
+)
+def test_settings_that_cannot_change_a_result_move_nothing(embedded, edits):
+    assert differing(embedded, changed(embedded, **edits)) == set()
+
+
+def test_a_models_gpu_type_moves_nothing(embedded):
+    config = copy.deepcopy(embedded)
+    config["models"]["tiny"]["gpu_model"] = "a100"
+    assert differing(embedded, config) == set()
+
+
+def perturbed(value):
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, str):
+        return value + "x"
+    if isinstance(value, list):
+        return [*value, value[0]] if value else ["x"]
+    return "x"
+
+
+def leaves(node, path=()):
+    if isinstance(node, dict) and node:
+        for key, value in node.items():
+            yield from leaves(value, (*path, key))
+    else:
+        yield path
+
+
+NEVER_A_RESULT = {("experiment",), ("report",), ("wandb",), ("staging",), ("method_overrides",), ("method_variants",)}
+"""Sections no job's result reads (report.refinement_prompts is the exception, checked below)."""
+
+
+def test_every_other_leaf_setting_moves_some_segment():
+    """Every setting outside the report, logging and parallelism, changed alone, moves a segment
+    of a config running every method (so no setting a job reads is left out of the paths)."""
+    config = merged_config([EMBEDDED, ".test/config/seed-002.yaml"])
+    config["experiment"]["methods"] = list(METHODS)
+    config["experiment"]["models"] = ["tiny-games"]
+    config["tiny_model"]["sft"]["refinement_share"] = 0.1
+    unmoved = []
+    for path in leaves(config):
+        if path[:1] in NEVER_A_RESULT or path in {("execution", "workers"), ("grpo", "vllm_server_gpus"),
+                                                  ("grpo", "vllm_server_gpu_memory_utilization")}:
+            continue
+        if path[:1] == ("models",) and path[-1] == "gpu_model":
+            continue
+        edited = copy.deepcopy(config)
+        node = edited
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = perturbed(node[path[-1]])
+        if not differing(config, edited):
+            unmoved.append(".".join(path))
+    assert unmoved == []
+    edited = changed(config, report__refinement_prompts=3)
+    assert differing(config, edited)
+
+
+def test_a_variant_has_segments_of_its_own_and_leaves_the_others(embedded):
+    config = copy.deepcopy(embedded)
+    config["method_variants"] = copy.deepcopy(SEPARATE)
+    config["experiment"]["methods"] = [*config["experiment"]["methods"], "srrl_separate"]
+    check_references(config)
+    before, after = flat(embedded), flat(config)
+    assert {key: value for key, value in after.items() if key in before} == before
+    assert after["trained", "tiny", "srrl_separate"] != after["trained", "tiny", "srrl"]
+    assert after["scored", "tiny", "srrl_separate"] != after["scored", "tiny", "srrl"]
+    assert readable(after["trained", "tiny", "srrl_separate"]) == "srrl_separate"
+    # the variant trains as SRRL with srrl.groups: separate, and nothing else differs from srrl
+    separate = changed(embedded, srrl__groups="separate")
+    assert RunSegments(config).rows["srrl_separate"].variant_of == "srrl"
+    from execrl.run_paths import training_settings
+
+    assert training_settings(config, "srrl_separate", "tiny") == training_settings(separate, "srrl", "tiny")
+
+
+@pytest.mark.parametrize(
+    "variants, message",
+    [
+        ({"srrl": {"method": "grpo"}}, "is a registry method"),
+        ({"x": {"method": "base"}}, "not a trained method"),
+        ({"x": {"method": "dpo", "overrides": {"srrl": {"groups": "separate"}}}}, "dpo does not read 'srrl'"),
+        ({"x": {"method": "srrl", "overrides": {"srrl": {"grouping": "separate"}}}}, "unknown key(s) grouping"),
+    ],
+)
+def test_a_bad_variant_is_refused_by_name(embedded, variants, message):
+    config = copy.deepcopy(embedded)
+    config["method_variants"] = variants
+    with pytest.raises(ConfigError, match=r"method_variants\.") as error:
+        check_references(config)
+    assert message in str(error.value)
+
+
+def test_a_token_budget_variant_needs_grpo(embedded):
+    config = copy.deepcopy(embedded)
+    config["method_variants"] = {"srrl_tokens": {"method": "srrl", "overrides": {"srrl": {"budget": "tokens"}}}}
+    config["experiment"]["methods"] = ["base", "srrl_tokens"]
+    with pytest.raises(ConfigError, match="srrl_tokens with srrl.budget: tokens"):
+        check_references(config)
+    config["experiment"]["methods"] = ["base", "grpo", "srrl_tokens"]
+    check_references(config)
+    segments = RunSegments(config)
+    # its budget is GRPO's run: GRPO's trained segment is part of its own
+    grpo_changed = changed(config, grpo__learning_rate=0.001)
+    assert RunSegments(grpo_changed).trained["tiny", "srrl_tokens"] != segments.trained["tiny", "srrl_tokens"]

@@ -1,0 +1,131 @@
+"""Experiments never overwrite each other: over the shipped overlays, a path two configs both plan
+has the same params in both, and switching back to a config after another plans no job but the
+report's."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import EMBEDDED, REPO, copy_workflow, run_snakemake
+
+OVERLAYS = {
+    "default": [],
+    "seed-002": [".test/config/seed-002.yaml"],
+    "srrl-token-budget": [".test/config/srrl-token-budget.yaml"],
+    "srrl-separate": [".test/config/srrl-separate.yaml"],
+    "srrl-groups": [".test/config/srrl-groups.yaml"],
+    "srrl-budgets": [".test/config/srrl-budgets.yaml"],
+    "two-seeds": [".test/config/two-seeds.yaml"],
+    "hackable-reward": [".test/config/hackable-reward.yaml"],
+    "base-only": [".test/config/base-only.yaml"],
+}
+REPORT_LEVEL = ("results/tables/", "results/plots/", "results/report.html", "results/summary.")
+"""The experiment's own view (tables, figures, the report): rewritten by whichever experiment ran
+last, by design; everything else is a result and lives under settings-named segments."""
+
+
+def plan(workdir, name):
+    """Output path → {rule, params, directory} of every job the config's DAG has (forced)."""
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "workflow_plan.py"), str(workdir), "results/report.html", EMBEDDED,
+         *OVERLAYS[name]],
+        cwd=workdir, capture_output=True, text=True, timeout=300,
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"planning {name} failed:\n{result.stderr[-4000:]}")
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return copy_workflow(tmp_path_factory.mktemp("plans"))
+
+
+@pytest.fixture(scope="module")
+def plans(workdir):
+    return {name: plan(workdir, name) for name in OVERLAYS}
+
+
+def results(plan_of):
+    return {path: job for path, job in plan_of.items() if not path.startswith(REPORT_LEVEL)}
+
+
+@pytest.mark.parametrize("other", [name for name in OVERLAYS if name != "default"])
+def test_a_path_two_configs_plan_has_the_same_params_in_both(plans, other):
+    for first, second in (("default", other), ("seed-002", other)):
+        if first == second:
+            continue
+        shared = results(plans[first]).keys() & results(plans[second]).keys()
+        differing = {
+            path: (plans[first][path]["params"], plans[second][path]["params"])
+            for path in shared
+            if plans[first][path]["params"] != plans[second][path]["params"]
+        }
+        assert differing == {}, f"{first} and {second} write these paths with different params"
+
+
+def test_the_overlays_that_change_settings_write_elsewhere_and_share_the_rest(plans):
+    default = results(plans["default"])
+    # seed 002 changes the data set's size: nothing of the default's is reused (its data differ)
+    assert not default.keys() & results(plans["seed-002"]).keys()
+    # the token budget changes SRRL only: every other result is the default's own
+    budget = results(plans["srrl-token-budget"])
+    assert {path for path in default.keys() - budget.keys()} == {p for p in default if "/srrl-" in p}
+    # SRRL's two groupings side by side: the default's results, plus the variant's
+    groups = results(plans["srrl-groups"])
+    assert default.keys() < groups.keys()
+    assert all("/srrl_separate-" in path for path in groups.keys() - default.keys())
+    assert (groups.keys() - default.keys()) & {p for p in groups if p.startswith("results/training/")}
+    budgets = results(plans["srrl-budgets"])
+    assert default.keys() < budgets.keys()
+    assert all("/srrl_tokens-" in path for path in budgets.keys() - default.keys())
+
+
+def materialize(workdir, name):
+    """Pretend the config ran: create its outputs that are missing (empty files and folders) and let
+    `snakemake --touch` record each job's metadata (params, inputs, code) as a finished run does."""
+    for path, job in plan(workdir, name).items():
+        target = workdir / path
+        if target.exists():
+            continue
+        if job["directory"]:
+            target.mkdir(parents=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch()
+    run_snakemake(workdir, "--touch", "results/report.html", "--configfile", EMBEDDED, *OVERLAYS[name])
+
+
+def planned_outputs(workdir, name):
+    """What a dry run of the config would run, as (rule, output) lines."""
+    result = run_snakemake(workdir, "-n", "results/report.html", "--configfile", EMBEDDED, *OVERLAYS[name])
+    text = result.stdout + result.stderr
+    if "Nothing to be done" in text:
+        return []
+    jobs = re.findall(r"^(?:local)?rule (\w+):\n(?:[ \t]+(?!output:)\S.*\n)*?[ \t]+output: (\S+)", text, re.MULTILINE)
+    stats = text.split("Job stats:")[1].split("total")[0]
+    assert len(jobs) == sum(int(n) for n in re.findall(r"^\w+\s+(\d+)$", stats, re.MULTILINE))
+    return jobs
+
+
+@pytest.mark.parametrize("other", ["seed-002", "srrl-token-budget", "srrl-groups"])
+def test_switching_back_plans_nothing_but_the_report(tmp_path, other):
+    """default → other → default: the last dry run plans only report-level jobs.
+
+    Limit: the jobs are marked done with `snakemake --touch` over placeholder outputs, not run,
+    so this checks Snakemake's rerun triggers (missing outputs, modification times, params, the
+    set of inputs, code) on the metadata a run would leave, not the jobs' contents."""
+    workdir = copy_workflow(tmp_path)
+    materialize(workdir, "default")
+    assert all(output.startswith(REPORT_LEVEL) for _, output in planned_outputs(workdir, "default"))
+    materialize(workdir, other)
+    after_other = planned_outputs(workdir, "default")
+    assert after_other, "the dry run listed no job at all (the report lists the experiment that ran last)"
+    assert [(rule, output) for rule, output in after_other if not output.startswith(REPORT_LEVEL)] == []
+    # and the other experiment's results are still there for it: switching again plans only its report
+    after_default = planned_outputs(workdir, other)
+    assert [(rule, output) for rule, output in after_default if not output.startswith(REPORT_LEVEL)] == []
