@@ -90,7 +90,7 @@ def training_layout(model, method):
 def get_base_model_dir(model):
     """Where the model's config.json is (a staged or local folder), for the memory plan."""
     if is_hub_model(model):
-        return f"resources/models/{model}"
+        return f"resources/models/{SEGMENTS.staged[model]}"
     return None if is_tiny_model(model) else config["models"][model]["source"]
 
 
