@@ -182,6 +182,11 @@ def read_local_file(path: Path) -> list[RawRow]:
             raise DatasetError(f"{path}: not a valid JSON array ({error})") from error
         return [RawRow(f"index {i}", record) for i, record in enumerate(records)]
     # JSON Lines (a .json file that is not an array is read as JSON Lines too).
+    return json_lines_rows(text)
+
+
+def json_lines_rows(text: str) -> list[RawRow]:
+    """One row per non-blank line of JSON Lines text; a line that is not JSON is that row's error."""
     rows = []
     for line_number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

@@ -18,7 +18,6 @@ helpers the prompt defines (``poly``, ``encode_cyclic``, ...), as upstream's har
 from __future__ import annotations
 
 import gzip
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from execrl.datasets._common import (
     as_text,
     check_optional_str,
     is_saved_dataset,
+    json_lines_rows,
     looks_like_hub_id,
     path_digest,
     read_hub,
@@ -108,18 +108,10 @@ def _read_source(split: str, source: str | None, options: dict) -> RawSource:
 def _read_gzip_lines(path: Path) -> list[RawRow]:
     try:
         with gzip.open(path, "rt", encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
+            text = handle.read()
     except (OSError, UnicodeDecodeError, EOFError) as error:
         raise DatasetError(f"{path}: cannot read gzipped JSON Lines ({error})") from error
-    rows = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(RawRow(f"line {number}", json.loads(line)))
-        except json.JSONDecodeError as error:
-            rows.append(RawRow(f"line {number}", error=f"not valid JSON ({error.msg})"))
-    return rows
+    return json_lines_rows(text)
 
 
 def convert_row(row: Any) -> Problem:
