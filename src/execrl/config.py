@@ -51,6 +51,18 @@ def model_kind(source: str) -> str:
     return "hub"
 
 
+def _check_overrides(config: dict, where: str, method, sections: dict) -> None:
+    """SECTION → KEY overrides of `method` (a registry row): sections it reads, keys the section has."""
+    for section, values in sections.items():
+        if section not in method.settings:
+            raise ConfigError(
+                f"{where}.{section}: {method.name} does not read {section!r} (it reads {', '.join(method.settings)})"
+            )
+        unknown = sorted(set(values) - set(config.get(section, {})))
+        if unknown:
+            raise ConfigError(f"{where}.{section}: unknown key(s) {', '.join(unknown)}")
+
+
 def check_references(config: dict[str, Any]) -> None:
     """Every name the experiment grid uses is defined, every method another one's settings need is
     run, and templates use known fields only."""
@@ -65,15 +77,7 @@ def check_references(config: dict[str, Any]) -> None:
         if base not in METHODS or not METHODS[base].trained:
             trained = ", ".join(m for m in METHODS if METHODS[m].trained)
             raise ConfigError(f"method_variants.{name}.method: {base!r} is not a trained method (methods: {trained})")
-        for section, values in variant.get("overrides", {}).items():
-            if section not in METHODS[base].settings:
-                raise ConfigError(
-                    f"method_variants.{name}.overrides.{section}: {base} does not read {section!r} "
-                    f"(it reads {', '.join(METHODS[base].settings)})"
-                )
-            unknown = sorted(set(values) - set(config.get(section, {})))
-            if unknown:
-                raise ConfigError(f"method_variants.{name}.overrides.{section}: unknown key(s) {', '.join(unknown)}")
+        _check_overrides(config, f"method_variants.{name}.overrides", METHODS[base], variant.get("overrides", {}))
     for name in experiment["methods"]:
         if name not in METHODS and name not in variants:
             raise ConfigError(
@@ -92,15 +96,7 @@ def check_references(config: dict[str, Any]) -> None:
     for method, sections in config.get("method_overrides", {}).items():
         if method not in METHODS or not METHODS[method].trained:
             raise ConfigError(f"method_overrides names {method!r}, which is not a trained method (methods: {', '.join(METHODS)})")
-        for section, values in sections.items():
-            if section not in METHODS[method].settings:
-                raise ConfigError(
-                    f"method_overrides.{method}.{section}: {method} does not read {section!r} "
-                    f"(it reads {', '.join(METHODS[method].settings)})"
-                )
-            unknown = sorted(set(values) - set(config.get(section, {})))
-            if unknown:
-                raise ConfigError(f"method_overrides.{method}.{section}: unknown key(s) {', '.join(unknown)}")
+        _check_overrides(config, f"method_overrides.{method}", METHODS[method], sections)
     if "spiral" in experiment["methods"]:
         grpo = {**config.get("grpo", {}), **config.get("method_overrides", {}).get("spiral", {}).get("grpo", {})}
         if grpo.get("use_vllm") and grpo.get("vllm_mode") == "server":
