@@ -117,12 +117,18 @@ def test_comparisons_use_the_seeds_and_problems_both_have():
     assert row["n_seeds"] == 1 and row["n_problems"] == 2 and row["delta"] == pytest.approx(0.5)
 
 
-def test_pairs_srrl_against_grpo_then_the_configured_ones():
+def test_pairs_srrl_against_grpo_then_variants_then_the_configured_ones():
     assert stats.comparison_pairs(["base", "grpo", "srrl"]) == [("srrl", "grpo")]
     assert stats.comparison_pairs(["base", "grpo", "dpo"]) == []
     assert stats.comparison_pairs(["base", "dpo", "grpo", "srrl"], [["srrl", "grpo"], ["dpo", "grpo"]]) == [
         ("srrl", "grpo"), ("dpo", "grpo"),
     ]
+    # a method variant against the method it varies, whenever both run, before the configured pairs
+    variants = {"srrl_separate": "srrl", "grpo_long": "grpo"}
+    assert stats.comparison_pairs(["base", "grpo", "srrl", "srrl_separate"], [["srrl_separate", "grpo"]], variants) == [
+        ("srrl", "grpo"), ("srrl_separate", "srrl"), ("srrl_separate", "grpo"),
+    ]
+    assert stats.comparison_pairs(["base", "srrl_separate", "grpo_long"], [], variants) == []
     assert stats.base_pairs(["srrl", "base", "dpo"]) == [("dpo", "base"), ("srrl", "base")]
     table = runs({("base", 0): [0, 1], ("grpo", 0): [1, 1], ("srrl", 0): [2, 2]})
     assert stats.compare_to_baseline(table, n_boot=100).equals(

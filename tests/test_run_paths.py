@@ -55,7 +55,8 @@ def moved(config, **edits):
     }
 
 
-ALL = ("base", "dpo", "grpo", "srrl")
+ALL = ("base", "dpo", "grpo", "srrl", "srrl_separate")
+SRRLS = ("srrl", "srrl_separate")  # the embedded default runs both of SRRL's groupings
 EVALUATION = ("sampled", "judged", "judged_plus", "scored", "scored_plus", "refined")
 
 
@@ -88,15 +89,16 @@ def test_same_settings_give_the_same_segments(embedded):
         # the held-out tests: the watched trainings and the held-out judgements, nothing else
         (
             {"plus_tests__tests_per_problem": 3},
-            {("plus", "plus")} | levels(["trained"], ["grpo", "srrl"]) | levels(["judged_plus", "scored_plus"], ALL)
-            | levels(EVALUATION, ["grpo", "srrl"]),
+            {("plus", "plus")} | levels(["trained"], ["grpo", *SRRLS]) | levels(["judged_plus", "scored_plus"], ALL)
+            | levels(EVALUATION, ["grpo", *SRRLS]),
         ),
         # the tiny model: its level and what follows, not the data
         ({"tiny_model__sft__learning_rate": 0.001}, {("model", "tiny")}),
         ({"tiny_model__hidden_size": 96}, {("init", "tiny"), ("model", "tiny")}),
-        # one method's training: that method only
+        # one method's training: that method only; the variant keeps the grouping it names, and
+        # follows srrl's other settings
         ({"srrl__groups": "separate"}, levels(["trained", *EVALUATION], ["srrl"])),
-        ({"srrl__budget": "tokens"}, levels(["trained", *EVALUATION], ["srrl"])),
+        ({"srrl__budget": "tokens"}, levels(["trained", *EVALUATION], SRRLS)),
         ({"dpo__beta": 0.2}, levels(["trained", *EVALUATION], ["dpo"])),
         # the RL data: DPO's pairs and DPO, not GRPO
         ({"rl_data__max_pairs_per_problem": 2}, {("rl_data", "tiny")} | levels(["trained", *EVALUATION], ["dpo"])),
@@ -106,7 +108,7 @@ def test_same_settings_give_the_same_segments(embedded):
         (
             {"execution__timeout_s": 3},
             levels(["judged", "judged_plus", "scored", "scored_plus", "refined"], ALL)
-            | levels(["trained"], ["dpo", "grpo", "srrl"]) | levels(["sampled"], ["dpo", "grpo", "srrl"])
+            | levels(["trained"], ["dpo", "grpo", *SRRLS]) | levels(["sampled"], ["dpo", "grpo", *SRRLS])
             | {("rl_data", "tiny")},
         ),
     ],
@@ -118,7 +120,7 @@ def test_a_result_changing_setting_moves_exactly_the_segments_it_reaches(embedde
 
 def test_shared_training_settings_move_every_method_that_reads_them(embedded):
     trained = {method for level, method in moved(embedded, grpo__learning_rate=0.001) if level == "trained"}
-    assert trained == {"grpo", "srrl"}  # dpo reads dpo:, not grpo:
+    assert trained == {"grpo", *SRRLS}  # dpo reads dpo:, not grpo:
 
 
 def test_sampling_settings_move_the_evaluations_not_the_trainings(embedded):

@@ -16,8 +16,6 @@ OVERLAYS = {
     "default": [],
     "seed-002": [".test/config/seed-002.yaml"],
     "srrl-token-budget": [".test/config/srrl-token-budget.yaml"],
-    "srrl-separate": [".test/config/srrl-separate.yaml"],
-    "srrl-groups": [".test/config/srrl-groups.yaml"],
     "srrl-budgets": [".test/config/srrl-budgets.yaml"],
     "two-seeds": [".test/config/two-seeds.yaml"],
     "hackable-reward": [".test/config/hackable-reward.yaml"],
@@ -72,14 +70,16 @@ def test_the_overlays_that_change_settings_write_elsewhere_and_share_the_rest(pl
     default = results(plans["default"])
     # seed 002 changes the data set's size: nothing of the default's is reused (its data differ)
     assert not default.keys() & results(plans["seed-002"]).keys()
-    # the token budget changes SRRL only: every other result is the default's own
+    # the token budget changes SRRL only (both groupings: the variant lies over srrl's section):
+    # every other result is the default's own
     budget = results(plans["srrl-token-budget"])
-    assert {path for path in default.keys() - budget.keys()} == {p for p in default if "/srrl-" in p}
-    # SRRL's two groupings side by side: the default's results, plus the variant's
-    groups = results(plans["srrl-groups"])
-    assert default.keys() < groups.keys()
-    assert all("/srrl_separate-" in path for path in groups.keys() - default.keys())
-    assert (groups.keys() - default.keys()) & {p for p in groups if p.startswith("results/training/")}
+    changed = {p for p in default if "/srrl-" in p or "/srrl_separate-" in p}
+    assert {path for path in default.keys() - budget.keys()} == changed
+    # the default runs SRRL's two groupings side by side: the variant trains on paths of its own
+    separate = {p for p in default if "/srrl_separate-" in p}
+    assert {p for p in separate if p.startswith("results/training/")}
+    assert not {p.replace("/srrl_separate-", "/srrl-") for p in separate} & default.keys()
+    # both budgets side by side: the default's results, plus the variant's
     budgets = results(plans["srrl-budgets"])
     assert default.keys() < budgets.keys()
     assert all("/srrl_tokens-" in path for path in budgets.keys() - default.keys())
@@ -112,7 +112,7 @@ def planned_outputs(workdir, name):
     return jobs
 
 
-@pytest.mark.parametrize("other", ["seed-002", "srrl-token-budget", "srrl-groups"])
+@pytest.mark.parametrize("other", ["seed-002", "srrl-token-budget", "srrl-budgets"])
 def test_switching_back_plans_nothing_but_the_report(tmp_path, other):
     """default → other → default: the last dry run plans only report-level jobs.
 

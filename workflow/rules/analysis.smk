@@ -80,6 +80,7 @@ rule bootstrap_pass_at_k:
         n_boot=config["report"]["bootstrap_samples"],
         seed=0,
         comparisons=config["report"]["comparisons"],
+        variants=variants_run(),
     script:
         "../scripts/bootstrap_pass_at_k.py"
 

@@ -71,6 +71,15 @@ def registry_method(wildcards):
     return row.variant_of or row.name
 
 
+def variants_run():
+    """Variant → the method it varies, for the method variants the experiment runs."""
+    return {
+        name: METHOD_ROWS[name].variant_of
+        for name in EXPERIMENT["methods"]
+        if METHOD_ROWS[name].variant_of
+    }
+
+
 ##### targets #####
 
 

@@ -11,6 +11,6 @@ methods = per_problem["method"].unique()
 pass_at_k_curves(per_problem, n_boot=n_boot, seed=seed).to_csv(snakemake.output.curves, sep="\t", index=False)
 for output, pairs in (
     (snakemake.output.comparison, base_pairs(methods)),
-    (snakemake.output.comparisons, comparison_pairs(methods, snakemake.params.comparisons)),
+    (snakemake.output.comparisons, comparison_pairs(methods, snakemake.params.comparisons, snakemake.params.variants)),
 ):
     compare_methods(per_problem, pairs, n_boot=n_boot, seed=seed).to_csv(output, sep="\t", index=False)

@@ -181,11 +181,14 @@ def base_pairs(methods, baseline: str = BASELINE) -> list[tuple[str, str]]:
     return [(method, baseline) for method in sorted(set(methods) - {baseline})]
 
 
-def comparison_pairs(methods, configured=()) -> list[tuple[str, str]]:
+def comparison_pairs(methods, configured=(), variants=None) -> list[tuple[str, str]]:
     """The pairwise comparisons beside those with base: SRRL against GRPO whenever both run (the
-    question the experiment asks), then every configured [method, baseline] pair, each once."""
+    question the experiment asks), each method variant against the method it varies whenever both
+    run (`variants`: variant name → that method), then every configured [method, baseline] pair,
+    each once."""
     pairs = [SRRL_AGAINST_GRPO] if set(SRRL_AGAINST_GRPO) <= set(methods) else []
-    for method, baseline in configured:
+    varied = [(variant, of) for variant, of in sorted((variants or {}).items()) if {variant, of} <= set(methods)]
+    for method, baseline in [*varied, *configured]:
         if (method, baseline) not in pairs:
             pairs.append((method, baseline))
     return pairs
