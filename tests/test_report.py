@@ -329,6 +329,39 @@ def test_every_figure_renders(tmp_path, evaluations, per_problem, metrics_files)
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
 
 
+def test_figures_draw_method_variants_in_colours_of_their_own(tmp_path, per_problem, metrics_files):
+    """A config's method variants (e.g. srrl_separate) are names outside the registry: every figure
+    that colours by method draws them, each in a colour no other method has."""
+    variant = per_problem[per_problem["method"] == "srrl"].assign(method="srrl_separate")
+    with_variant = pd.concat([per_problem, variant], ignore_index=True)
+    metrics = training.metrics_table(metrics_files["metrics"], GRPO, {("toy", "m", 0): 96.0})
+    watch = pd.DataFrame(
+        [{"dataset": "toy", "model": "m", "method": m, "seed": 0, "step": s, "metric": key, "value": 0.1 * s, "samples": np.nan}
+         for m in ("grpo", "srrl", "srrl_separate", "srrl_tokens") for s in range(1, 5) for key, _ in training.WATCH_PANELS]
+    )
+    metrics = pd.concat([metrics, metrics[metrics["method"] == "srrl"].assign(method="srrl_separate")], ignore_index=True)
+    diversity = pd.DataFrame(
+        [{"dataset": "toy", "model": "m", "method": m, "seed": 0, "split": "test", "problem_id": f"p{i}", "n": 4,
+          "distinct_programs": 2, "distinct_passing": 1, "mean_similarity": 0.5, "mean_jaccard": 0.4, "n_pairs": 6}
+         for m in ("base", "srrl", "srrl_separate") for i in range(3)]
+    )
+    made = {
+        "pass_at_k": figures.pass_at_k_figure(stats.pass_at_k_curves(with_variant, n_boot=50)),
+        "training_steps": figures.training_figure(metrics, x="step"),
+        "watch": figures.watch_figure(watch),
+        "diversity": figures.diversity_figure(diversity),
+        "srrl": figures.srrl_figure(metrics, ("srrl", "srrl_separate")),
+    }
+    labels = {text.get_text() for legend in made["srrl"].legends for text in legend.get_texts()}
+    assert {"srrl c1 (first attempt)", "srrl_separate c2 (refinement)", "grpo (all samples)"} <= labels
+    for name, figure in made.items():
+        figures.save(figure, tmp_path / f"{name}.png")
+        assert (tmp_path / f"{name}.png").stat().st_size > 0, name
+    colors = figures.method_colors(["base", "dpo", "grpo", "srrl", "srrl_separate", "srrl_tokens"])
+    assert len(set(colors.values())) == len(colors)
+    assert colors["srrl"] == figures.METHOD_COLORS["srrl"] and colors["srrl_separate"] not in figures.METHOD_COLORS.values()
+
+
 class FakeBackend:
     name = "fake"
     tokenizer = None

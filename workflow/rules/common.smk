@@ -67,8 +67,7 @@ def method_row(wildcards):
 
 def registry_method(wildcards):
     """The registry method the job's method trains as (a variant's base)."""
-    row = method_row(wildcards)
-    return row.variant_of or row.name
+    return registry_name(method_name(wildcards))
 
 
 def variants_run():
@@ -78,6 +77,16 @@ def variants_run():
         for name in EXPERIMENT["methods"]
         if METHOD_ROWS[name].variant_of
     }
+
+
+def srrl_runs():
+    """SRRL and its method variants, as the experiment runs them."""
+    return [m for m in EXPERIMENT["methods"] if registry_name(m) == "srrl"]
+
+
+def registry_name(name):
+    """The registry method a config's method trains as (a variant's base)."""
+    return METHOD_ROWS[name].variant_of or name
 
 
 ##### targets #####

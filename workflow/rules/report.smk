@@ -103,7 +103,7 @@ rule plot_training_curves:
 
 rule plot_srrl_refinement:
     input:
-        get_training_metrics(["srrl", "grpo"]),
+        get_training_metrics([*srrl_runs(), "grpo"]),
     output:
         report(
             "results/plots/srrl_c1_c2.png",
@@ -118,6 +118,8 @@ rule plot_srrl_refinement:
         "../envs/report.yaml"
     resources:
         **job_resources("report"),
+    params:
+        srrl_methods=srrl_runs(),
     script:
         "../scripts/plot_srrl_refinement.py"
 

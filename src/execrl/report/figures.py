@@ -18,12 +18,28 @@ from execrl.report.evaluations import OUTCOME_LABELS
 from execrl.report.training import SRRL_KEYS, WARM_START_PANELS, WATCH_PANELS, panels_for, smooth, smoothing_window
 
 METHOD_ORDER = list(METHODS)
-# base grey, the warm start (sft) purple, every trained method its own colour in registry order.
+# base grey, the warm start (sft) purple, every registry method its own colour in registry order.
 METHOD_COLORS = {
     "base": "#7f7f7f",
     "sft": "#9467bd",
-    **dict(zip([m for m in METHODS if m != "base"], ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#8c564b", "#e377c2", "#17becf", "#bcbd22"])),
+    **dict(
+        zip(
+            [m for m in METHODS if m != "base" and METHODS[m].variant_of is None],
+            ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#8c564b", "#e377c2", "#17becf", "#bcbd22"],
+        )
+    ),
 }
+# Method variants (config names outside the registry) take these, in name order.
+VARIANT_COLORS = ["#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354"]
+
+
+def method_colors(methods) -> dict[str, str]:
+    """A colour per method name: a registry method's own, and for the others (method variants, e.g.
+    srrl_separate) the next of VARIANT_COLORS, so that every figure can draw any config's methods."""
+    colors = {m: METHOD_COLORS[m] for m in methods if m in METHOD_COLORS}
+    others = sorted(set(methods) - colors.keys())
+    colors.update({m: VARIANT_COLORS[i % len(VARIANT_COLORS)] for i, m in enumerate(others)})
+    return colors
 OUTCOME_COLORS = {
     "syntax error": "#d62728",
     "runtime error": "#ff9896",
@@ -64,6 +80,7 @@ def pass_at_k_figure(curves: pd.DataFrame) -> Figure:
     _theme()
     data = curves.assign(run=run_label(curves))
     methods = methods_in(data)
+    colors = method_colors(methods)
     grid = sns.FacetGrid(data, col="run", col_wrap=min(3, data["run"].nunique()), height=3.3, aspect=1.25, sharey=True)
 
     def draw(data, color=None, label=None):
@@ -72,7 +89,7 @@ def pass_at_k_figure(curves: pd.DataFrame) -> Figure:
             rows = data[data["method"] == method].sort_values("k")
             if rows.empty:
                 continue
-            color = METHOD_COLORS.get(method)
+            color = colors[method]
             ax.fill_between(rows["k"], rows["ci_low"], rows["ci_high"], color=color, alpha=0.18, linewidth=0)
             ax.plot(rows["k"], rows["mean"], color=color, marker="o", markersize=3, label=method)
 
@@ -87,7 +104,7 @@ def pass_at_k_figure(curves: pd.DataFrame) -> Figure:
         ax.set_ylim(-0.02, 1.02)  # lines at 0 or 1 stay visible
     grid.set_axis_labels("k (samples per problem)", "pass@k")
     grid.set_titles("{col_name}")
-    handles = [plt.Line2D([], [], color=METHOD_COLORS.get(m), marker="o", label=m) for m in methods]
+    handles = [plt.Line2D([], [], color=colors[m], marker="o", label=m) for m in methods]
     grid.figure.legend(handles=handles, loc="upper center", ncol=len(methods), bbox_to_anchor=(0.5, 1.06), frameon=False)
     return grid.figure
 
@@ -205,6 +222,7 @@ def training_figure(metrics: pd.DataFrame, x: str = "step") -> Figure:
     data = data.assign(run=run_label(data, with_split=False))
     runs = sorted(data["run"].unique())
     methods = methods_in(data)
+    colors = method_colors(methods)
     figure, axes = _panel_axes(len(panels), runs)
     for run in runs:
         for r, (key, title) in enumerate(panels):
@@ -214,18 +232,18 @@ def training_figure(metrics: pd.DataFrame, x: str = "step") -> Figure:
             if not online.empty:
                 sns.lineplot(
                     data=online, x=x, y="smoothed", hue="method", hue_order=[m for m in methods if m in set(online["method"])],
-                    palette=METHOD_COLORS, errorbar="sd" if online["seed"].nunique() > 1 else None, ax=ax, legend=False, linewidth=1.4,
+                    palette=colors, errorbar="sd" if online["seed"].nunique() > 1 else None, ax=ax, legend=False, linewidth=1.4,
                 )
             if x == "samples":
                 # Offline methods draw all their samples before training: one point at the final value.
                 offline = rows[rows["method"].map(lambda m: m in METHODS and not METHODS[m].online) & rows["samples"].notna()]
                 for (method, _), run_rows in offline.groupby(["method", "seed"]):
                     last = run_rows.sort_values("step").iloc[-1]
-                    ax.scatter([last["samples"]], [last["smoothed"]], marker="X", s=50, color=METHOD_COLORS[method], zorder=3)
+                    ax.scatter([last["samples"]], [last["smoothed"]], marker="X", s=50, color=colors[method], zorder=3)
             ax.set_title(title if len(runs) == 1 else f"{title}\n{run}", fontsize=9)
             ax.set_ylabel("")
             ax.set_xlabel("optimiser step" if x == "step" else "completions sampled from the model", fontsize=8)
-    handles = [plt.Line2D([], [], color=METHOD_COLORS.get(m), label=m) for m in methods]
+    handles = [plt.Line2D([], [], color=colors[m], label=m) for m in methods]
     heading = runs[0] if len(runs) == 1 else None
     top = 1 - (0.55 if heading else 0.35) / figure.get_figheight()  # inches kept free for the legend
     figure.legend(handles=handles, loc="upper center", ncol=len(methods), bbox_to_anchor=(0.5, 1.0), frameon=False,
@@ -236,19 +254,28 @@ def training_figure(metrics: pd.DataFrame, x: str = "step") -> Figure:
     return figure
 
 
-def srrl_figure(metrics: pd.DataFrame) -> Figure:
-    """SRRL's first-attempt (c1) and refinement (c2) pass rates over training, GRPO's pass rate for reference."""
+# c1 and c2 colours of each SRRL run drawn, in order: srrl's own first, then its variants'.
+SRRL_SERIES_COLORS = [("#2ca02c", "#17becf"), ("#393b79", "#9c9ede"), ("#8c6d31", "#e7ba52"), ("#843c39", "#e7969c")]
+
+
+def srrl_figure(metrics: pd.DataFrame, srrl_methods=("srrl",)) -> Figure:
+    """SRRL's first-attempt (c1) and refinement (c2) pass rates over training, for SRRL and each of
+    its variants in `srrl_methods` (e.g. srrl_separate), GRPO's pass rate for reference."""
     _theme()
-    srrl = metrics[(metrics["method"] == "srrl") & metrics["metric"].isin(SRRL_KEYS)]
+    srrl = metrics[metrics["method"].isin(srrl_methods) & metrics["metric"].isin(SRRL_KEYS)]
     if srrl.empty:
         return message_figure("no SRRL pass rates logged")
     reference = metrics[(metrics["method"] == "grpo") & (metrics["metric"] == "execution/pass_rate")]
     data = _smoothed(pd.concat([srrl, reference]))
     data["series"] = data.apply(
-        lambda r: f"srrl {SRRL_KEYS[r['metric']]}" if r["method"] == "srrl" else "grpo (all samples)", axis=1
+        lambda r: f"{r['method']} {SRRL_KEYS[r['metric']]}" if r["method"] != "grpo" else "grpo (all samples)", axis=1
     )
     data["run"] = run_label(data, with_split=False)
-    palette = {"srrl c1 (first attempt)": "#2ca02c", "srrl c2 (refinement)": "#17becf", "grpo (all samples)": "#ff7f0e"}
+    drawn = [m for m in srrl_methods if m in set(srrl["method"])]
+    palette = {}
+    for method, (c1, c2) in zip(drawn, SRRL_SERIES_COLORS * len(drawn)):
+        palette[f"{method} c1 (first attempt)"], palette[f"{method} c2 (refinement)"] = c1, c2
+    palette["grpo (all samples)"] = "#ff7f0e"
     grid = sns.relplot(
         data=data, x="step", y="smoothed", hue="series", hue_order=[s for s in palette if s in set(data["series"])],
         palette=palette, col="run", kind="line", height=3.2, aspect=1.6,
@@ -290,7 +317,7 @@ def watch_figure(metrics: pd.DataFrame) -> Figure:
     data = _smoothed(rows)
     data = data.assign(run=run_label(data, with_split=False), panel=data["metric"].map(titles))
     grid = sns.relplot(
-        data=data, x="step", y="smoothed", hue="method", hue_order=methods_in(data), palette=METHOD_COLORS,
+        data=data, x="step", y="smoothed", hue="method", hue_order=methods_in(data), palette=method_colors(methods_in(data)),
         col="panel", row="run" if data["run"].nunique() > 1 else None,
         col_order=[t for k, t in WATCH_PANELS if k in set(rows["metric"])], kind="line", height=2.8, aspect=1.5,
         errorbar="sd" if data["seed"].nunique() > 1 else None, facet_kws={"sharey": False},
@@ -338,7 +365,7 @@ def diversity_figure(diversity: pd.DataFrame) -> Figure:
     long["measure"] = long["measure"].map(titles)
     methods = methods_in(data)
     grid = sns.catplot(
-        data=long, x="run", y="value", hue="method", hue_order=methods, palette=METHOD_COLORS, col="measure",
+        data=long, x="run", y="value", hue="method", hue_order=methods, palette=method_colors(methods), col="measure",
         col_order=list(titles.values()), kind="bar", errorbar=("ci", 95), height=3.2, aspect=1.2, sharey=True,
     )
     grid.set(ylim=(0, 1))
