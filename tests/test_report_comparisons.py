@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from execrl.config import ConfigError, check_references, merged_config
+from execrl.methods import METHODS, Method
 from execrl.report import budget, comparisons, stats
 
 N = 4
@@ -248,6 +249,24 @@ def test_the_budget_a_comparison_used_is_named_with_both_token_totals(tmp_path):
     assert "short of equal: SRRL reached grpo.max_steps before GRPO's total" in comparisons.budget_sentence(
         {"method": "srrl", "baseline": "grpo", "budget": short}
     )
+
+
+def test_a_variant_of_srrl_held_to_grpos_tokens_is_named_in_its_budget(tmp_path, monkeypatch):
+    """srrl_tokens (a variant of srrl at srrl.budget: tokens) against GRPO: the same budget sentence,
+    naming the variant; against srrl itself, equal completions."""
+    monkeypatch.setitem(METHODS, "srrl_tokens", Method(**{**METHODS["srrl"].__dict__, "name": "srrl_tokens", "variant_of": "srrl"}))
+    paths = [
+        write_token_metrics(tmp_path, "grpo", 0, prompt_length=40, completion_length=25, steps=6),
+        write_token_metrics(tmp_path, "srrl_tokens", 0, prompt_length=30, completion_length=25, steps=4),
+    ]
+    methods = budget.per_method(budget.token_budget(paths, GRPO_SETTINGS))
+    short = budget.pair_budget(methods, "toy", "m", "srrl_tokens", "grpo", srrl_budget={"srrl_tokens": "tokens"})
+    assert short["matched"] == "tokens"
+    assert budget.srrl_and_grpo("grpo", "srrl_tokens") == ("srrl_tokens", "grpo")
+    assert budget.srrl_and_grpo("srrl_tokens", "srrl") is None
+    sentence = comparisons.budget_sentence({"method": "srrl_tokens", "baseline": "grpo", "budget": short})
+    assert "srrl_tokens" in sentence and "short of equal: srrl_tokens reached grpo.max_steps before GRPO's total" in sentence
+    assert comparisons.title("srrl_separate", "srrl") == "srrl_separate against SRRL"
 
 
 def test_comparison_records_carry_the_runs_srrl_budget(tmp_path):

@@ -125,12 +125,19 @@ def matched_on(method: str, baseline: str, srrl_budget: str | dict | None) -> st
     """`tokens` for SRRL (or a variant of it) and GRPO when SRRL trained to GRPO's sampled tokens
     (`srrl.budget: tokens`; a dict gives each SRRL method's own); `completions` otherwise, each
     having drawn its completions per step for its steps."""
+    sides = srrl_and_grpo(method, baseline)
+    if sides is None:
+        return "completions"
+    value = srrl_budget.get(sides[0]) if isinstance(srrl_budget, dict) else srrl_budget
+    return "tokens" if value == "tokens" else "completions"
+
+
+def srrl_and_grpo(method: str, baseline: str) -> tuple[str, str] | None:
+    """(the SRRL side, the GRPO side) of a pair of SRRL and GRPO (or variants of them), else None."""
     bases = {m: (METHODS[m].variant_of or m) if m in METHODS else m for m in (method, baseline)}
     if sorted(bases.values()) != ["grpo", "srrl"]:
-        return "completions"
-    srrl_side = method if bases[method] == "srrl" else baseline
-    value = srrl_budget.get(srrl_side) if isinstance(srrl_budget, dict) else srrl_budget
-    return "tokens" if value == "tokens" else "completions"
+        return None
+    return (method, baseline) if bases[method] == "srrl" else (baseline, method)
 
 
 def pair_budget(

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from execrl.methods import METHODS
 from execrl.report import budget
 from execrl.report.tables import MISSING, _clean, fmt, fmt_count, fmt_interval, fmt_mean_sd, fmt_signed
 
@@ -20,8 +21,10 @@ COUNTS = ("fixed", "broken", "improved", "worse", "solved", "baseline_solved")
 
 
 def display(method: str) -> str:
-    """A method as prose names it: GRPO, SRRL, DPO; base stays base."""
-    return method if method == "base" else method.upper()
+    """A method as prose names it: GRPO, SRRL, DPO; base and method variants (srrl_separate) keep
+    their config names."""
+    registry = method in METHODS and METHODS[method].variant_of is None and method != "base"
+    return method.upper() if registry else method
 
 
 def title(method: str, baseline: str) -> str:
@@ -120,8 +123,10 @@ def budget_sentence(record: dict) -> str:
     )
     if spent["matched"] == "completions" and fmt(ratio, 2) != fmt(1.0, 2):
         sentence += ", so equal completions are not equal compute"
-    if spent["matched"] == "tokens" and tokens["srrl"] < tokens["grpo"]:
-        sentence += ", short of equal: SRRL reached grpo.max_steps before GRPO's total"
+    if spent["matched"] == "tokens":
+        srrl_side, grpo_side = budget.srrl_and_grpo(method, baseline)
+        if tokens[srrl_side] < tokens[grpo_side]:
+            sentence += f", short of equal: {display(srrl_side)} reached grpo.max_steps before {display(grpo_side)}'s total"
     return sentence + "."
 
 
