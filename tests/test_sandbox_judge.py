@@ -342,3 +342,16 @@ def test_an_object_returned_by_a_call_sent_ahead_is_asked_about_in_order(ex):
     r = ex.run(problem(["assert f(1) == 1", "assert f(2) == 2", "assert f(3) == 3"]), program)
     assert r.status == "fail" and r.tests_passed == 2, (r.status, r.error_type, r.error_message)
     assert "R after 1 calls" in r.error_message, r.error_message
+
+
+def test_a_run_holds_only_its_own_descriptors(ex):
+    """Every descriptor of the forker is closed in a run: it holds stdio, its result channel
+    and (assert and call mode) its socket to the judge, nothing else."""
+    from execrl.sandbox._worker import RESULT_FD, SOCK_FD
+    from execrl.sandbox.programs import run_programs
+
+    listing = "import os\nFDS = sorted(int(x) for x in os.listdir('/proc/self/fd'))\n"  # 3: the listing's own
+    r = ex.run(problem([f"assert f() == {[0, 1, 2, 3, RESULT_FD, SOCK_FD]}"]), listing + "def f():\n    return FDS\n")
+    assert r.status == "pass", (r.error_type, r.error_message)
+    run = run_programs(ex, [listing + "print(FDS)"])[0]
+    assert run.stdout == f"{[0, 1, 2, 3, RESULT_FD]}\n", run

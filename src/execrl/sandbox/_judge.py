@@ -350,6 +350,7 @@ class _JudgeSide(_Side):
         self.ended: BaseException | None = None
         self.sources: dict = {}
         self.ahead: deque = deque()  # calls sent ahead in a batch whose answers are still to come
+        self.batch_stopped = False  # the run stopped the batch (it then waits for the judge's requests)
 
     # ---- values: what only this side has -------------------------------------------------
     def other(self, v, ex, depth):
@@ -461,6 +462,7 @@ class _JudgeSide(_Side):
                 return reply
             if tag == "z":
                 self.ahead.clear()
+                self.batch_stopped = True
                 return None
             if tag == "x":
                 self.finish()
@@ -807,6 +809,7 @@ class Problem:
         self.imported: set[str] = set()
         self.batch_calls: list[str] = []
         self.batch_frame = b""
+        self.batch_complete = False
         self.n_sites = [0]
         if self.mode == "call":
             self.entry_point = spec["entry_point"]
@@ -911,6 +914,7 @@ class Problem:
             name = plain.name
             calls.append(plain.text)
             expected.append(plain.expected)
+        self.batch_complete = bool(calls) and len(calls) == len(self.tests)
         if calls:
             self.batch_calls = calls
             data = _dumps(["b", name, [_json_loads(c) for c in calls], len(calls) == len(self.tests)]).encode("ascii")
@@ -1242,7 +1246,9 @@ def judge_candidate(problem: Problem, code: str, fd: int) -> dict:
         side.kinds = first[1]
         candidate = _Candidate(problem, side, first[1])
         report = candidate.run_calls() if problem.mode == "call" else candidate.run_asserts()
-        if side.ended is None:
+        # a run that answered a batch of every test's call has ended by itself (see
+        # ``_ChildSide.serve_batch``): nothing to tell it
+        if side.ended is None and not (batch and problem.batch_complete and not side.batch_stopped):
             try:
                 side.send(["x"])
             except BaseException:  # noqa: BLE001 - it is gone already
@@ -1279,7 +1285,7 @@ def judge_main(fd: int, cfg: dict) -> None:
                 return
             parts.append(chunk)
             got += len(chunk)
-        msg = json.loads(b"".join(parts)[1:])
+        msg = _json_loads(b"".join(parts)[1:].decode("ascii"))  # the controller's JSON is ASCII
         kind, reply = b"J", None
         problem = None
         if msg.get("op") == "judge":  # the problem's own preparation is not the candidate's work
@@ -1315,7 +1321,7 @@ def judge_main(fd: int, cfg: dict) -> None:
         if kind == b"J":
             if isinstance(reply, dict):
                 reply["cpu"] = time.process_time() - start
-            data = json.dumps(reply).encode("ascii")
+            data = _dumps(reply).encode("ascii")
         else:
             data = reply
         sock.sendall((len(data) + 1).to_bytes(4, "big") + kind + data)

@@ -1908,11 +1908,20 @@ class Worker:
         os.dup2(stdin_fd, 0)
         os.dup2(self.out_fd, 1)
         os.dup2(self.err_fd, 2)
+        # Every other descriptor closed, before the two kept ones move up: closing a range
+        # scans the descriptor table, which is the forker's small one until a descriptor is
+        # placed at RESULT_FD (scanning ~1000 empty slots cost ~20 us per run).
+        keep = sorted(fd for fd in (self.res_fd, run_fd) if fd >= 3)
+        low = 3
+        for fd in keep:
+            os.closerange(low, fd)
+            low = fd + 1
+        os.closerange(low, 1 << 20)
         os.dup2(self.res_fd, RESULT_FD, inheritable=False)
         if run_fd >= 0:
             os.dup2(run_fd, SOCK_FD, inheritable=False)
-        os.closerange(3, RESULT_FD)
-        os.closerange(SOCK_FD + 1 if run_fd >= 0 else RESULT_FD + 1, 1 << 20)
+        for fd in keep:
+            os.close(fd)
         os.chdir(workdir)
         setr = resource.setrlimit
         for which, value in rlimits:
