@@ -925,23 +925,41 @@ _NO_ARGUMENTS = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[
                               defaults=[])
 
 
+def _scalar(node: ast.expr) -> bool:
+    """A literal number, string, bytes, bool or None (possibly signed): a value without
+    identity or construction order of its own to keep."""
+    if isinstance(node, ast.UnaryOp):
+        node = node.operand
+    return isinstance(node, ast.Constant)
+
+
 def _literal_values(tests: list[ast.Compare | None]) -> list[tuple | None]:
     """For each ``name(literal, ...) == literal`` (``None`` for other tests): a function
     that builds the arguments with the test's own expressions (``lambda: (a, b)``: the same
     bytecode, so the same objects, down to a set's table), the arguments it built, and the
-    expected value; one compile for the whole problem. ``None`` for a test whose literals
-    cannot be built (it then runs as written, and raises there)."""
-    nodes = []
-    for t in tests:
+    expected value; one compile for the whole problem. Arguments that are all scalars need
+    no function (nothing of theirs can be changed or named by an answer): they and the
+    expected value are read from the tree, without compiling. ``None`` for a test whose
+    literals cannot be built (it then runs as written, and raises there)."""
+    nodes: list = []
+    read: dict[int, tuple] = {}
+    for i, t in enumerate(tests):
         if t is None:
             nodes.append(None)
             continue
+        if all(_scalar(a) for a in t.left.args):
+            try:
+                read[i] = (None, tuple(ast.literal_eval(a) for a in t.left.args), ast.literal_eval(t.comparators[0]))
+                nodes.append(None)
+                continue
+            except Exception:  # noqa: BLE001 - e.g. an unhashable set item: built as the test builds it
+                pass
         where = _where(t)
         make = ast.Lambda(_NO_ARGUMENTS, ast.Tuple(list(t.left.args), ast.Load(), **where), **where)
         nodes.append(ast.Tuple([make, t.comparators[0]], ast.Load(), **where))
     present = [n for n in nodes if n is not None]
     if not present:
-        return [None] * len(tests)
+        return [read.get(i) for i in range(len(tests))]
 
     def evaluate(elts: list[ast.expr]) -> list:
         code = compile(ast.Expression(ast.List(elts, ast.Load(), **_where(elts[0]))), "<tests>", "eval",
@@ -950,12 +968,12 @@ def _literal_values(tests: list[ast.Compare | None]) -> list[tuple | None]:
 
     try:
         values = iter(evaluate(present))
-        return [None if n is None else next(values) for n in nodes]
+        return [read.get(i) if n is None else next(values) for i, n in enumerate(nodes)]
     except Exception:  # noqa: BLE001 - one of them cannot be built: each on its own
         out = []
-        for n in nodes:
+        for i, n in enumerate(nodes):
             try:
-                out.append(None if n is None else evaluate([n])[0])
+                out.append(read.get(i) if n is None else evaluate([n])[0])
             except Exception:  # noqa: BLE001
                 out.append(None)
         return out
