@@ -313,6 +313,10 @@ def test_plain_call_tests_send_what_their_code_sends():
     (["assert f([1]) == [1, 2]", "assert f([1]) == [1, 2]"], "def f(xs):\n    xs.append(2)\n    return xs\n",
      "pass"),
     (["assert f(1) == 2", "assert f(2) == 5"], "def f(x):\n    raise ValueError(x)\n", "error"),
+    # a call sent ahead calls what the name holds when it runs, as the test would
+    (["assert f(1) == 1", "assert f(2) == 'g'"],
+     "def g(x):\n    return 'g'\ndef f(x):\n    global f\n    f = g\n    return x\n", "pass"),
+    (["assert f(1) == 1", "assert f(2) == 2"], "def f(x):\n    del globals()['f']\n    return x\n", "error"),
 ])
 def test_plain_call_tests_give_plain_pythons_verdict(ex, tests, program, status):
     prob = problem(tests)

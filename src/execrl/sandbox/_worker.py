@@ -1024,11 +1024,22 @@ class _ChildSide(_Side):
         calls = _chk_list(req[2])
         served = 0
         if self.kinds.get(req[1]) == "f":
+            name = req[1]
+            target = {"g": name}
             for call in calls:
                 if _type(call) is not _list or not call or call[0] != "c":
                     raise ProtocolError("malformed batch")
                 lent = _len(self.lent)
-                self.send_text(self.serve_one(call))
+                if _scalar_call(call, target):
+                    # what ``serve_one`` does for it, without decoding: scalars are their own
+                    # values, and a call with no container to copy in has none to copy out
+                    try:
+                        text = self._answer(self.g[name](*call[2]), _Exchange(), None)
+                    except BaseException as e:  # noqa: BLE001 - the program's exception, reported as such
+                        text = self._answer_error(e, _Exchange(), None)
+                else:
+                    text = self.serve_one(call)
+                self.send_text(text)
                 served += 1
                 if _len(self.lent) != lent:
                     break
@@ -1155,6 +1166,20 @@ class _ChildSide(_Side):
                            self._global_name(e)])
         except BaseException:  # noqa: BLE001 - e.g. the updates cannot be encoded
             return _dumps(["e", *_exc_record(e, self.sources), [], [], None])
+
+
+_SCALAR_TYPES = frozenset({_str, _int, _float, _bool, _NoneType})
+"""What a JSON scalar decodes to: the value itself (``_Side.dec``)."""
+
+
+def _scalar_call(call: list, target: dict) -> bool:
+    """``["c", target, [scalar, ...], []]``: a call of ``target`` with scalar arguments only."""
+    if _len(call) != 4 or call[1] != target or call[3] != [] or _type(call[2]) is not _list:
+        return False
+    for a in call[2]:
+        if _type(a) not in _SCALAR_TYPES:
+            return False
+    return True
 
 
 class _BatchResult:
