@@ -1471,7 +1471,7 @@ class Worker:
         self.forker_pid = self.cmd_sock = self.done_fd = None
         self.judge_pid = self.judge_sock = self.own_pid_ns = None
         self.judge_known: dict[str, None] = {}
-        self.judge_code = None  # set by main(): the code of _judge.py, run by the judge process only
+        self.judge_code_fd = -1  # set by main(): a memfd holding the marshalled code of _judge.py
         self.scratch_binds = self.report.pop("scratch_binds")
         self.tmpfs_mb = int(cfg.get("tmpfs_mb", 256))
         self.seccomp = bytes.fromhex(cfg["seccomp"]) if cfg.get("seccomp") else None
@@ -2119,6 +2119,7 @@ def _judge_process(worker: Worker, fd: int) -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != worker.tid:  # the controller died before PR_SET_PDEATHSIG
         return
+    code = marshal.loads(_read_memfd(worker.judge_code_fd, 1 << 30)[0])
     os.dup2(fd, 3)
     os.closerange(4, 1 << 20)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -2130,7 +2131,7 @@ def _judge_process(worker: Worker, fd: int) -> None:
     if worker.seccomp is not None:
         install_seccomp(worker.seccomp, worker.cfg.get("seccomp_syscall"))
     namespace = dict(globals(), __name__="execrl_judge")
-    exec(worker.judge_code, namespace)
+    exec(code, namespace)
     namespace["judge_main"](3, worker.cfg)
 
 
@@ -2325,7 +2326,7 @@ def main() -> None:
     # The configuration came in the boot file, not on the command line: a candidate's
     # sys.argv and /proc/self/cmdline must look like those of a plain program.
     cfg = json.loads(globals().pop("EXECRL_CONFIG"))
-    judge_code = globals().pop("EXECRL_JUDGE")
+    judge_code = globals().pop("EXECRL_JUDGE")  # marshalled: loaded by the judge process only
     in_fd, out_fd = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
@@ -2342,7 +2343,9 @@ def main() -> None:
             pass
     try:
         worker = Worker(cfg)
-        worker.judge_code = judge_code
+        worker.judge_code_fd = os.memfd_create("execrl-judge-code", os.MFD_CLOEXEC)
+        _pwrite_all(worker.judge_code_fd, judge_code)
+        del judge_code  # freed before the forker is forked (and trimmed below)
         warm_up(worker)
         # Freeze before forking the forker: every candidate is forked from its memory, and
         # frozen objects are never written by the GC (no copy-on-write of their pages).
@@ -2353,7 +2356,7 @@ def main() -> None:
         except AttributeError:  # not glibc
             pass
         worker.start_judge()
-        worker.start_forker(close=(in_fd, out_fd, worker.judge_sock.fileno()))
+        worker.start_forker(close=(in_fd, out_fd, worker.judge_sock.fileno(), worker.judge_code_fd))
         problem = worker.self_test()
     except Exception as e:  # noqa: BLE001
         _send(out_fd, {"ready": False, "error": f"{type(e).__name__}: {e}"})
