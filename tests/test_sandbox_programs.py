@@ -161,7 +161,8 @@ FORGED_ENDS = {
     "then an error that excepthook turns into exit 0": (
         "sys.excepthook = lambda *a: os._exit(0)\nforge()\nraise ValueError('unfinished')\n"),
     "from a forked child, then the parent raises": (
-        "pid = os.fork()\nif pid == 0:\n    forge()\n    os._exit(0)\nos.waitpid(pid, 0)\nraise ValueError('unfinished')\n"),
+        "pid = os.fork()\nif pid == 0:\n    forge()\n    os._exit(0)\n"
+        "os.waitpid(pid, 0)\nraise ValueError('unfinished')\n"),
     "then aborts": "forge()\nos.abort()\n",
 }
 
