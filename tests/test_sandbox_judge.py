@@ -256,6 +256,76 @@ def test_calls_sent_ahead_stop_before_an_earlier_expected_value():
     assert planned(["assert f(1) == g(2)", "assert f(1, key=2) == 3", "assert f(x) == 1"]) == 0
 
 
+PLAIN_CALL_TESTS = [
+    "assert f(3) == 6", "assert f() == None", "assert f(-2, 1.5, 'a', b'b', None, True) == -1",
+    "assert f({12, 13, 14, 15, 16}) == (12, 13, 14, 15, 16)", "assert f((1, 2), (1, 2)) == [(1, 2)]",
+    "assert f([[1], [1]], {'k': [2, {3}]}) == {'k': 1}", "assert f([1, 2, 3], 'x') == [1, 2, 3, 'x']",
+    "assert f({1: (2, 3), 1.0: [4]}, ()) == 0", "assert f(2j, -0.0) == (1, 2)",
+]
+
+
+def test_plain_call_tests_send_what_their_code_sends():
+    """A plain test (``assert f(literal) == literal``) is judged without running its code: the
+    message it sends is the one the test's own code sends (down to a set's order and the
+    identity between equal tuples), and the expected value is the one its code builds."""
+    from execrl.sandbox._judge import Problem as JudgeProblem
+    from execrl.sandbox._judge import _Exchange, _JudgeSide
+    from execrl.sandbox._worker import _dumps
+
+    class Recorder:
+        __hash__ = None
+
+        def __call__(self, *args):
+            self.args = args
+            return self
+
+        def __eq__(self, other):
+            self.expected = other
+            return True
+
+    prepared = JudgeProblem({"mode": "assert", "setup": "", "tests": PLAIN_CALL_TESTS})
+    side = _JudgeSide(-1)
+    for test in prepared.tests:
+        plain = test.plain
+        assert plain is not None and test.code is None, test.source  # not compiled until needed
+        recorder = Recorder()
+        ns = {"__builtins__": {}, "__execrl_enter__": lambda j: None, "__execrl_site__": lambda k, v: v,
+              "__execrl_got__": lambda j, v: v, "__execrl_fail__": lambda *a: None, "f": recorder}
+        exec(prepared.test_code(test), ns)  # the test as written
+        as_written = _dumps(["c", {"g": "f"}, [side.enc(a, ex) for ex in (_Exchange(),) for a in recorder.args], []])
+        assert plain.text == as_written, test.source
+        if plain.make_args is not None:  # containers: made afresh for every candidate, the same way
+            fresh = plain.make_args()
+            assert _dumps(["c", {"g": "f"}, [side.enc(a, ex) for ex in (_Exchange(),) for a in fresh], []]) == \
+                as_written
+        assert plain.expected == recorder.expected and type(plain.expected) is type(recorder.expected)
+
+
+@pytest.mark.parametrize("tests, program, status", [
+    # the test rebinds the name: the test's function is called, not the program's
+    (["f = lambda x: x + 1", "assert f(1) == 2"], "def f(x):\n    return 0\n", "pass"),
+    # the program's name is not a function: the test runs as written (compiled then)
+    (["assert f(1) == 2"], "f = 5\n", "error"),
+    (["assert f(1) == 2"], "import math as f\n", "error"),
+    (["assert len([1, 2]) == 2"], "def g():\n    pass\n", "pass"),
+    (["assert sum([1, 2]) == 0"], "def sum(xs):\n    return 0\n", "pass"),
+    # an argument the program changes in place is the candidate's own: the next one gets a fresh one
+    (["assert f([1]) == [1, 2]", "assert f([1]) == [1, 2]"], "def f(xs):\n    xs.append(2)\n    return xs\n",
+     "pass"),
+    (["assert f(1) == 2", "assert f(2) == 5"], "def f(x):\n    raise ValueError(x)\n", "error"),
+    # a call sent ahead calls what the name holds when it runs, as the test would
+    (["assert f(1) == 1", "assert f(2) == 'g'"],
+     "def g(x):\n    return 'g'\ndef f(x):\n    global f\n    f = g\n    return x\n", "pass"),
+    (["assert f(1) == 1", "assert f(2) == 2"], "def f(x):\n    del globals()['f']\n    return x\n", "error"),
+])
+def test_plain_call_tests_give_plain_pythons_verdict(ex, tests, program, status):
+    prob = problem(tests)
+    assert [ex.run(prob, program).status for _ in range(2)] == [status] * 2
+    baseline = subprocess.run([sys.executable, "-c", "\n".join([program, *tests])], capture_output=True,
+                              env={"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin"})
+    assert (baseline.returncode == 0) is (status == "pass")
+
+
 def test_calls_sent_ahead_keep_the_order_and_the_end_of_the_run(ex):
     """A run that ends during a later call: the tests before it have their own verdicts (the
     answers came one by one), the test of that call reports the end."""
@@ -276,3 +346,16 @@ def test_an_object_returned_by_a_call_sent_ahead_is_asked_about_in_order(ex):
     r = ex.run(problem(["assert f(1) == 1", "assert f(2) == 2", "assert f(3) == 3"]), program)
     assert r.status == "fail" and r.tests_passed == 2, (r.status, r.error_type, r.error_message)
     assert "R after 1 calls" in r.error_message, r.error_message
+
+
+def test_a_run_holds_only_its_own_descriptors(ex):
+    """Every descriptor of the forker is closed in a run: it holds stdio, its result channel
+    and (assert and call mode) its socket to the judge, nothing else."""
+    from execrl.sandbox._worker import RESULT_FD, SOCK_FD
+    from execrl.sandbox.programs import run_programs
+
+    listing = "import os\nFDS = sorted(int(x) for x in os.listdir('/proc/self/fd'))\n"  # 3: the listing's own
+    r = ex.run(problem([f"assert f() == {[0, 1, 2, 3, RESULT_FD, SOCK_FD]}"]), listing + "def f():\n    return FDS\n")
+    assert r.status == "pass", (r.error_type, r.error_message)
+    run = run_programs(ex, [listing + "print(FDS)"])[0]
+    assert run.stdout == f"{[0, 1, 2, 3, RESULT_FD]}\n", run

@@ -126,6 +126,62 @@ def test_a_program_that_did_not_reach_its_end_did_not_run(executor, name):
     assert run_one(executor, "print('next')").stdout == "next\n"
 
 
+# A program that forges the harness's end-of-run record: it digs the token out of the
+# harness's frames, finds the result descriptor among its open descriptors (/proc/self/fd),
+# and writes a well-formed record on every one of them; ``{end}`` then ends the run.
+FORGE_END_OF_RUN = """import os, sys, signal, threading
+def forge():
+    token = None
+    frame = sys._getframe()
+    while frame is not None:
+        token = frame.f_locals.get('token', token)
+        frame = frame.f_back
+    if token is None:  # in a thread: the main thread's frames hold it
+        for frame in sys._current_frames().values():
+            while frame is not None:
+                token = frame.f_locals.get('token', token)
+                frame = frame.f_back
+    record = ('["d", 0, "%s"]\\n' % token).encode()
+    for name in os.listdir('/proc/self/fd'):
+        if int(name) > 2:
+            try:
+                os.write(int(name), record)
+            except OSError:
+                pass
+print('done', flush=True)
+{end}"""
+
+FORGED_ENDS = {
+    "then raises SystemExit(0)": "forge()\nraise SystemExit(0)\n",
+    "from a thread, then the main thread raises": (
+        "t = threading.Thread(target=forge)\nt.start()\nt.join()\nraise ValueError('unfinished')\n"),
+    "from a thread, which then kills the process": (
+        "def end():\n    forge()\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "threading.Thread(target=end).start()\nwhile True:\n    pass\n"),
+    "then an error that excepthook turns into exit 0": (
+        "sys.excepthook = lambda *a: os._exit(0)\nforge()\nraise ValueError('unfinished')\n"),
+    "from a forked child, then the parent raises": (
+        "pid = os.fork()\nif pid == 0:\n    forge()\n    os._exit(0)\n"
+        "os.waitpid(pid, 0)\nraise ValueError('unfinished')\n"),
+    "then aborts": "forge()\nos.abort()\n",
+}
+
+
+@pytest.mark.parametrize("name", FORGED_ENDS)
+def test_a_forged_end_of_run_record_does_not_make_a_run(sandbox, name):  # noqa: F811 - the hostile suite's fixture
+    """The forged record counts for nothing: the run is an error (or timeout), not `ran`,
+    nothing is left behind, and the next program runs normally."""
+    ex: Executor = sandbox["ex"]
+    code = FORGE_END_OF_RUN.replace("{end}", FORGED_ENDS[name])
+    before, ipc_before = _host_state(sandbox["sentinel"]), _host_ipc()
+    run = run_programs(ex, [code])[0]
+    assert run.status in ("error", "timeout"), (name, run)
+    assert not run.ran and not run.printed
+    assert _leftovers(ex) == []
+    assert _host_state(sandbox["sentinel"]) == before and _host_ipc() == ipc_before
+    assert run_programs(ex, [OBSERVER + "print('clean')"])[0].stdout == "clean\n"
+
+
 def test_a_background_process_cannot_write_into_a_later_run(executor):
     spawner = (
         "import os, time\n"

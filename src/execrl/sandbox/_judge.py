@@ -350,6 +350,7 @@ class _JudgeSide(_Side):
         self.ended: BaseException | None = None
         self.sources: dict = {}
         self.ahead: deque = deque()  # calls sent ahead in a batch whose answers are still to come
+        self.batch_stopped = False  # the run stopped the batch (it then waits for the judge's requests)
 
     # ---- values: what only this side has -------------------------------------------------
     def other(self, v, ex, depth):
@@ -427,12 +428,13 @@ class _JudgeSide(_Side):
                 shadow.update(value)
 
     # ---- requests to the run ------------------------------------------------------------
-    def call_peer(self, msg):
-        """As ``_Side.call_peer``; a call the batch sent ahead is not sent again, its answer
-        is the next one the run sends. A request the batch did not foresee is sent once the
-        run has stopped the batch (it does when it lends an object, before any request could
-        name one)."""
-        text = _dumps(msg)
+    def call_peer(self, msg, text: str | None = None):
+        """As ``_Side.call_peer`` (``text``: the message already encoded); a call the batch
+        sent ahead is not sent again, its answer is the next one the run sends. A request
+        the batch did not foresee is sent once the run has stopped the batch (it does when
+        it lends an object, before any request could name one)."""
+        if text is None:
+            text = _dumps(msg)
         ahead = self.ahead
         if ahead:
             if text == ahead[0]:
@@ -460,17 +462,19 @@ class _JudgeSide(_Side):
                 return reply
             if tag == "z":
                 self.ahead.clear()
+                self.batch_stopped = True
                 return None
             if tag == "x":
                 self.finish()
             self.send_text(self.serve_one(reply))
 
-    def ask(self, msg: list, ex) -> tuple:
-        """Send a request, serve the run's calls back meanwhile; the decoded answer."""
+    def ask(self, msg: list | None, ex, text: str | None = None) -> tuple:
+        """Send a request (``msg``, or as ``text`` already encoded), serve the run's calls
+        back meanwhile; the decoded answer."""
         if self.ended is not None:
             raise self.ended
         try:
-            reply = self.call_peer(msg)
+            reply = self.call_peer(msg, text)
             rex = ex.follow()
             if reply[0] == "e":
                 if len(reply) < 8:
@@ -678,11 +682,11 @@ class _Instrument(ast.NodeTransformer):
     ``assert t', __execrl_fail__(j, m)``, where ``t'`` is ``t`` with the values of the
     program's calls (sites) and of the compared side noted as they are computed."""
 
-    def __init__(self, free: set[str], asserts: list[_AssertInfo], n_sites: list[int]) -> None:
-        self.free, self.asserts, self.n_sites = free, asserts, n_sites
+    def __init__(self, free: set[str], asserts: list[_AssertInfo], n_sites: list[int], at: int | None = None) -> None:
+        self.free, self.asserts, self.n_sites, self.at = free, asserts, n_sites, at
 
     def visit_Assert(self, node: ast.Assert) -> list[ast.stmt]:
-        j = len(self.asserts)
+        j = len(self.asserts) if self.at is None else self.at
         sites: list[list] = []
         test = _Sites(self.free, sites, self.n_sites).visit(node.test)
         expected = None
@@ -690,7 +694,10 @@ class _Instrument(ast.NodeTransformer):
                 and _plain_literal(test.comparators[0])):
             expected = test.comparators[0]
             test.left = _call("__execrl_got__", test.left, _number(j, test.left), test.left)
-        self.asserts.append(_AssertInfo(expected, sites))
+        if self.at is None:
+            self.asserts.append(_AssertInfo(expected, sites))
+        else:  # the number reserved for this assert when its test was prepared
+            self.asserts[j] = _AssertInfo(expected, sites)
         msg = _call("__execrl_fail__", node, _number(j, node), *([node.msg] if node.msg is not None else []))
         return [ast.copy_location(ast.Expr(_call("__execrl_enter__", node, _number(j, node))), node),
                 ast.copy_location(ast.Assert(test=test, msg=msg), node)]
@@ -720,10 +727,26 @@ class _Sites(ast.NodeTransformer):
 
 
 class _Test:
-    __slots__ = ("source", "code", "names", "error")
+    __slots__ = ("source", "code", "names", "error", "plain")
 
     def __init__(self, source: str, code: Any, names: frozenset[str], error: tuple | None = None) -> None:
         self.source, self.code, self.names, self.error = source, code, names, error
+        self.plain: _PlainCall | None = None
+
+
+class _PlainCall:
+    """A test ``assert name(literal, ...) == literal`` (no setup code), prepared without
+    compiling it: its call as the message the test would send (``text``, or ``None`` when
+    its arguments hold containers, which ``make_args`` then builds afresh for every
+    candidate with the test's own expressions), the expected value, the number of its
+    assert, and its tree, compiled only when a candidate's name is not a function of the
+    program (then the test runs as written)."""
+
+    __slots__ = ("name", "text", "make_args", "expected", "j", "tree")
+
+    def __init__(self, name: str, text: str, make_args: Any, expected: Any, j: int, tree: ast.Module) -> None:
+        self.name, self.text, self.make_args, self.expected, self.j, self.tree = \
+            name, text, make_args, expected, j, tree
 
 
 _LITERAL_SCALARS = (int, float, complex, str, bytes, bool, type(None))
@@ -775,28 +798,6 @@ def _values(v: Any):
             yield from _values(x)
 
 
-class _Recorder:
-    """Stands for the program's function while a plain test runs once at preparation: notes
-    the call's arguments, and the value the test compares the result with (as the test's own
-    code builds them)."""
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        self.args: tuple | None = None
-        self.expected: list = []
-
-    def __call__(self, *args: Any) -> _Recorder:
-        if self.args is not None:
-            raise TypeError("called twice")
-        self.args = args
-        return self
-
-    def __eq__(self, other: Any) -> bool:
-        self.expected.append(other)
-        return True
-
-
 class Problem:
     """A problem as the judge runs it."""
 
@@ -808,6 +809,8 @@ class Problem:
         self.imported: set[str] = set()
         self.batch_calls: list[str] = []
         self.batch_frame = b""
+        self.batch_complete = False
+        self.n_sites = [0]
         if self.mode == "call":
             self.entry_point = spec["entry_point"]
             self.calls = [(t["args"], t["expected"]) for t in spec["tests"]]
@@ -825,9 +828,10 @@ class Problem:
             except (SyntaxError, ValueError) as e:
                 trees.append(e)
         shapes = [None if isinstance(t, Exception) or setup_src.strip() else _plain_call_assert(t) for t in trees]
+        values = _literal_values([None if shape is None else tree.body[0].test for shape, tree in zip(shapes, trees)])
         stored: set[str] = set()
         setup_loaded: set[str] = set()
-        n_sites = [0]
+        n_sites = self.n_sites
         if setup_tree is not None:
             setup_loaded, stored, imported = _names(setup_tree)
             setup_loaded -= stored
@@ -836,61 +840,143 @@ class Problem:
             tree = _Instrument(free, self.asserts, n_sites).visit(setup_tree)
             self.setup = _Test(setup_src, compile(tree, "<setup>", "exec", dont_inherit=True),
                                frozenset(setup_loaded))
-        for src, tree in zip(spec["tests"], trees):
+        plain_args: list[tuple] = []
+        side = _JudgeSide(-1)
+        for src, tree, shape, value in zip(spec["tests"], trees, shapes, values):
             if isinstance(tree, Exception):
                 self.tests.append(_Test(src, None, frozenset(),
                                         ("SyntaxError", f"invalid test: {tree}", f"SyntaxError: invalid test: {tree}")))
                 continue
+            if value is not None:
+                plain = self._plain(src, tree, shape[0], value, side)
+                if plain is not None:
+                    plain_args.append(value[1])
+                    continue
             loaded, own, imported = _names(tree)
             self.imported |= imported
             names = (loaded - own - stored) | setup_loaded
             free = names - _BUILTIN_NAMES
             tree = _Instrument(free, self.asserts, n_sites).visit(tree)
             self.tests.append(_Test(src, compile(tree, "<test>", "exec", dont_inherit=True), frozenset(names)))
-        self._plan_batch(shapes)
+        self._plan_batch(plain_args)
 
-    def _plan_batch(self, shapes: list) -> None:
+    def _plain(self, src: str, tree: ast.Module, name: str, value: tuple, side: _JudgeSide) -> _PlainCall | None:
+        """A plain call test, prepared without compiling it (see ``_PlainCall``)."""
+        make_args, args, expected = value
+        ex = _Exchange()
+        try:
+            text = _dumps(["c", {"g": name}, [side.enc(a, ex) for a in args], []])
+        except Exception:  # noqa: BLE001 - not a value this path can hold: the test runs as written
+            return None
+        test = tree.body[0].test
+        j = len(self.asserts)
+        k = self.n_sites[0]
+        self.n_sites[0] += 1
+        self.asserts.append(_AssertInfo(test.comparators[0], [[k, test.left]]))
+        entry = _Test(src, None, frozenset((name,)))
+        entry.plain = _PlainCall(name, text, make_args if ex.table else None, expected, j, tree)
+        self.tests.append(entry)
+        return entry.plain
+
+    def test_code(self, test: _Test) -> Any:
+        """The compiled test; a plain call test is compiled when first needed (its assert
+        keeps the number reserved for it)."""
+        if test.code is None:
+            plain = test.plain
+            free = {plain.name} - _BUILTIN_NAMES
+            tree = _Instrument(free, self.asserts, self.n_sites, at=plain.j).visit(plain.tree)
+            test.code = compile(tree, "<test>", "exec", dont_inherit=True)
+        return test.code
+
+    def _plan_batch(self, plain_args: list[tuple]) -> None:
         """The calls of the tests that come first, when they are plain calls of one name with
         literal arguments (``assert f(3, [1, 2]) == 7``): the judge sends them with the
         program (see ``_ChildSide.serve_batch``), so that the run answers them without a
-        round trip each. They are recorded from the tests' own code (the very messages the
-        tests will send). A test's arguments reach the run before the earlier tests' calls
-        are answered, so the batch stops before a test whose arguments hold a value equal to
-        an earlier test's expected value: that value never reaches the run before its call
-        has returned, as without the batch."""
+        round trip each. They are the very messages the tests will send. A test's arguments
+        reach the run before the earlier tests' calls are answered, so the batch stops
+        before a test whose arguments hold a value equal to an earlier test's expected
+        value: that value never reaches the run before its call has returned, as without
+        the batch."""
         name, calls, size = None, [], 0
         expected: list = []
-        side = _JudgeSide(-1)
-        for shape, test in zip(shapes, self.tests):
-            if shape is None or (name is not None and shape[0] != name) or len(calls) >= BATCH_MAX_CALLS:
+        for test, args in zip(self.tests, plain_args):
+            plain = test.plain
+            if plain is None or (name is not None and plain.name != name) or len(calls) >= BATCH_MAX_CALLS:
                 break
-            recorder = _Recorder()
-            ns = {"__builtins__": {}, "__execrl_enter__": lambda j: None, "__execrl_site__": lambda k, v: v,
-                  "__execrl_got__": lambda j, v: v, shape[0]: recorder}
-            try:
-                exec(test.code, ns)
-            except Exception:  # noqa: BLE001 - e.g. an unhashable set item: not a plain call
-                break
-            args = recorder.args
-            if args is None or len(recorder.expected) != 1:
-                break
-            want = recorder.expected[0]
             try:
                 if any(any(v == w for w in expected) for a in args for v in _values(a)):
                     break
-                text = _dumps(["c", {"g": shape[0]}, [side.enc(a, ex) for ex in (_Exchange(),) for a in args], []])
             except Exception:  # noqa: BLE001 - not a literal this check can hold
                 break
-            size += len(text)
+            size += len(plain.text)
             if size > BATCH_MAX_BYTES:
                 break
-            name = shape[0]
-            calls.append(text)
-            expected.append(want)
+            name = plain.name
+            calls.append(plain.text)
+            expected.append(plain.expected)
+        self.batch_complete = bool(calls) and len(calls) == len(self.tests)
         if calls:
             self.batch_calls = calls
             data = _dumps(["b", name, [_json_loads(c) for c in calls], len(calls) == len(self.tests)]).encode("ascii")
             self.batch_frame = _STRUCT_LEN.pack(len(data) + 1) + b"J" + data
+
+
+_NO_ARGUMENTS = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                              defaults=[])
+
+
+def _scalar(node: ast.expr) -> bool:
+    """A literal number, string, bytes, bool or None (possibly signed): a value without
+    identity or construction order of its own to keep."""
+    if isinstance(node, ast.UnaryOp):
+        node = node.operand
+    return isinstance(node, ast.Constant)
+
+
+def _literal_values(tests: list[ast.Compare | None]) -> list[tuple | None]:
+    """For each ``name(literal, ...) == literal`` (``None`` for other tests): a function
+    that builds the arguments with the test's own expressions (``lambda: (a, b)``: the same
+    bytecode, so the same objects, down to a set's table), the arguments it built, and the
+    expected value; one compile for the whole problem. Arguments that are all scalars need
+    no function (nothing of theirs can be changed or named by an answer): they and the
+    expected value are read from the tree, without compiling. ``None`` for a test whose
+    literals cannot be built (it then runs as written, and raises there)."""
+    nodes: list = []
+    read: dict[int, tuple] = {}
+    for i, t in enumerate(tests):
+        if t is None:
+            nodes.append(None)
+            continue
+        if all(_scalar(a) for a in t.left.args):
+            try:
+                read[i] = (None, tuple(ast.literal_eval(a) for a in t.left.args), ast.literal_eval(t.comparators[0]))
+                nodes.append(None)
+                continue
+            except Exception:  # noqa: BLE001 - e.g. an unhashable set item: built as the test builds it
+                pass
+        where = _where(t)
+        make = ast.Lambda(_NO_ARGUMENTS, ast.Tuple(list(t.left.args), ast.Load(), **where), **where)
+        nodes.append(ast.Tuple([make, t.comparators[0]], ast.Load(), **where))
+    present = [n for n in nodes if n is not None]
+    if not present:
+        return [read.get(i) for i in range(len(tests))]
+
+    def evaluate(elts: list[ast.expr]) -> list:
+        code = compile(ast.Expression(ast.List(elts, ast.Load(), **_where(elts[0]))), "<tests>", "eval",
+                       dont_inherit=True)
+        return [(make, make(), expected) for make, expected in eval(code, {"__builtins__": {}})]
+
+    try:
+        values = iter(evaluate(present))
+        return [read.get(i) if n is None else next(values) for i, n in enumerate(nodes)]
+    except Exception:  # noqa: BLE001 - one of them cannot be built: each on its own
+        out = []
+        for i, n in enumerate(nodes):
+            try:
+                out.append(read.get(i) if n is None else evaluate([n])[0])
+            except Exception:  # noqa: BLE001
+                out.append(None)
+        return out
 
 
 # --------------------------------------------------------------------------------------
@@ -1031,8 +1117,12 @@ class _Candidate:
             return ["error", etype, msg, _trace(test.source, trace)]
         self.failed = None
         self.exclude_for(test.names)
+        plain = test.plain
         try:
-            exec(test.code, ns)
+            if plain is not None and self.kinds.get(plain.name) == "f" and plain.name not in ns:
+                self.run_plain(plain)
+            else:
+                exec(self.problem.test_code(test), ns)
         except (_Gone, _Violation):
             return ["error", None, None, ""]
         except AssertionError as e:
@@ -1045,6 +1135,21 @@ class _Candidate:
             etype, msg, trace = self._error_fields(e, test.source)
             return ["error", etype, msg, trace]
         return ["pass", None, None, ""]
+
+    def run_plain(self, plain: _PlainCall) -> None:
+        """``assert name(literal, ...) == literal`` where ``name`` is the program's function:
+        what the test's code does (the same message to the run, the same comparison here),
+        without running it. Arguments without containers are sent as encoded when the
+        problem was prepared (nothing of theirs can come back changed or be named by the
+        answer); others are made afresh for this candidate."""
+        if plain.make_args is not None:
+            got = self.side.request_call(self.resolve(plain.name), plain.make_args(), {})
+        else:
+            got = self.side.ask(None, _Exchange(), plain.text)[0]
+        self.got[plain.j] = got
+        if not (got == plain.expected):
+            self.failed = plain.j
+            raise AssertionError()
 
     @staticmethod
     def _error_fields(e: BaseException, source: str) -> tuple[str, str, str]:
@@ -1159,7 +1264,9 @@ def judge_candidate(problem: Problem, code: str, fd: int) -> dict:
         side.kinds = first[1]
         candidate = _Candidate(problem, side, first[1])
         report = candidate.run_calls() if problem.mode == "call" else candidate.run_asserts()
-        if side.ended is None:
+        # a run that answered a batch of every test's call has ended by itself (see
+        # ``_ChildSide.serve_batch``): nothing to tell it
+        if side.ended is None and not (batch and problem.batch_complete and not side.batch_stopped):
             try:
                 side.send(["x"])
             except BaseException:  # noqa: BLE001 - it is gone already
@@ -1196,7 +1303,7 @@ def judge_main(fd: int, cfg: dict) -> None:
                 return
             parts.append(chunk)
             got += len(chunk)
-        msg = json.loads(b"".join(parts)[1:])
+        msg = _json_loads(b"".join(parts)[1:].decode("ascii"))  # the controller's JSON is ASCII
         kind, reply = b"J", None
         problem = None
         if msg.get("op") == "judge":  # the problem's own preparation is not the candidate's work
@@ -1232,7 +1339,7 @@ def judge_main(fd: int, cfg: dict) -> None:
         if kind == b"J":
             if isinstance(reply, dict):
                 reply["cpu"] = time.process_time() - start
-            data = json.dumps(reply).encode("ascii")
+            data = _dumps(reply).encode("ascii")
         else:
             data = reply
         sock.sendall((len(data) + 1).to_bytes(4, "big") + kind + data)

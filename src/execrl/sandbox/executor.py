@@ -92,13 +92,15 @@ def _pick_uid() -> int:
 
 def _worker_code_fd(cfg: dict[str, Any]) -> int:
     """A memfd holding the configuration and the marshalled code of ``_worker.py`` and of
-    ``_judge.py`` (which only the worker's judge process runs), compiled once per process."""
+    ``_judge.py`` (which only the worker's judge process runs), compiled once per process.
+    The judge's code stays marshalled (bytes) in the worker: its code objects would be memory
+    every fork of a run copies."""
     global _worker_code, _judge_code
     if _worker_code is None:
         with open(WORKER_SCRIPT, encoding="utf-8") as fh:
             _worker_code = compile(fh.read(), WORKER_SCRIPT, "exec", dont_inherit=True)
         with open(JUDGE_SCRIPT, encoding="utf-8") as fh:
-            _judge_code = compile(fh.read(), JUDGE_SCRIPT, "exec", dont_inherit=True)
+            _judge_code = marshal.dumps(compile(fh.read(), JUDGE_SCRIPT, "exec", dont_inherit=True))
     fd = os.memfd_create("execrl-worker-code", os.MFD_CLOEXEC)
     view = memoryview(marshal.dumps((json.dumps(cfg), _worker_code, _judge_code)))
     while view:
