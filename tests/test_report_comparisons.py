@@ -233,7 +233,8 @@ def test_the_budget_a_comparison_used_is_named_with_both_token_totals(tmp_path):
     )
     # The same runs compared at the default budget: equal completions per step, and it shows in the sentence.
     default = budget.pair_budget(methods, "toy", "m", "srrl", "grpo", srrl_budget="completions")
-    assert default["matched"] == "completions" and default["budget"] == "equal completions per step (16)"
+    assert default["matched"] == "completions"
+    assert default["budget"] == "equal completions per step (16) for different steps (srrl 4, grpo 6)"
     assert "so equal completions are not equal compute" in comparisons.budget_sentence(
         {"method": "srrl", "baseline": "grpo", "budget": default}
     )
@@ -267,6 +268,11 @@ def test_a_variant_of_srrl_held_to_grpos_tokens_is_named_in_its_budget(tmp_path,
     sentence = comparisons.budget_sentence({"method": "srrl_tokens", "baseline": "grpo", "budget": short})
     assert "srrl_tokens" in sentence and "short of equal: srrl_tokens reached grpo.max_steps before GRPO's total" in sentence
     assert comparisons.title("srrl_separate", "srrl") == "srrl_separate against SRRL"
+    # against srrl, which ran all its steps: equal completions per step, for different steps
+    paths.append(write_token_metrics(tmp_path, "srrl", 0, prompt_length=30, completion_length=25, steps=6))
+    methods = budget.per_method(budget.token_budget(paths, GRPO_SETTINGS))
+    versus_srrl = budget.pair_budget(methods, "toy", "m", "srrl_tokens", "srrl", srrl_budget={"srrl_tokens": "tokens"})
+    assert versus_srrl["budget"] == "equal completions per step (16) for different steps (srrl_tokens 4, srrl 6)"
 
 
 def test_comparison_records_carry_the_runs_srrl_budget(tmp_path):

@@ -156,6 +156,8 @@ def pair_budget(
         rule = f"{MATCHED['tokens']} (steps: {method} {mine['steps']:g}, {baseline} {theirs['steps']:g})"
     elif mine["completions_per_step"] == theirs["completions_per_step"]:
         rule = f"{MATCHED['completions']} per step ({mine['completions_per_step']:g})"
+        if mine["steps"] != theirs["steps"]:  # e.g. an SRRL variant stopped at GRPO's tokens
+            rule += f" for different steps ({method} {mine['steps']:g}, {baseline} {theirs['steps']:g})"
     else:
         matched = None
         rule = f"completions per step: {method} {mine['completions_per_step']:g}, {baseline} {theirs['completions_per_step']:g}"
