@@ -284,7 +284,11 @@ def srrl_figure(metrics: pd.DataFrame, srrl_methods=("srrl",)) -> Figure:
     grid.set(ylim=(-0.02, 1.02))
     grid.set_axis_labels("optimiser step", "training pass rate")
     grid.set_titles("{col_name}")
-    sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 1.08), ncol=3, title=None, frameon=False)
+    if len(drawn) > 1:  # one row of the legend per SRRL run, beside the panels
+        sns.move_legend(grid, "center left", bbox_to_anchor=(1.0, 0.5), ncol=1, title=None, frameon=False)
+        grid.figure.subplots_adjust(right=0.98)  # the saved figure's tight box takes the legend in
+    else:
+        sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 1.08), ncol=3, title=None, frameon=False)
     return grid.figure
 
 
