@@ -75,7 +75,12 @@ def test_the_overlays_that_change_settings_write_elsewhere_and_share_the_rest(pl
     budget = results(plans["srrl-token-budget"])
     changed = {p for p in default if "/srrl-" in p or "/srrl_separate-" in p}
     assert {path for path in default.keys() - budget.keys()} == changed
-    # the default runs SRRL's two groupings side by side: the variant trains on paths of its own
+    # the default runs SRRL's two groupings side by side: the variant trains on paths of its own,
+    # and the report compares it with srrl
+    assert plans["default"]["results/tables/comparisons.tsv"]["params"]["variants"] == {"srrl_separate": "srrl"}
+    assert plans["srrl-budgets"]["results/tables/comparisons.tsv"]["params"]["variants"] == {
+        "srrl_separate": "srrl", "srrl_tokens": "srrl",
+    }
     separate = {p for p in default if "/srrl_separate-" in p}
     assert {p for p in separate if p.startswith("results/training/")}
     assert not {p.replace("/srrl_separate-", "/srrl-") for p in separate} & default.keys()
