@@ -88,9 +88,9 @@ FIGURES = {
     "srrl": (
         "srrl",
         "SRRL: first attempts (c1) and refinements (c2)",
-        "Pass rate of SRRL's first attempts and of its refinements of failed first attempts over training, with "
-        "GRPO's pass rate over all its samples for reference. A c2 is only sampled for a failed c1, so its pass rate "
-        "is a fix rate.",
+        "Pass rate of SRRL's first attempts and of its refinements of failed first attempts over training (SRRL's and "
+        "each variant's of SRRL, e.g. srrl_separate), with GRPO's pass rate over all its samples for reference. A c2 "
+        "is only sampled for a failed c1, so its pass rate is a fix rate.",
     ),
     "reward_hacking": (
         "reward-hacking-figure",
