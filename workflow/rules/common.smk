@@ -6,6 +6,7 @@ from execrl.run_paths import (
     METHOD_LEVELS,
     RunSegments,
     method_overrides,
+    registry_name,
     token_budget_source,
 )
 
@@ -67,26 +68,21 @@ def method_row(wildcards):
 
 def registry_method(wildcards):
     """The registry method the job's method trains as (a variant's base)."""
-    return registry_name(method_name(wildcards))
+    return registry_name(config, method_name(wildcards))
 
 
 def variants_run():
     """Variant → the method it varies, for the method variants the experiment runs."""
     return {
-        name: METHOD_ROWS[name].variant_of
+        name: registry_name(config, name)
         for name in EXPERIMENT["methods"]
-        if METHOD_ROWS[name].variant_of
+        if name in config["method_variants"]
     }
 
 
 def srrl_runs():
     """SRRL and its method variants, as the experiment runs them."""
-    return [m for m in EXPERIMENT["methods"] if registry_name(m) == "srrl"]
-
-
-def registry_name(name):
-    """The registry method a config's method trains as (a variant's base)."""
-    return METHOD_ROWS[name].variant_of or name
+    return [m for m in EXPERIMENT["methods"] if registry_name(config, m) == "srrl"]
 
 
 ##### targets #####

@@ -40,6 +40,8 @@ def method_colors(methods) -> dict[str, str]:
     others = sorted(set(methods) - colors.keys())
     colors.update({m: VARIANT_COLORS[i % len(VARIANT_COLORS)] for i, m in enumerate(others)})
     return colors
+
+
 OUTCOME_COLORS = {
     "syntax error": "#d62728",
     "runtime error": "#ff9896",
@@ -273,7 +275,8 @@ def srrl_figure(metrics: pd.DataFrame, srrl_methods=("srrl",)) -> Figure:
     data["run"] = run_label(data, with_split=False)
     drawn = [m for m in srrl_methods if m in set(srrl["method"])]
     palette = {}
-    for method, (c1, c2) in zip(drawn, SRRL_SERIES_COLORS * len(drawn)):
+    for i, method in enumerate(drawn):
+        c1, c2 = SRRL_SERIES_COLORS[i % len(SRRL_SERIES_COLORS)]
         palette[f"{method} c1 (first attempt)"], palette[f"{method} c2 (refinement)"] = c1, c2
     palette["grpo (all samples)"] = "#ff7f0e"
     grid = sns.relplot(
