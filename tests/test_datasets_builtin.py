@@ -1,4 +1,4 @@
-"""The generated ``builtin`` suite: determinism, disjoint splits, shape, and references that pass."""
+"""The generated ``builtin`` suite: determinism, splits that share no task, shape, and references that pass."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
+from conftest import EMBEDDED, REPO
+from execrl.config import merged_config
 from execrl.datasets import DatasetError, builtin, load_split
 
 
@@ -48,32 +51,132 @@ def test_different_seed_different_problems(default_splits):
     assert len(overlap) < 200
 
 
-def test_splits_are_disjoint_combinations(default_splits):
+def test_splits_are_keyed_on_the_reference_up_to_renaming(default_splits):
     train, test = default_splits
-    train_keys = {builtin.task_key(p) for p in train}
-    test_keys = {builtin.task_key(p) for p in test}
-    assert len(train_keys) == len(train) and len(test_keys) == len(test)  # no duplicates within a split
-    assert train_keys.isdisjoint(test_keys)
-    # Every key lands in the split its hash assigns.
-    assert all(builtin.split_of_key(k, 0) == "train" for k in train_keys)
-    assert all(builtin.split_of_key(k, 0) == "test" for k in test_keys)
+    for split, problems in (("train", train), ("test", test)):
+        assert len({builtin.problem_key(p) for p in problems}) == len(problems)  # no duplicates within a split
+        # Every problem lands in the split its reference's hash assigns.
+        assert {builtin.split_of_key(builtin.reference_key(p), 0) for p in problems} == {split}
+    # A task comes back under other names within its split: the key really leaves the names out.
+    assert len({builtin.task_key(p) for p in test}) < len(test)
 
 
-def test_holdout_task_keeps_renamed_tasks_out_of_test():
-    def task(problem):
-        m = problem.metadata
-        return json.dumps([m["family"], m["template"], m["params"]], sort_keys=True)
+def test_canonical_reference_is_the_reference_up_to_renaming():
+    canonical = builtin.canonical_reference
+    keep = "def g(nums):\n    return [n for n in nums if n > 3]"
+    assert canonical("def f(xs):\n    return [x for x in xs if x > 3]") == canonical(keep)
+    assert canonical("def f(xs):\n    return [x for x in xs if x > 4]") != canonical(keep)
+    assert canonical("def f(s):\n    return len(s)") != canonical("def f(s):\n    return sum(s)")
+    loop = "def {}({}):\n    result = 1\n    for {} in {}:\n        result *= {}\n    return result"
+    renamed = canonical(loop.format("h", "values", "v", "values", "v"))
+    assert canonical(loop.format("f", "xs", "x", "xs", "x")) == renamed
 
-    options = {"holdout": "task", "n_train": 400, "n_test": 100}
-    train = load_split("builtin", "train", options=options).problems
-    test = load_split("builtin", "test", options=options).problems
-    assert len(test) == 100
-    assert {task(p) for p in train}.isdisjoint({task(p) for p in test})
+
+# ------------------------------------------------------------------ the shipped configs' splits
+
+
+def renamed_away(problem):
+    """The reference with its function, argument and loop names replaced by placeholders (written
+    here from the problem's own metadata, apart from the generator's key)."""
+    names = [problem.metadata["function"], problem.metadata["arg"], *re.findall(r"for (\w+) in", problem.reference)]
+    text = problem.reference
+    for i, name in enumerate(dict.fromkeys(names)):
+        text = re.sub(rf"\b{re.escape(name)}\b", f"NAME{i}", text)
+    return text
+
+
+def family_template_params(problem):
+    m = problem.metadata
+    return json.dumps([m["family"], m["template"], m["params"]], sort_keys=True)
+
+
+def shipped_configs():
+    """Every shipped config, as a run merges it: config/*.yaml over the analysis, the embedded
+    default over it, and each CPU overlay over the embedded default."""
+    base = REPO / "config" / "config.yaml"
+    runs = {"config/config.yaml": []}
+    runs.update({f"config/{p.name}": [p] for p in sorted((REPO / "config").glob("*.yaml")) if p.name != "config.yaml"})
+    runs[EMBEDDED] = [REPO / EMBEDDED]
+    overlays = sorted(p for p in (REPO / ".test" / "config").glob("*.yaml") if p.name != "config.yaml")
+    runs.update({f".test/config/{p.name}": [REPO / EMBEDDED, p] for p in overlays})
+    return {name: merged_config(files, base=base) for name, files in runs.items()}
+
+
+SHIPPED_BUILTIN = {
+    f"{name}:{dataset}": settings.get("options", {})
+    for name, config in shipped_configs().items()
+    for dataset, settings in config["datasets"].items()
+    if settings["adapter"] == "builtin"
+}
+
+
+def test_the_shipped_builtin_datasets_are_the_ones_checked_below():
+    assert f"{EMBEDDED}:builtin" in SHIPPED_BUILTIN and ".test/config/seed-002.yaml:builtin" in SHIPPED_BUILTIN
+    assert all(options["holdout"] == "task" for options in SHIPPED_BUILTIN.values())
+
+
+_SPLITS: dict[str, tuple] = {}
+
+
+def splits_of(options):
+    key = json.dumps(options, sort_keys=True)
+    if key not in _SPLITS:
+        _SPLITS[key] = tuple(load_split("builtin", split, options=options) for split in ("train", "test"))
+    return _SPLITS[key]
+
+
+@pytest.mark.parametrize("run", sorted(SHIPPED_BUILTIN))
+def test_no_test_problem_of_a_shipped_config_is_a_train_task(run):
+    """Neither the same (family, template, params) nor the same reference up to renaming: a test
+    problem is a task no training stage sees, under any name."""
+    options = SHIPPED_BUILTIN[run]
+    train, test = splits_of(options)
+    assert len(train.problems) == options["n_train"] and len(test.problems) == options["n_test"]  # sizes met
+    tasks = {family_template_params(p) for p in train.problems}
+    references = {renamed_away(p) for p in train.problems}
+    twins = [p.id for p in test.problems if family_template_params(p) in tasks or renamed_away(p) in references]
+    assert twins == [], f"{run}: {len(twins)} of {len(test.problems)} test problems are train tasks"
+    holdout = test.manifest["holdout"]
+    assert holdout["n_sharing_task_with_other_split"] == holdout["n_sharing_reference_with_other_split"] == 0
+    assert holdout["n_other_split"] == options["n_train"]
+
+
+def test_templates_that_give_one_reference_fall_in_one_split():
+    """Two (template, params) with the same reference up to renaming are one task: e.g. the length
+    of a list and the length of a string are both `return len(a)`."""
+    train, test = splits_of({"families": ["count"], "max_difficulty": 1, "n_train": 300, "n_test": 60})
+    side = {}
+    for split, result in (("train", train), ("test", test)):
+        for problem in result.problems:
+            side.setdefault(builtin.reference_key(problem), set()).add(split)
+    assert all(len(splits) == 1 for splits in side.values())
+    by_reference = collections.defaultdict(set)
+    for problem in train.problems + test.problems:
+        by_reference[builtin.reference_key(problem)].add(family_template_params(problem))
+    assert any(len(tasks) > 1 for tasks in by_reference.values())
+
+
+def test_holdout_default_is_the_schemas():
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    dataset = schema["properties"]["datasets"]["additionalProperties"]
+    assert dataset["if"]["properties"]["adapter"]["const"] == "builtin"
+    holdout = dataset["then"]["properties"]["options"]["properties"]["holdout"]
+    assert holdout["default"] == builtin.OPTIONS["holdout"][0] == "task"
+    assert holdout["enum"] == list(builtin.HOLDOUTS)
+    # A config that names no holdout gets the schema's, and only for builtin data sets.
+    config = merged_config([REPO / EMBEDDED], base=REPO / "config" / "config.yaml")
+    assert config["datasets"]["builtin"]["options"]["holdout"] == "task"
+    assert "holdout" not in config["datasets"]["mbpp"]["options"]
+
+
+def test_combo_holdout_is_gone_with_a_reason():
+    with pytest.raises(DatasetError, match="renamed training tasks landed in test"):
+        load_split("builtin", "test", options={"holdout": "combo"})
 
 
 def test_test_split_does_not_depend_on_train_size():
     small = load_split("builtin", "test", options={"n_train": 10, "n_test": 50}).problems
-    large = load_split("builtin", "test", options={"n_train": 5000, "n_test": 50}).problems
+    large = load_split("builtin", "test", options={"n_train": 1500, "n_test": 50}).problems
     assert dicts(small) == dicts(large)
     # A longer split extends a shorter one.
     assert dicts(builtin.generate("test", n=80)[:50]) == dicts(small)
@@ -176,6 +279,9 @@ def test_every_reference_passes_its_own_tests(default_splits, tmp_path):
 def test_too_many_requested_is_a_clear_error():
     with pytest.raises(DatasetError, match="found only"):
         builtin.generate("test", n=3000, families=["loop"], max_difficulty=1)
+    # The smallest pool: the test side of counting at difficulty 1 (two tasks for seed 0).
+    with pytest.raises(DatasetError, match=r"found only \d+ of 500 distinct test tasks .*ask for fewer"):
+        load_split("builtin", "test", options={"families": ["count"], "max_difficulty": 1, "n_test": 500})
 
 
 def test_manifest():
@@ -188,9 +294,14 @@ def test_manifest():
         "n_test": 200,
         "families": list(builtin.FAMILIES),
         "max_difficulty": 3,
-        "holdout": "combo",
+        "holdout": "task",
     }
     assert manifest["n_problems"] == 5 and manifest["skipped"] == []
-    assert manifest["generator_version"] == builtin.GENERATOR_VERSION
+    assert manifest["generator_version"] == builtin.GENERATOR_VERSION == 2
+    holdout = manifest["holdout"]
+    assert holdout["key"] == "task" and holdout["test_share"] == builtin.TEST_SHARE
+    assert holdout["other_split"] == "test" and holdout["n_other_split"] == 200
+    assert holdout["n_sharing_task_with_other_split"] == holdout["n_sharing_reference_with_other_split"] == 0
+    assert 1 <= holdout["n_distinct_tasks"] <= 5
     assert json.loads(json.dumps(manifest)) == manifest
     assert all(json.loads(json.dumps(p.to_dict())) == p.to_dict() for p in result.problems)

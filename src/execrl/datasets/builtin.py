@@ -17,16 +17,22 @@ Families (``metadata["family"]``) and difficulties (``metadata["difficulty"]``):
 
 Difficulty 1 is one operation, 2 two composed operations, 3 a conditional or a loop.
 
-Splits: every task is a combination (family, template, params, function name, argument name).
-A combination belongs to ``test`` when ``sha256(f"{seed}\\n{key}")`` (first 8 bytes as a
-fraction of 2**64) is below :data:`TEST_SHARE`, else to ``train``, so the splits are disjoint for
-a seed. With ``holdout="task"`` the key leaves out the two names, so a test task is never a
-renamed training task. Each split is drawn from its own seeded stream, so the test set does not
-depend on ``n_train`` (nor the train set on ``n_test``).
+Splits (``holdout="task"``, the only rule): a problem is a task (family, template, params) under
+a function name and an argument name. The split is keyed on the task's reference up to renaming
+(:func:`canonical_reference`: the function, its argument and every local name, loop variables
+included, replaced by placeholders): a problem belongs to ``test`` when
+``sha256(f"{seed}\\n{canonical reference}")`` (first 8 bytes as a fraction of 2**64) is below
+:data:`TEST_SHARE`, else to ``train``. So a task, every renaming of it, and every other template
+or parameter set that gives the same reference up to renaming, fall in one split: no test problem
+shares (family, template, params), nor its reference up to renaming, with a train problem of the
+same seed. Within a split a task can appear under several names. Each split is drawn from its own
+seeded stream, so the test set does not depend on ``n_train`` (nor the train set on ``n_test``).
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import hashlib
 import json
 import random
@@ -37,12 +43,13 @@ from typing import Any
 from execrl.datasets._common import DatasetError, LoadResult, check_int
 from execrl.problems import Problem
 
-GENERATOR_VERSION = 1
+# 2: the split is keyed on the reference up to renaming (version 1 keyed on the names too).
+GENERATOR_VERSION = 2
 SUBSETS = ()
 SPLITS = ("train", "test")
 FAMILIES = ("arith", "compare", "string", "list", "count", "loop")
 TEST_SHARE = 0.25
-HOLDOUTS = ("combo", "task")
+HOLDOUTS = ("task",)
 MAX_MISSES = 20_000  # consecutive draws without a new task before giving up
 
 NAMES = (
@@ -73,6 +80,11 @@ def _check_families(value: Any) -> list[str]:
 
 
 def _check_holdout(value: Any) -> str:
+    if value == "combo":
+        raise DatasetError(
+            "option 'holdout': 'combo' was removed - it keyed the split on the function and argument names too, "
+            "so renamed training tasks landed in test; use 'task' (the default)"
+        )
     if value not in HOLDOUTS:
         raise DatasetError(f"option 'holdout' must be one of {HOLDOUTS}, got {value!r}")
     return value
@@ -90,9 +102,9 @@ OPTIONS = {
     "n_test": (200, check_int("n_test", minimum=0)),
     "families": (list(FAMILIES), _check_families),
     "max_difficulty": (3, _check_difficulty),
-    # What train and test must not share: "combo" = (family, template, params, function name,
-    # argument name); "task" = (family, template, params), so no test task is a renamed train task.
-    "holdout": ("combo", _check_holdout),
+    # What train and test must not share: "task" = the reference up to renaming, so no test problem
+    # is a train task under other names (the schema's default; tests/test_datasets_builtin.py).
+    "holdout": ("task", _check_holdout),
 }
 
 
@@ -793,11 +805,55 @@ class _Task:
 
     @property
     def key(self) -> str:
+        """The problem: the task under its names (no two problems of a split share it)."""
         return json.dumps([self.family, self.spec.template, self.spec.params, self.name, self.arg], sort_keys=True)
 
     @property
-    def task(self) -> str:
-        return json.dumps([self.family, self.spec.template, self.spec.params], sort_keys=True)
+    def reference(self) -> str:
+        return f"def {self.name}({self.arg}):\n" + "\n".join("    " + _fill(line, self.arg) for line in self.spec.body)
+
+    @property
+    def split_key(self) -> str:
+        """What decides the split: the reference up to renaming (the same for every naming of a
+        body, so it is worked out once per body)."""
+        body = tuple(self.spec.body)
+        if body not in _SPLIT_KEYS:
+            _SPLIT_KEYS[body] = canonical_reference(self.reference)
+        return _SPLIT_KEYS[body]
+
+
+_SPLIT_KEYS: dict[tuple[str, ...], str] = {}
+
+
+@functools.lru_cache(maxsize=65536)
+def canonical_reference(reference: str) -> str:
+    """``reference`` up to renaming: the function, its arguments and every name bound inside it
+    (loop and comprehension variables, assigned names) replaced by ``v0``, ``v1``, ... in the order
+    they first appear; names it only reads (``len``, ``sum``, ...) are kept."""
+    tree = ast.parse(reference)
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+    placeholders: dict[str, str] = {}
+
+    def rename(name: str) -> str:
+        if name not in bound:
+            return name
+        return placeholders.setdefault(name, f"v{len(placeholders)}")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            node.name = rename(node.name)
+        elif isinstance(node, ast.arg):
+            node.arg = rename(node.arg)
+        elif isinstance(node, ast.Name):
+            node.id = rename(node.id)
+    return ast.unparse(tree)
 
 
 def split_of_key(key: str, seed: int) -> str:
@@ -820,7 +876,7 @@ def _draw_task(rng: random.Random, families: list[str], max_difficulty: int) -> 
 def _build(task: _Task, rng: random.Random, problem_id: str) -> Problem | None:
     """Name, run and test one task; ``None`` when no informative set of tests was found."""
     spec = task.spec
-    reference = f"def {task.name}({task.arg}):\n" + "\n".join("    " + _fill(line, task.arg) for line in spec.body)
+    reference = task.reference
     namespace: dict[str, Any] = {}
     exec(compile(reference, "<builtin reference>", "exec"), namespace)  # noqa: S102 - generated here
     function = namespace[task.name]
@@ -886,9 +942,10 @@ def generate(
     n: int | None = None,
     families: Iterable[str] = FAMILIES,
     max_difficulty: int = 3,
-    holdout: str = "combo",
+    holdout: str = "task",
 ) -> list[Problem]:
-    """The ``n`` problems of one split (default size: 1000 train, 200 test)."""
+    """The ``n`` problems of one split (default size: 1000 train, 200 test); ``holdout`` is the
+    split rule (only ``"task"``: see the module's docstring)."""
     if split not in SPLITS:
         raise DatasetError(f"unknown builtin split {split!r} (known: {', '.join(SPLITS)})")
     if n is None:
@@ -909,7 +966,7 @@ def generate(
             )
         task = _draw_task(rng, families, max_difficulty)
         key = task.key
-        if key in seen or split_of_key(task.key if holdout == "combo" else task.task, seed) != split:
+        if key in seen or split_of_key(task.split_key, seed) != split:
             continue
         problem = _build(task, rng, f"builtin/{split}/{len(problems):04d}")
         if problem is None:
@@ -920,17 +977,44 @@ def generate(
     return problems
 
 
-def task_key(problem: Problem) -> str:
-    """The (family, template, params, function name, argument) combination of a builtin problem."""
+def problem_key(problem: Problem) -> str:
+    """The (family, template, params, function name, argument) of a builtin problem: unique in a split."""
     m = problem.metadata
     return json.dumps([m["family"], m["template"], m["params"], m["function"], m["arg"]], sort_keys=True)
+
+
+def task_key(problem: Problem) -> str:
+    """The (family, template, params) of a builtin problem: its task, whatever its names."""
+    m = problem.metadata
+    return json.dumps([m["family"], m["template"], m["params"]], sort_keys=True)
+
+
+def reference_key(problem: Problem) -> str:
+    """The reference of a problem (any source) up to renaming."""
+    return canonical_reference(problem.reference)
+
+
+def shared_tasks(problems: list[Problem], others: list[Problem]) -> dict[str, int]:
+    """How many of ``problems`` share a task with one of ``others``: by (family, template, params),
+    and by the reference up to renaming."""
+    tasks = {task_key(p) for p in others}
+    references = {reference_key(p) for p in others}
+    return {
+        "task": sum(task_key(p) in tasks for p in problems),
+        "reference": sum(reference_key(p) in references for p in problems),
+    }
 
 
 def load(*, split: str, source: str | None, subset: str | None, options: dict, on_malformed: str) -> LoadResult:
     if source is not None:
         raise DatasetError(f"the builtin adapter generates its problems and takes no source (got {source!r})")
-    n = options["n_train"] if split == "train" else options["n_test"]
-    problems = generate(split, options["seed"], n, options["families"], options["max_difficulty"], options["holdout"])
+    other = "test" if split == "train" else "train"
+    sizes = {"train": options["n_train"], "test": options["n_test"]}
+    args = (options["seed"], options["families"], options["max_difficulty"], options["holdout"])
+    problems = generate(split, args[0], sizes[split], *args[1:])
+    # The other split as the same options make it, to count (and show) what the two share.
+    others = generate(other, args[0], sizes[other], *args[1:])
+    shared = shared_tasks(problems, others)
     return LoadResult(
         problems=problems,
         manifest={
@@ -938,5 +1022,18 @@ def load(*, split: str, source: str | None, subset: str | None, options: dict, o
             "n_rows_read": len(problems),
             "n_rows_in_split": len(problems),
             "skipped": [],
+            "holdout": {
+                "key": options["holdout"],
+                "rule": (
+                    f"test when sha256(seed + reference up to renaming) < {TEST_SHARE} of 2**64: a task and all "
+                    "its renamings fall in one split"
+                ),
+                "test_share": TEST_SHARE,
+                "n_distinct_tasks": len({reference_key(p) for p in problems}),
+                "other_split": other,
+                "n_other_split": len(others),
+                "n_sharing_task_with_other_split": shared["task"],
+                "n_sharing_reference_with_other_split": shared["reference"],
+            },
         },
     )
