@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from execrl.report import budget, comparisons, stats, tables
+from execrl.report import budget, comparisons, tables
 from execrl.report.tables import fmt, fmt_count, fmt_hours, fmt_interval, fmt_signed
 
 
@@ -82,10 +82,8 @@ def findings(records: list[dict], split: str) -> list[str]:
         n_seeds = first["n_seeds"]
         if n_seeds == 1:
             intervals = "95% bootstrap intervals over problems"
-        elif n_seeds < stats.MIN_BOOTSTRAP_SEEDS:
-            intervals = f"95% intervals over problems (bootstrap) and {n_seeds} seeds (Student's t)"
         else:
-            intervals = f"95% bootstrap intervals over problems and {n_seeds} seeds"
+            intervals = f"95% intervals over problems (bootstrap) and {n_seeds} seeds (Student's t)"
         sentences.append(
             f"{dataset} · {model} ({split} split, {first['n_problems']} problems, {first['n_samples']} samples each): "
             f"{ranking}; intervals are {intervals}."
