@@ -139,6 +139,7 @@ def test_the_rendered_sections_contain_every_figure_of_the_summary(run_summary):
     for window in run_summary["training_windows"]["runs"]:
         shown = results if not window["metric"].startswith("watch/") else watch
         assert f"`{window['metric']}` | {fmt(window['first'])} (steps" in shown and fmt(window["last"]) in shown
+        assert f"{fmt(window['last'])} (steps {window['last_steps'][0]}) | {fmt_signed(window['last'] - window['first'])} |" in shown
     assert "4: 0.250" in results  # an evaluation logged once keeps its step
     for run in run_summary["token_budget"]["per_run"]:
         for key in ("prompt_tokens", "completion_tokens", "tokens"):

@@ -194,8 +194,10 @@ def windows_table(windows: list[dict]) -> list[str]:
     for w in windows:
         points = ", ".join(f"{step}: {fmt(value)}" for step, value in w["points"]) if w.get("points") else ""
         rows.append([w["method"], str(w["seed"]), f"`{w['metric']}`", f"{fmt(w['first'])} (steps {_steps(w['first_steps'])})",
-                     f"{fmt(w['last'])} (steps {_steps(w['last_steps'])})", fmt(w["mean"]), str(w["values"]), points])  # fmt: skip
-    columns = ["method", "seed", "metric", "first fifth", "last fifth", "mean", "logged values", "every logged value (step: value)"]
+                     f"{fmt(w['last'])} (steps {_steps(w['last_steps'])})", fmt_signed(w["last"] - w["first"]),
+                     fmt(w["mean"]), str(w["values"]), points])  # fmt: skip
+    columns = ["method", "seed", "metric", "first fifth", "last fifth", "last − first", "mean", "logged values",
+               "every logged value (step: value)"]  # fmt: skip
     return _table(columns, rows) if rows else []
 
 
