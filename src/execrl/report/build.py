@@ -12,7 +12,7 @@ import pandas as pd
 from execrl.jsonl import read_jsonl
 from execrl.report import budget, comparisons, cost, held_out, html, refinements, reward_hacking, stats, summary, tables
 from execrl.report.evaluations import read_tsv
-from execrl.report.training import metrics_table
+from execrl.report.training import metrics_table, training_windows
 from execrl.run_paths import method_section, readable, registry_name
 
 _RL_RUN = re.compile(r"rl_data/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?:[^/]+/)?(?P<seed>\d+)/manifest\.json$")
@@ -112,7 +112,9 @@ def build(
         curves, comparison, outcomes, ks, diversity=diversity, cost_per_method=per_method, changes=changes
     )
     pairwise = _optional_tsv(inputs.comparisons)
-    tokens = budget.per_method(budget.token_budget(inputs.metrics, grpo, method_overrides))
+    token_runs = budget.token_budget(inputs.metrics, grpo, method_overrides)
+    tokens = budget.per_method(token_runs)
+    windows = training_windows(metrics_table(inputs.metrics))
     comparison_records = []
     if not pairwise.empty:
         pairs = list(pairwise[["method", "baseline"]].drop_duplicates().itertuples(index=False, name=None))
@@ -137,9 +139,17 @@ def build(
         provenance=html.provenance(),
         pairwise=comparison_records,
         token_budget=tokens,
+        token_runs=token_runs,
+        training_windows=windows,
+        training_jobs=cost.training_jobs(jobs),
     )
     record["method_notes"] = config.get("report", {}).get("method_notes") or ""
     record["held_out"] = held_out_records
+    plus_made = _optional_tsv(inputs.plus_manifests)
+    record["held_out_tests"] = summary.json_safe(
+        plus_made[["dataset", "split", "problems", "problems_with_plus_tests", "plus_tests"]].to_dict("records")
+        if not plus_made.empty else []
+    )  # fmt: skip
     watch_metrics = metrics_table(inputs.metrics) if inputs.metrics else pd.DataFrame()
     watch_rates = reward_hacking.rates_table(watch_metrics)
     flagged = reward_hacking.flagged_examples(inputs.annotations)

@@ -118,3 +118,32 @@ def totals(jobs: pd.DataFrame) -> dict:
         "cpu_h": float(jobs["cpu_s"].sum() / 3600) if len(jobs) else 0.0,
         "gpu_h": float(jobs["gpu_h"].sum()) if len(jobs) else 0.0,
     }
+
+
+TRAINING_RULES = ("sft_tiny_model", "train")
+"""The training jobs whose wall time the summary lists one by one: a tiny model's warm start and every
+method's training."""
+
+
+def _seed_index(rule: str) -> int | None:
+    wildcards = rule_info(rule).wildcards
+    return wildcards.index("seed") if "seed" in wildcards else None
+
+
+def training_jobs(jobs: pd.DataFrame) -> pd.DataFrame:
+    """One row per warm-start and training job (TRAINING_RULES): rule, dataset, model, method and
+    seed (none for a warm start), wall and CPU seconds, peak memory and GPU hours."""
+    columns = ["rule", "dataset", "model", "method", "seed", "wall_s", "cpu_s", "max_rss_mb", "gpu_h"]
+    if jobs.empty:
+        return pd.DataFrame(columns=columns)
+    chosen = jobs[jobs["rule"].isin(TRAINING_RULES)].copy()
+    seed_index = {rule: _seed_index(rule) for rule in TRAINING_RULES}
+    chosen["seed"] = pd.Series(
+        [int(str(job).split("/")[seed_index[rule]]) if seed_index[rule] is not None else None
+         for rule, job in zip(chosen["rule"], chosen["job"], strict=True)],
+        index=chosen.index, dtype=object,
+    )  # fmt: skip
+    order = {rule: i for i, rule in enumerate(TRAINING_RULES)}
+    chosen = chosen.assign(_order=chosen["rule"].map(order), _seed=[-1 if s is None else s for s in chosen["seed"]])
+    chosen = chosen.sort_values(["_order", "dataset", "model", "method", "_seed"], na_position="first", kind="stable")
+    return chosen[columns].reset_index(drop=True)

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from execrl.report import budget, comparisons, stats, tables
+from execrl.report import budget, comparisons, tables
+from execrl.report import training as training_rules
 from execrl.report.tables import fmt, fmt_count, fmt_hours, fmt_interval, fmt_signed
 
 
@@ -82,10 +83,8 @@ def findings(records: list[dict], split: str) -> list[str]:
         n_seeds = first["n_seeds"]
         if n_seeds == 1:
             intervals = "95% bootstrap intervals over problems"
-        elif n_seeds < stats.MIN_BOOTSTRAP_SEEDS:
-            intervals = f"95% intervals over problems (bootstrap) and {n_seeds} seeds (Student's t)"
         else:
-            intervals = f"95% bootstrap intervals over problems and {n_seeds} seeds"
+            intervals = f"95% intervals over problems (bootstrap) and {n_seeds} seeds (Student's t)"
         sentences.append(
             f"{dataset} · {model} ({split} split, {first['n_problems']} problems, {first['n_samples']} samples each): "
             f"{ranking}; intervals are {intervals}."
@@ -150,7 +149,14 @@ def build_summary(
     provenance: dict | None = None,
     pairwise: list[dict] | None = None,
     token_budget: pd.DataFrame | None = None,
+    token_runs: pd.DataFrame | None = None,
+    training_windows: pd.DataFrame | None = None,
+    training_jobs: pd.DataFrame | None = None,
 ) -> dict:
+    """summary.json's record. Beside the report's tables: `training_windows` (per trained run and
+    metric, the first and last fifth of its logged values, `execrl.report.training.training_windows`),
+    `cost.training_jobs` (wall time of each warm-start and training job) and `token_budget.per_run`
+    (the tokens each online run sampled)."""
     pairwise = pairwise or []
     return json_safe({
         "title": title,
@@ -161,14 +167,16 @@ def build_summary(
         "summary": records,
         "comparisons": pairwise,
         "seed_noise_rule": comparisons.SEED_NOISE_RULE,
-        "token_budget": {"note": budget.NOTE, "per_method": _records(token_budget)},
+        "token_budget": {"note": budget.NOTE, "per_method": _records(token_budget), "per_run": _records(token_runs)},
         "pass_at_k": legacy_pass_at_k_rows(pass_at_k_table),
         "refinements": _records(refinements),
         "training": _records(training),
+        "training_windows": {"rule": training_rules.WINDOW_RULE, "runs": _records(training_windows)},
         "cost": {
             "total": cost_totals or {},
             "per_rule": _records(cost_per_rule),
             "per_method": _records(cost_per_method),
+            "training_jobs": _records(training_jobs),
         },
         "rl_data": _records(rl_data),
         "provenance": provenance or {},

@@ -204,3 +204,63 @@ def offline_samples(manifest_paths: Iterable[str | Path]) -> dict[tuple[str, str
             manifest = json.loads(Path(path).read_text(encoding="utf-8"))
             samples[(readable(match["dataset"]), readable(match["model"]), int(match["seed"]))] = float(manifest["n_candidates"])
     return samples
+
+
+WINDOW_FRACTION = 5
+"""Training windows are the first and the last fifth of a metric's logged values."""
+WINDOW_METRICS = (
+    "reward",
+    "execution/pass_rate",
+    "srrl/c1_pass_rate",
+    "srrl/c2_pass_rate",
+    "interval_eval/pass_at_1",
+    "mbpp_eval/pass_rate",
+    "watch/hard_coding_rate",
+    "watch/tamper/any",
+    "watch/check_cpu_s",
+)
+"""Metrics every trained run gets windows of when it logged them; a method's own panels
+(`execrl.methods.METHODS[...].panels`) are added for its runs."""
+WINDOW_RULE = (
+    "Training windows: the mean of the first and of the last fifth of a run's logged values of a metric "
+    "(at least one value each; a metric logged at a few steps only, such as the interval evaluation, compares "
+    "its first and last values), and the mean of all its logged values."
+)
+MAX_POINTS = 12
+"""A metric logged at no more steps than this (an evaluation every few steps) keeps every (step, value)."""
+
+
+def window_metrics(method: str) -> list[str]:
+    """The metrics a run of `method` gets training windows of: WINDOW_METRICS, then its own panels."""
+    own = [key for key, _ in METHODS[method].panels] if method in METHODS else []
+    return [*WINDOW_METRICS, *[key for key in own if key not in WINDOW_METRICS]]
+
+
+def training_windows(metrics: pd.DataFrame, fraction: int = WINDOW_FRACTION) -> pd.DataFrame:
+    """Per trained run and metric (`window_metrics`): the mean of the first and of the last
+    1/`fraction` of its logged values, the steps each window spans, the mean over all logged values,
+    and, for a metric logged at MAX_POINTS steps or fewer, every (step, value)."""
+    columns = ["dataset", "model", "method", "seed", "metric", "first", "last", "mean", "first_steps", "last_steps",
+               "values", "steps", "points"]  # fmt: skip
+    rows = []
+    trained = metrics[metrics["method"] != "sft"] if not metrics.empty else metrics
+    for (dataset, model, method, seed), run in trained.groupby(["dataset", "model", "method", "seed"], sort=True):
+        for metric in window_metrics(method):
+            logged = run[run["metric"] == metric].sort_values("step")
+            if logged.empty:
+                continue
+            size = max(1, len(logged) // fraction)
+            head, tail = logged.head(size), logged.tail(size)
+            rows.append(
+                {
+                    "dataset": dataset, "model": model, "method": method, "seed": int(seed), "metric": metric,
+                    "first": float(head["value"].mean()), "last": float(tail["value"].mean()),
+                    "mean": float(logged["value"].mean()),
+                    "first_steps": [int(head["step"].min()), int(head["step"].max())],
+                    "last_steps": [int(tail["step"].min()), int(tail["step"].max())],
+                    "values": int(len(logged)), "steps": int(run["step"].max()),
+                    "points": [[int(s), float(v)] for s, v in zip(logged["step"], logged["value"], strict=True)]
+                    if len(logged) <= MAX_POINTS else None,
+                }
+            )
+    return pd.DataFrame(rows, columns=columns)
