@@ -542,7 +542,7 @@ def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_probl
     header, rows = parse_table(page, "token-budget")
     assert [cells[2] for _, cells in rows] == ["grpo", "srrl"]
     assert dict(zip(header, rows[1][1], strict=True))["prompt tokens / completion"] == "100.0"
-    assert "## Tokens sampled in training" in markdown and "num_tokens" in record["token_budget"]["note"]
+    assert "## Tokens in training" in markdown and "num_generated_tokens" in record["token_budget"]["note"]
 
 
 def test_legacy_pass_at_k_rows_and_main_split():
