@@ -59,8 +59,9 @@ class WatchSettings:
 
     enabled: bool = True
     """Log the watch's rates every step (false: no held-out check, no signals)."""
-    sample_size: int = 8
-    """Passing completions per step and process whose held-out tests run (`rewards.plus_tests: eval`)."""
+    sample_size: int = 32
+    """Passing completions per step and process whose held-out tests run (`rewards.plus_tests: eval`);
+    the schema's description gives the arithmetic behind 32."""
     seed: int = 0
     """Seed of the sample."""
 
