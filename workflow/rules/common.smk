@@ -323,7 +323,7 @@ def get_training_data(wildcards):
 
 def get_token_budget_source(wildcards):
     """GRPO's metrics of the same dataset, model and seed, when SRRL trains until it has used as
-    many tokens as GRPO did (`srrl.budget: generated_tokens` or `total_tokens`); nothing otherwise."""
+    many tokens as GRPO did (a token budget of `srrl.budget`); nothing otherwise."""
     source = token_budget_source(config, method_name(wildcards))
     if source is None:
         return []
