@@ -210,7 +210,7 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
         parts += ["## Reward-hacking watch (first and last fifth of training)", "", tables.frame_markdown(frame), ""]
     if summary.get("hard_coding_windows"):
         parts += ["## Hard-coding rate, pooled per window", "", tables.frame_markdown(pd.DataFrame(summary["hard_coding_windows"])), ""]
-        parts += [change["sentence"] for change in summary["reward_hacking"].get("hard_coding_changes", [])] + [""]
+        parts += [f"- {change['sentence']}" for change in summary["reward_hacking"].get("hard_coding_changes", [])] + [""]
     detail = tables.all_splits_frame(summary["summary"], ks)
     if not detail.empty:
         parts += ["## Every split", "", tables.frame_markdown(detail), ""]
