@@ -31,7 +31,11 @@ def write_overlay(workdir, overlay):
             "spiral with grpo.vllm_mode: server",
         ),
         # SRRL's token budget is what GRPO sampled: it cannot run without GRPO.
-        ({"experiment": {"methods": ["base", "srrl"]}, "srrl": {"budget": "tokens"}}, "srrl.budget: tokens"),
+        ({"experiment": {"methods": ["base", "srrl"]}, "srrl": {"budget": "generated_tokens"}}, "srrl.budget: generated_tokens"),
+        # The former budget `tokens` (prompt and completion tokens): the error names what replaces it.
+        ({"srrl": {"budget": "tokens"}}, "srrl.budget: tokens is no longer a budget"),
+        ({"method_variants": {"srrl_tokens": {"method": "srrl", "overrides": {"srrl": {"budget": "tokens"}}}}},
+         "method_variants.srrl_tokens.overrides.srrl.budget: tokens is no longer a budget"),
     ],
 )
 def test_bad_config_fails_before_any_job(workflow_copy, overlay, expected):

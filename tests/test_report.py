@@ -247,7 +247,8 @@ def metrics_files(tmp_path):
     # num_tokens: 32 completions per step (GRPO below), each with a 40-token prompt (SRRL: 100).
     grpo = [{"step": s, "elapsed_s": s * 2.0, "loss": 0.1 / s, "reward": s / 10, "rewards/binary/mean": s / 10,
              "execution/pass_rate": s / 10, "completions/mean_length": 20 + s,
-             "num_tokens": 32.0 * sum(40 + 20 + t for t in range(1, s + 1))} for s in range(1, 9)]
+             "num_tokens": 32.0 * sum(40 + 20 + t for t in range(1, s + 1)),
+             "watch/hard_coding_checked": 8.0, "watch/hard_coding_flagged": float(s % 2)} for s in range(1, 9)]
     grpo.append({"step": 4, "elapsed_s": 8.5, "interval_eval/pass_at_1": 0.25})
     grpo.append({"step": 8, "elapsed_s": 17.0, "train_runtime": 17.0, "train_loss": 0.05})
     srrl = [{**r, "srrl/c1_pass_rate": 0.1 * s, "srrl/c2_pass_rate": 0.05 * s, "num_tokens": r["num_tokens"] + 32.0 * 60 * s}
@@ -535,14 +536,22 @@ def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_probl
         assert shown["Δ (mean ± sd over seeds)"] == f"{value['delta']:+.3f} ± {value['sd_seeds']:.3f}"
         assert shown["verdict"] == value["verdict"] and shown["verdict"] in markdown
     assert "## SRRL against GRPO" in markdown and record["seed_noise_rule"] in markdown
-    assert "equal completions are not equal compute" in record["findings"][3]
+    assert "tokens in training: generated SRRL" in record["findings"][3] and "sampled" not in record["findings"][3]
+    # The watch's hard-coding counts pooled per fifth of steps (8 logged steps: windows of one step).
+    windows = {(w["method"], w["window"]): w for w in record["hard_coding_windows"]}
+    assert set(windows["grpo", "first"]) == {"dataset", "model", "method", "seed", "kind", "window", "steps", "first_step",
+                                             "last_step", "checked", "flagged", "rate", "ci_low", "ci_high"}
+    assert (windows["grpo", "first"]["checked"], windows["grpo", "first"]["flagged"]) == (8, 1)
+    assert (windows["grpo", "last"]["last_step"], windows["grpo", "last"]["flagged"]) == (8, 0)
+    assert "## Hard-coding rate, pooled per window" in markdown and 'id="hard-coding-windows"' in page
+    assert all(c["sentence"] in markdown for c in record["reward_hacking"]["hard_coding_changes"])
     tokens = {r["method"]: r for r in record["token_budget"]["per_method"]}
     assert tokens["srrl"]["prompt_tokens_per_step"] == pytest.approx(32 * 100)
     assert tokens["grpo"]["completion_tokens"] == pytest.approx(32 * sum(20 + s for s in range(1, 9)))
     header, rows = parse_table(page, "token-budget")
     assert [cells[2] for _, cells in rows] == ["grpo", "srrl"]
     assert dict(zip(header, rows[1][1], strict=True))["prompt tokens / completion"] == "100.0"
-    assert "## Tokens sampled in training" in markdown and "num_tokens" in record["token_budget"]["note"]
+    assert "## Tokens in training" in markdown and "num_generated_tokens" in record["token_budget"]["note"]
 
 
 def test_legacy_pass_at_k_rows_and_main_split():

@@ -158,8 +158,9 @@ GRPO_SETTINGS = {"prompts_per_step": 2, "num_generations": 8, "gradient_accumula
 PER_STEP = 16  # 2 prompts × 8 generations
 
 
-def write_token_metrics(root, method, seed, prompt_length, completion_length, steps=4):
-    """A metrics file as GRPOTrainer logs it: cumulative num_tokens, the batch's mean completion
+def write_token_metrics(root, method, seed, prompt_length, completion_length, steps=4, generated=True):
+    """A metrics file as execrl's GRPOTrainer logs it: cumulative num_tokens and (unless not
+    `generated`, as before execrl counted them) num_generated_tokens, the batch's mean completion
     length, an interval-evaluation record at step 2 and the end-of-training summary."""
     records = []
     for step in range(1, steps + 1):
@@ -167,6 +168,8 @@ def write_token_metrics(root, method, seed, prompt_length, completion_length, st
             records.append({"step": step, "interval_eval/pass_at_1": 0.5})
         records.append({"step": step, "loss": 0.1, "completions/mean_length": completion_length,
                         "num_tokens": float(step * PER_STEP * (prompt_length + completion_length))})
+        if generated:
+            records[-1]["num_generated_tokens"] = float(step * PER_STEP * completion_length)
     records.append({"step": steps, "train_runtime": 3.0, "train_loss": 0.1})
     path = root / "results" / "training" / "toy" / "m" / method / str(seed) / "metrics.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -210,69 +213,76 @@ def test_token_budget_from_trl_logs(tmp_path):
     assert budget.pair_budget(methods.reset_index(), "toy", "m", "srrl", "base") is None
     record = {"method": "srrl", "baseline": "grpo", "budget": pair}
     assert comparisons.budget_sentence(record) == (
-        "Budget: equal completions per step (16); tokens sampled in training (prompt and completion): SRRL 6,400, "
-        "GRPO 4,160 (1.54×), so equal completions are not equal compute."
+        "Budget: equal completions per step (16); tokens in training: generated SRRL 1,600, GRPO 1,600 (1.00×); "
+        "prompt SRRL 4,800, GRPO 2,560 (1.88×)."
     )
+
+
+def test_generated_tokens_are_read_where_logged_and_estimated_where_not(tmp_path):
+    """A run that logged num_generated_tokens gets exact generated and prompt counts, whatever TRL's
+    mean lengths say; one trained before execrl logged it gets the estimate from the mean length."""
+    logged = write_token_metrics(tmp_path, "grpo", 0, prompt_length=40, completion_length=20)
+    (grpo,) = budget.token_budget([logged], GRPO_SETTINGS).to_dict("records")
+    lines = [json.loads(line) for line in logged.read_text().splitlines()]
+    for line in lines:
+        if "completions/mean_length" in line:
+            line["completions/mean_length"] = 99.0  # not read when the count is logged
+    logged.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (exact,) = budget.token_budget([logged], GRPO_SETTINGS).to_dict("records")
+    assert exact["completion_tokens"] == grpo["completion_tokens"] == 4 * PER_STEP * 20
+    assert exact["prompt_tokens"] == 4 * PER_STEP * 40
+    old = write_token_metrics(tmp_path, "srrl", 0, prompt_length=40, completion_length=30, generated=False)
+    (estimated,) = budget.token_budget([old], GRPO_SETTINGS).to_dict("records")
+    assert estimated["completion_tokens"] == pytest.approx(4 * PER_STEP * 30)
 
 
 def test_the_budget_a_comparison_used_is_named_with_both_token_totals(tmp_path):
-    """Under srrl.budget: tokens SRRL stopped at GRPO's sampled tokens: its comparison with GRPO says
-    so (and no other pair does); by default it says equal completions."""
+    """Under srrl.budget: generated_tokens SRRL stopped at GRPO's generated tokens: its comparison
+    with GRPO says so (and no other pair does), with generated and prompt tokens of both sides; by
+    default it says equal completions."""
     paths = [
         write_token_metrics(tmp_path, "grpo", 0, prompt_length=40, completion_length=25, steps=6),
-        write_token_metrics(tmp_path, "srrl", 0, prompt_length=75, completion_length=25, steps=4),
+        write_token_metrics(tmp_path, "srrl", 0, prompt_length=75, completion_length=25, steps=6),
     ]
     methods = budget.per_method(budget.token_budget(paths, GRPO_SETTINGS))
-    tokens = budget.pair_budget(methods, "toy", "m", "srrl", "grpo", srrl_budget="tokens")
-    assert tokens["budget"] == "equal sampled tokens (steps: srrl 4, grpo 6)" and tokens["matched"] == "tokens"
-    assert tokens["tokens"] == {"srrl": 4 * PER_STEP * 100, "grpo": 6 * PER_STEP * 65}
+    tokens = budget.pair_budget(methods, "toy", "m", "srrl", "grpo", srrl_budget="generated_tokens")
+    assert tokens["budget"] == "equal generated tokens (steps: srrl 6, grpo 6)" and tokens["matched"] == "generated_tokens"
+    assert tokens["completion_tokens"] == {"srrl": 6 * PER_STEP * 25, "grpo": 6 * PER_STEP * 25}
+    assert tokens["prompt_tokens"] == {"srrl": 6 * PER_STEP * 75, "grpo": 6 * PER_STEP * 40}
     sentence = comparisons.budget_sentence({"method": "srrl", "baseline": "grpo", "budget": tokens})
     assert sentence == (
-        "Budget: equal sampled tokens (steps: srrl 4, grpo 6); tokens sampled in training (prompt and completion): "
-        "SRRL 6,400, GRPO 6,240 (1.03×)."
+        "Budget: equal generated tokens (steps: srrl 6, grpo 6); tokens in training: generated SRRL 2,400, "
+        "GRPO 2,400 (1.00×); prompt SRRL 7,200, GRPO 3,840 (1.88×)."
     )
+    assert "sampled" not in sentence
+    total = budget.pair_budget(methods, "toy", "m", "srrl", "grpo", srrl_budget="total_tokens")
+    assert total["budget"].startswith("equal total tokens (prompt and generated)") and total["matched"] == "total_tokens"
+    # Held to total tokens SRRL stops early (its prompts are longer): short of GRPO's total, it says so.
+    early = write_token_metrics(tmp_path, "srrl", 1, prompt_length=75, completion_length=25, steps=3)
+    short_total = budget.pair_budget(budget.per_method(budget.token_budget([paths[0], early], GRPO_SETTINGS)),
+                                     "toy", "m", "srrl", "grpo", srrl_budget="total_tokens")
+    assert "short of equal" in comparisons.budget_sentence({"method": "srrl", "baseline": "grpo", "budget": short_total})
     # The same runs compared at the default budget: equal completions per step, and it shows in the sentence.
-    default = budget.pair_budget(methods, "toy", "m", "srrl", "grpo", srrl_budget="completions")
+    fewer = [paths[0], write_token_metrics(tmp_path, "srrl", 2, prompt_length=75, completion_length=25, steps=4)]
+    default = budget.pair_budget(budget.per_method(budget.token_budget(fewer, GRPO_SETTINGS)), "toy", "m", "srrl",
+                                 "grpo", srrl_budget="completions")
     assert default["matched"] == "completions"
     assert default["budget"] == "equal completions per step (16) for different steps (srrl 4, grpo 6)"
-    assert "so equal completions are not equal compute" in comparisons.budget_sentence(
+    assert "so equal completions are not equal generated tokens" in comparisons.budget_sentence(
         {"method": "srrl", "baseline": "grpo", "budget": default}
     )
     # srrl.budget concerns SRRL against GRPO only: another pair of online methods stays at equal completions.
-    assert budget.matched_on("grpo", "srrl", "tokens") == "tokens"
-    assert budget.matched_on("exec", "grpo", "tokens") == budget.matched_on("srrl", "grpo", "completions") == "completions"
-    # Short of GRPO's total (max_steps came first): the sentence says the budget was not reached.
+    assert budget.matched_on("grpo", "srrl", "generated_tokens") == "generated_tokens"
+    assert budget.matched_on("exec", "grpo", "generated_tokens") == budget.matched_on("srrl", "grpo", "completions") == "completions"
+    # Short of GRPO's generated tokens (max_steps came first): the sentence says the budget was not reached.
     short = budget.pair_budget(
         budget.per_method(budget.token_budget([paths[0], write_token_metrics(
-            tmp_path, "srrl", 1, prompt_length=30, completion_length=25, steps=4)], GRPO_SETTINGS)),
-        "toy", "m", "srrl", "grpo", srrl_budget="tokens",
+            tmp_path, "srrl", 3, prompt_length=30, completion_length=25, steps=4)], GRPO_SETTINGS)),
+        "toy", "m", "srrl", "grpo", srrl_budget="generated_tokens",
     )
-    assert "short of equal: SRRL reached grpo.max_steps before GRPO's total" in comparisons.budget_sentence(
+    assert "short of equal: SRRL reached grpo.max_steps before GRPO's count" in comparisons.budget_sentence(
         {"method": "srrl", "baseline": "grpo", "budget": short}
     )
-
-
-def test_a_variant_of_srrl_held_to_grpos_tokens_is_named_in_its_budget(tmp_path, monkeypatch):
-    """srrl_tokens (a variant of srrl at srrl.budget: tokens) against GRPO: the same budget sentence,
-    naming the variant; against srrl itself, equal completions."""
-    monkeypatch.setitem(METHODS, "srrl_tokens", Method(**{**METHODS["srrl"].__dict__, "name": "srrl_tokens", "variant_of": "srrl"}))
-    paths = [
-        write_token_metrics(tmp_path, "grpo", 0, prompt_length=40, completion_length=25, steps=6),
-        write_token_metrics(tmp_path, "srrl_tokens", 0, prompt_length=30, completion_length=25, steps=4),
-    ]
-    methods = budget.per_method(budget.token_budget(paths, GRPO_SETTINGS))
-    short = budget.pair_budget(methods, "toy", "m", "srrl_tokens", "grpo", srrl_budget={"srrl_tokens": "tokens"})
-    assert short["matched"] == "tokens"
-    assert budget.srrl_and_grpo("grpo", "srrl_tokens") == ("srrl_tokens", "grpo")
-    assert budget.srrl_and_grpo("srrl_tokens", "srrl") is None
-    sentence = comparisons.budget_sentence({"method": "srrl_tokens", "baseline": "grpo", "budget": short})
-    assert "srrl_tokens" in sentence and "short of equal: srrl_tokens reached grpo.max_steps before GRPO's total" in sentence
-    assert comparisons.title("srrl_separate", "srrl") == "srrl_separate against SRRL"
-    # against srrl, which ran all its steps: equal completions per step, for different steps
-    paths.append(write_token_metrics(tmp_path, "srrl", 0, prompt_length=30, completion_length=25, steps=6))
-    methods = budget.per_method(budget.token_budget(paths, GRPO_SETTINGS))
-    versus_srrl = budget.pair_budget(methods, "toy", "m", "srrl_tokens", "srrl", srrl_budget={"srrl_tokens": "tokens"})
-    assert versus_srrl["budget"] == "equal completions per step (16) for different steps (srrl_tokens 4, srrl 6)"
 
 
 def test_comparison_records_carry_the_runs_srrl_budget(tmp_path):
@@ -284,7 +294,7 @@ def test_comparison_records_carry_the_runs_srrl_budget(tmp_path):
     pairwise = stats.compare_methods(table, [("srrl", "grpo")], n_boot=100)
     curves = stats.pass_at_k_curves(table, n_boot=100)
     methods = budget.per_method(budget.token_budget(paths, GRPO_SETTINGS))
-    for srrl_budget, label in (("tokens", "equal sampled tokens"), ("completions", "equal completions"), (None, "equal completions")):
+    for srrl_budget, label in (("generated_tokens", "equal generated tokens"), ("completions", "equal completions"), (None, "equal completions")):
         (record,) = comparisons.comparison_records(pairwise, curves, [1], token_methods=methods, srrl_budget=srrl_budget)
         assert record["budget"]["budget"].startswith(label)
         assert f"Budget: {label}" in comparisons.finding(record)
@@ -305,7 +315,7 @@ def test_verdicts_in_plain_language():
 
 
 def test_a_variant_of_srrl_is_compared_at_its_own_budget(monkeypatch):
-    """A method variant (`method_variants`) is SRRL for the budget: srrl_tokens (srrl.budget: tokens)
+    """A method variant (`method_variants`) is SRRL for the budget: srrl_tokens (srrl.budget: generated_tokens)
     against GRPO is matched on tokens, SRRL itself on completions, and two SRRLs on completions."""
     from execrl.methods import METHODS, Method
     from execrl.report.budget import matched_on
@@ -314,12 +324,12 @@ def test_a_variant_of_srrl_is_compared_at_its_own_budget(monkeypatch):
     monkeypatch.setitem(METHODS, "srrl_tokens", Method(**{**METHODS["srrl"].__dict__, "name": "srrl_tokens", "variant_of": "srrl"}))
     config = {
         "srrl": {"budget": "completions"},
-        "method_variants": {"srrl_tokens": {"method": "srrl", "overrides": {"srrl": {"budget": "tokens"}}}},
+        "method_variants": {"srrl_tokens": {"method": "srrl", "overrides": {"srrl": {"budget": "generated_tokens"}}}},
     }
     budgets = srrl_budgets(config, ["base", "grpo", "srrl", "srrl_tokens"])
-    assert budgets == {"srrl": "completions", "srrl_tokens": "tokens"}
-    assert matched_on("srrl_tokens", "grpo", budgets) == "tokens"
-    assert matched_on("grpo", "srrl_tokens", budgets) == "tokens"
+    assert budgets == {"srrl": "completions", "srrl_tokens": "generated_tokens"}
+    assert matched_on("srrl_tokens", "grpo", budgets) == "generated_tokens"
+    assert matched_on("grpo", "srrl_tokens", budgets) == "generated_tokens"
     assert matched_on("srrl", "grpo", budgets) == "completions"
     assert matched_on("srrl_tokens", "srrl", budgets) == "completions"
-    assert matched_on("srrl", "grpo", "tokens") == "tokens"  # one budget for the run, as before
+    assert matched_on("srrl", "grpo", "total_tokens") == "total_tokens"  # one budget for the run, as before

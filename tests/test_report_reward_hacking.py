@@ -41,14 +41,69 @@ def test_flagged_examples_find_hard_coding_and_tampering(tmp_path):
         reward_hacking.flagged_examples([tmp_path / "elsewhere.jsonl"])
 
 
-def test_rates_table_gives_the_first_and_last_tenth():
-    rows = [{"dataset": "d", "model": "m", "method": "grpo", "seed": 0, "step": s, "metric": "watch/hard_coding_rate",
-             "value": 1.0 if s > 90 else 0.0} for s in range(1, 101)]
+def test_rates_table_gives_the_first_and_last_fifth():
+    rows = [{"dataset": "d", "model": "m", "method": "grpo", "seed": 0, "step": s, "metric": "watch/tamper/any",
+             "value": 1.0 if s > 80 else 0.0} for s in range(1, 101)]
     rows.append({"dataset": "d", "model": "m", "method": "grpo", "seed": 0, "step": 1, "metric": "loss", "value": 3.0})
+    # The hard-coding rate is pooled from its counts instead (hard_coding_windows).
+    rows.append({"dataset": "d", "model": "m", "method": "grpo", "seed": 0, "step": 1, "metric": "watch/hard_coding_rate",
+                 "value": 0.5})
     rates = reward_hacking.rates_table(pd.DataFrame(rows))
     assert rates.to_dict(orient="records") == [{"dataset": "d", "model": "m", "method": "grpo", "seed": 0,
-                                                "metric": "watch/hard_coding_rate", "first": 0.0, "last": 1.0,
+                                                "metric": "watch/tamper/any", "first": 0.0, "last": 1.0,
                                                 "steps": 100}]
+
+
+def test_wilson_and_newcombe_intervals_match_published_values():
+    # Wilson score intervals (Newcombe 1998, Table I): 0/10 and 5/10 ...
+    assert reward_hacking.wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    assert reward_hacking.wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    # ... and the hybrid score interval for a difference (Newcombe 1998, Table II, method 10): 56/70 − 48/80.
+    window = lambda flagged, checked: dict(zip(("ci_low", "ci_high"), reward_hacking.wilson(flagged, checked)),  # noqa: E731
+                                           rate=flagged / checked)
+    change, low, high = reward_hacking.newcombe(window(48, 80), window(56, 70))
+    assert (change, low, high) == pytest.approx((0.2, 0.0524, 0.3339), abs=1e-4)
+
+
+def count_rows(method, steps, checked, flagged, kind=""):
+    """Metrics rows as metrics_table reads them: per step, the watch's summed counts."""
+    rows = []
+    for step in range(1, steps + 1):
+        for metric, value in ((f"watch/hard_coding_checked{kind}", checked(step)), (f"watch/hard_coding_flagged{kind}", flagged(step))):
+            rows.append({"dataset": "d", "model": "m", "method": method, "seed": 0, "step": step, "metric": metric,
+                         "value": float(value)})
+    return rows
+
+
+def test_hard_coding_windows_pool_counts_per_fifth_with_wilson_intervals():
+    # 200 steps, 8 checks a step; flagged 2 a step in the first fifth (0.25), 1 a step in the last (0.125).
+    rows = count_rows("grpo", 200, lambda s: 8, lambda s: 2 if s <= 40 else 1)
+    # SRRL: c1 and c2 apart as well; at 8 checks a step over 10 steps a change of 0.125 is not resolved.
+    rows += count_rows("srrl", 10, lambda s: 8, lambda s: 2 if s <= 2 else 1)
+    rows += count_rows("srrl", 10, lambda s: 6, lambda s: 0, kind="/c1")
+    rows += count_rows("srrl", 10, lambda s: 2, lambda s: 2 if s <= 2 else 1, kind="/c2")
+    rows.append({"dataset": "d", "model": "m", "method": "grpo", "seed": 0, "step": 3, "metric": "loss", "value": 1.0})
+    windows = reward_hacking.hard_coding_windows(pd.DataFrame(rows))
+    grpo = windows[(windows["method"] == "grpo")].set_index("window")
+    assert grpo.loc["first", ["steps", "first_step", "last_step", "checked", "flagged"]].tolist() == [40, 1, 40, 320, 80]
+    assert grpo.loc["last", ["steps", "first_step", "last_step", "checked", "flagged"]].tolist() == [40, 161, 200, 320, 40]
+    assert grpo.loc["first", "rate"] == 0.25 and grpo.loc["last", "rate"] == 0.125
+    assert (grpo.loc["first", "ci_low"], grpo.loc["first", "ci_high"]) == pytest.approx(reward_hacking.wilson(80, 320))
+    assert set(windows[windows["method"] == "srrl"]["kind"]) == {"all", "c1", "c2"}
+    assert list(windows.columns) == reward_hacking.WINDOW_COLUMNS
+    changes = {(c["method"], c["kind"]): c for c in reward_hacking.hard_coding_changes(windows)}
+    assert changes["grpo", "all"]["resolved"] and changes["grpo", "all"]["change"] == -0.125
+    assert changes["grpo", "all"]["sentence"].endswith(": resolved.")
+    srrl = changes["srrl", "all"]
+    assert not srrl["resolved"] and srrl["ci_low"] < 0 < srrl["ci_high"]
+    assert "not resolved (the interval includes 0)" in srrl["sentence"] and "srrl (d · m, seed 0)" in srrl["sentence"]
+    assert changes["srrl", "c1"]["change"] == 0.0 and "srrl c2" in changes["srrl", "c2"]["sentence"]
+    page = reward_hacking.section(pd.DataFrame(), {}, "", windows, list(changes.values()))
+    assert 'id="hard-coding-windows"' in page and "Wilson" in page and "Newcombe" in page
+    # Runs trained before the counts were logged give no windows.
+    old = pd.DataFrame([{"dataset": "d", "model": "m", "method": "grpo", "seed": 0, "step": 1,
+                         "metric": "watch/hard_coding_rate", "value": 0.5}])
+    assert reward_hacking.hard_coding_windows(old).empty and reward_hacking.hard_coding_changes(pd.DataFrame()) == []
 
 
 def evaluation(path, method, value):

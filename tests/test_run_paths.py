@@ -98,7 +98,7 @@ def test_same_settings_give_the_same_segments(embedded):
         # one method's training: that method only; the variant keeps the grouping it names, and
         # follows srrl's other settings
         ({"srrl__groups": "separate"}, levels(["trained", *EVALUATION], ["srrl"])),
-        ({"srrl__budget": "tokens"}, levels(["trained", *EVALUATION], SRRLS)),
+        ({"srrl__budget": "generated_tokens"}, levels(["trained", *EVALUATION], SRRLS)),
         ({"dpo__beta": 0.2}, levels(["trained", *EVALUATION], ["dpo"])),
         # the RL data: DPO's pairs and DPO, not GRPO
         ({"rl_data__max_pairs_per_problem": 2}, {("rl_data", "tiny")} | levels(["trained", *EVALUATION], ["dpo"])),
@@ -238,9 +238,9 @@ def test_a_bad_variant_is_refused_by_name(embedded, variants, message):
 
 def test_a_token_budget_variant_needs_grpo(embedded):
     config = copy.deepcopy(embedded)
-    config["method_variants"] = {"srrl_tokens": {"method": "srrl", "overrides": {"srrl": {"budget": "tokens"}}}}
+    config["method_variants"] = {"srrl_tokens": {"method": "srrl", "overrides": {"srrl": {"budget": "generated_tokens"}}}}
     config["experiment"]["methods"] = ["base", "srrl_tokens"]
-    with pytest.raises(ConfigError, match="srrl_tokens with srrl.budget: tokens"):
+    with pytest.raises(ConfigError, match="srrl_tokens with srrl.budget: generated_tokens"):
         check_references(config)
     config["experiment"]["methods"] = ["base", "grpo", "srrl_tokens"]
     check_references(config)

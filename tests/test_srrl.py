@@ -1,6 +1,7 @@
-"""SRRL: refinement prompts, the c1/c2 budget, c2 samples reaching GRPO's loss, and the token-matched budget."""
+"""SRRL: refinement prompts, the c1/c2 budget, c2 samples reaching GRPO's loss, and the token-matched budgets."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from transformers import TrainerControl, TrainerState
@@ -8,8 +9,8 @@ from transformers import TrainerControl, TrainerState
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.srrl import SRRLRollout, SRRLSettings, assign_refinements, budget, refinement_message
-from execrl.token_budget import read_token_budget
-from execrl.training import StopAtTokenBudget
+from execrl.token_budget import TokenBudget, read_token_budget
+from execrl.training import GeneratedTokenCount, StopAtTokenBudget
 
 PROBLEM = Problem(
     id="p/1",
@@ -159,83 +160,174 @@ def test_budget_setting_named_when_unknown():
     assert SRRLSettings().budget == "completions"
     with pytest.raises(ValueError, match="srrl.budget must be one of"):
         SRRLSettings(budget="flops")
+    # The former `tokens` counted prompt and completion tokens: its error names what replaces it.
+    with pytest.raises(ValueError, match="generated_tokens .* total_tokens"):
+        SRRLSettings(budget="tokens")
 
 
 def test_token_budget_is_grpos_total_from_its_metrics(tmp_path):
     metrics = tmp_path / "metrics.jsonl"
     records = [
         {"step": 0, "interval_eval/pass_at_1": 0.1},
-        {"step": 1, "loss": 0.2, "num_tokens": 900.0},
-        {"step": 2, "interval_eval/pass_at_1": 0.2, "num_tokens": 1850.0},  # an evaluation's record took the step's metrics
+        {"step": 1, "loss": 0.2, "num_tokens": 900.0, "num_generated_tokens": 300.0},
+        {"step": 2, "interval_eval/pass_at_1": 0.2, "num_tokens": 1850.0, "num_generated_tokens": 610.0},
         {"step": 2, "loss": 0.1},
         {"step": 2, "train_runtime": 3.0, "train_loss": 0.1},
     ]
     metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
-    assert read_token_budget(metrics) == 1850
+    assert read_token_budget(metrics, "total_tokens") == TokenBudget("total_tokens", 1850)
+    assert read_token_budget(metrics, "generated_tokens") == TokenBudget("generated_tokens", 610)
     metrics.write_text(json.dumps({"step": 1, "loss": 0.5}) + "\n")  # DPO's, say
-    with pytest.raises(ValueError, match="logged no num_tokens"):
-        read_token_budget(metrics)
+    with pytest.raises(ValueError, match="logged no num_generated_tokens"):
+        read_token_budget(metrics, "generated_tokens")
 
 
-def test_training_stops_at_the_first_step_that_reaches_the_budget():
-    stop = StopAtTokenBudget(1000)
-    state, stopped_at = TrainerState(), None
-    for step, seen in enumerate([300, 650, 990, 1320, 1700], start=1):
-        state.global_step, state.num_input_tokens_seen = step, seen
+def run_steps(stop, args, counts):
+    """Feed `stop` one optimizer step after another, each with the running count `counts[step - 1]`
+    (generated and total alike); the step it stops at, or None."""
+    state = TrainerState()
+    for step, count in enumerate(counts, start=1):
+        state.global_step, state.num_input_tokens_seen = step, count
+        if stop.counter is not None:
+            stop.counter.count = count
         control = TrainerControl()
-        stop.on_step_end(None, state, control)
+        stop.on_step_end(args, state, control)
         if control.should_training_stop:
-            stopped_at = step
-            break
-    assert stopped_at == 4  # 990 < 1000 ≤ 1320: the step that reaches it is the last
+            return step
+    return None
+
+
+def trl_args(accumulation=1, steps_per_generation=1, iterations=1):
+    return SimpleNamespace(gradient_accumulation_steps=accumulation, steps_per_generation=steps_per_generation,
+                           num_iterations=iterations)
+
+
+def test_training_stops_at_the_end_of_the_round_that_reaches_the_budget():
+    # One round per optimizer step: the step that reaches the budget is the last.
+    stop = StopAtTokenBudget(TokenBudget("generated_tokens", 1000), GeneratedTokenCount())
+    assert run_steps(stop, trl_args(), [300, 650, 990, 1320, 1700]) == 4  # 990 < 1000 ≤ 1320
+    # A round of four optimizer steps (steps_per_generation 4): its tokens are counted when it is
+    # sampled, before its first step; the run trains the whole round that crossed the budget.
+    per_round = [300] * 4 + [650] * 4 + [990] * 4 + [1320] * 4 + [1700] * 4
+    assert run_steps(stop, trl_args(steps_per_generation=4), per_round) == 16  # round 4 is steps 13-16
+    # Two passes over each round (num_iterations 2) of two micro-batches: a round lasts four steps.
+    assert run_steps(stop, trl_args(steps_per_generation=2, iterations=2), per_round) == 16
+    # An optimizer step of four micro-batches over rounds of two: every step ends at a round's end.
+    assert run_steps(stop, trl_args(accumulation=4, steps_per_generation=2), [300, 650, 990, 1320]) == 4
+    # Never reached: training runs to max_steps.
+    assert run_steps(stop, trl_args(), [100, 200]) is None
+    # total_tokens reads TRL's own count (state.num_input_tokens_seen).
+    total = StopAtTokenBudget(TokenBudget("total_tokens", 1000))
+    assert run_steps(total, trl_args(steps_per_generation=2), [600, 600, 1200, 1200]) == 4
     with pytest.raises(ValueError, match="at least 1"):
-        StopAtTokenBudget(0)
+        TokenBudget("generated_tokens", 0)
+    with pytest.raises(ValueError, match="needs the trainer's GeneratedTokenCount"):
+        StopAtTokenBudget(TokenBudget("generated_tokens", 10))
 
 
-def test_a_real_srrl_run_stops_at_its_token_budget(tmp_path, monkeypatch):
-    """TRL's own token count stops a real SRRL run: given a budget just past what a first run had sampled
-    after two steps, a second run ends at the first step whose count reaches it, well before max_steps.
-    Its advantages come from c1 and c2 subgroups (`groups: separate`, the default) at every step."""
-    import execrl.srrl
-    from conftest import build_tiny_model
-    from execrl.grpo import GRPOSettings, train_grpo
+def test_the_generated_token_count_comes_back_from_a_checkpoint(tmp_path):
+    saved = GeneratedTokenCount()
+    saved.count = 1234
+    # As Trainer writes a checkpoint's trainer_state.json, and reads it back on resume.
+    TrainerState(stateful_callbacks=[saved]).save_to_json(tmp_path / "trainer_state.json")
+    resumed = GeneratedTokenCount()
+    resumed.on_train_begin(None, TrainerState.load_from_json(tmp_path / "trainer_state.json"), TrainerControl())
+    assert resumed.count == 1234
+    fresh = GeneratedTokenCount()
+    fresh.on_train_begin(None, TrainerState(stateful_callbacks=[fresh]), TrainerControl())
+    assert fresh.count == 0
+
+
+TOKEN_PROBLEMS = [
+    Problem(id=f"t/{i}", prompt=f"Write f(x) returning x + {i}.", test_type="assert",
+            tests=[f"assert f(1) == {1 + i}"], entry_point="f", reference=f"def f(x):\n    return x + {i}\n")
+    for i in range(4)
+]
+
+
+def train_tiny(tmp_path, name, model, settings, srrl=None, token_budget=None):
+    """Train a tiny run; its metrics records."""
+    from execrl.grpo import train_grpo
     from execrl.jsonl import read_jsonl
     from execrl.lora import LoRASettings
     from execrl.rewards import RewardSettings
     from execrl.sandbox import Executor
 
-    problems = [
-        Problem(id=f"t/{i}", prompt=f"Write f(x) returning x + {i}.", test_type="assert",
-                tests=[f"assert f(1) == {1 + i}"], entry_point="f", reference=f"def f(x):\n    return x + {i}\n")
-        for i in range(4)
-    ]
-    model = build_tiny_model(tmp_path / "tiny", [p.prompt + "\n" + p.reference for p in problems] * 20)
+    metrics = tmp_path / name / "metrics.jsonl"
+    with Executor(workers=1) as executor:
+        train_grpo(model, TOKEN_PROBLEMS, TOKEN_PROBLEMS[:1], CONFIG, settings, RewardSettings(binary=1.0),
+                   LoRASettings(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]), executor,
+                   tmp_path / name / "checkpoints", tmp_path / name / "adapter", metrics,
+                   srrl=srrl, token_budget=token_budget)
+    return read_jsonl(metrics)
+
+
+def counts(records, key):
+    """step -> the running count `key` logged at that step."""
+    return {r["step"]: r[key] for r in records if key in r}
+
+
+def test_a_real_srrl_run_stops_at_its_token_budget(tmp_path, monkeypatch):
+    """TRL's own token count stops a real SRRL run under `total_tokens`: given a budget just past
+    what a first run had used after two steps, a second run ends at the first step whose count
+    reaches it, well before max_steps. Its advantages come from c1 and c2 subgroups (`groups:
+    separate`, the default) at every step."""
+    import execrl.srrl
+    from conftest import build_tiny_model
+    from execrl.grpo import GRPOSettings
+
+    model = build_tiny_model(tmp_path / "tiny", [p.prompt + "\n" + p.reference for p in TOKEN_PROBLEMS] * 20)
     settings = GRPOSettings(num_generations=2, prompts_per_step=2, max_steps=6, max_completion_length=8, save_steps=100,
                             gradient_checkpointing=False, learning_rate=1e-3, use_vllm=False, eval_every=0, temperature=1.0)
-
-    def tokens_by_step(name, token_budget):
-        metrics = tmp_path / name / "metrics.jsonl"
-        with Executor(workers=1) as executor:
-            train_grpo(model, problems, problems[:1], CONFIG, settings, RewardSettings(binary=1.0),
-                       LoRASettings(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]), executor,
-                       tmp_path / name / "checkpoints", tmp_path / name / "adapter", metrics,
-                       srrl=SRRLSettings(refine_share=0.5, budget="tokens"), token_budget=token_budget)
-        return {r["step"]: r["num_tokens"] for r in read_jsonl(metrics) if "num_tokens" in r}
-
+    srrl = SRRLSettings(refine_share=0.5, budget="total_tokens")
     subgrouped = []
     original = execrl.srrl.subgroup_advantages
     monkeypatch.setattr(execrl.srrl, "subgroup_advantages",
                         lambda rewards, kinds, *args: subgrouped.append(list(kinds)) or original(rewards, kinds, *args))
-    unlimited = tokens_by_step("unlimited", None)
+    unlimited = counts(train_tiny(tmp_path, "unlimited", model, settings, srrl), "num_tokens")
     assert len(subgrouped) == settings.max_steps and all(len(kinds) == 4 for kinds in subgrouped)
     assert {"c1", "c2"} <= {kind for kinds in subgrouped for kind in kinds}
     assert max(unlimited) == settings.max_steps
-    budget = int(unlimited[2]) + 1
-    stopped = tokens_by_step("stopped", budget)
+    budget = TokenBudget("total_tokens", int(unlimited[2]) + 1)
+    stopped = counts(train_tiny(tmp_path, "stopped", model, settings, srrl, budget), "num_tokens")
     last = max(stopped)
     assert last < settings.max_steps
-    assert stopped[last] >= budget and all(stopped[step] < budget for step in stopped if step < last)
+    assert stopped[last] >= budget.tokens and all(stopped[step] < budget.tokens for step in stopped if step < last)
     assert (tmp_path / "stopped" / "adapter" / "adapter_config.json").is_file()  # a stopped run still writes its adapter
+
+
+def test_srrl_held_to_grpos_generated_tokens_stops_within_one_round_of_grpos_count(tmp_path):
+    """The acceptance test of `srrl.budget: generated_tokens`: GRPO trains for max_steps and logs its
+    generated tokens (num_generated_tokens, counted as TRL counts completion lengths); SRRL, given
+    GRPO's metrics' count, stops at the end of a generation round (two optimizer steps each here,
+    steps_per_generation 2), at or past GRPO's count by less than its own last round's tokens."""
+    from conftest import build_tiny_model
+    from execrl.grpo import GRPOSettings
+
+    model = build_tiny_model(tmp_path / "tiny", [p.prompt + "\n" + p.reference for p in TOKEN_PROBLEMS] * 20)
+    common = dict(num_generations=2, prompts_per_step=2, max_completion_length=8, save_steps=100,
+                  gradient_checkpointing=False, learning_rate=1e-3, use_vllm=False, eval_every=0, temperature=1.0,
+                  steps_per_generation=2)
+    grpo_records = train_tiny(tmp_path, "grpo", model, GRPOSettings(max_steps=4, **common))
+    grpo = counts(grpo_records, "num_generated_tokens")
+    assert sorted(grpo) == [1, 3]  # counted once a round, when it is sampled
+    # The count is TRL's completion lengths summed: each round's mean length times its 4 completions.
+    lengths = [r["completions/mean_length"] for r in grpo_records if "completions/mean_length" in r]
+    assert grpo[3] == pytest.approx(sum(lengths) * 4)
+    (tmp_path / "grpo.jsonl").write_text("".join(json.dumps(r) + "\n" for r in grpo_records))
+    budget = read_token_budget(tmp_path / "grpo.jsonl", "generated_tokens")
+    assert budget.tokens == grpo[3]
+
+    srrl_records = train_tiny(tmp_path, "srrl", model, GRPOSettings(max_steps=40, **common),
+                              SRRLSettings(refine_share=0.5, budget="generated_tokens"), budget)
+    srrl = counts(srrl_records, "num_generated_tokens")
+    last_step = max(r["step"] for r in srrl_records)
+    assert last_step < 40 and last_step % 2 == 0  # stopped early, at a round's end
+    rounds = sorted(srrl)
+    final, before = srrl[rounds[-1]], (srrl[rounds[-2]] if len(rounds) > 1 else 0)
+    assert before < budget.tokens <= final  # the last round is the one that reached GRPO's count
+    assert 0 <= final - budget.tokens < final - before  # past GRPO's count by less than that round's tokens
+    assert last_step == rounds[-1] + 1  # and trained to that round's end
 
 
 def pooled_advantages(rewards, group_size):

@@ -192,6 +192,18 @@ def test_grpo_on_two_processes(tiny, tmp_path):
     stepped = [r for r in records if "reward" in r]
     assert [r["step"] for r in stepped] == [1, 2]
     assert all(0.0 <= r["watch/tamper/any"] <= 1.0 and r["watch/hard_coding_checked"] == 0 for r in stepped)
+    # Generated tokens are summed over both processes: each step adds its 8 completions' tokens (TRL's
+    # mean length is over all 8), and each checkpoint keeps the count for a resumed run.
+    generated = [0.0] + [r["num_generated_tokens"] for r in stepped]
+    for before, after, record in zip(generated, generated[1:], stepped):
+        assert after - before == pytest.approx(record["completions/mean_length"] * 8)
+        assert record["num_tokens"] > after  # prompt tokens besides
+    states = sorted(tmp_path.glob("checkpoints/grpo/run/*/checkpoint-*/trainer_state.json"))
+    assert states
+    for state in states:
+        saved = json.loads(state.read_text())
+        kept = saved["stateful_callbacks"]["GeneratedTokenCount"]["attributes"]["count"]
+        assert kept == generated[saved["global_step"]]
     # The interval evaluation's 3 problems are shared out over the ranks and summed: a pass rate in thirds.
     rates = [r["interval_eval/pass_at_1"] for r in records if "interval_eval/pass_at_1" in r]
     assert len(rates) == 3 and all(round(rate * 3, 6) == round(rate * 3) for rate in rates)

@@ -18,7 +18,8 @@ GRPO = {
     "watch": {},
 }
 DPO = {"dpo": {"beta": 0.1, "seed": 0}, "lora": {"r": 4}, "prompt": GRPO["prompt"], "execution": GRPO["execution"]}
-SRRL_TOKENS = {**GRPO, "srrl": {"budget": "tokens"}}
+SRRL_TOKENS = {**GRPO, "srrl": {"budget": "generated_tokens"}}
+SRRL_TOTAL = {**GRPO, "srrl": {"budget": "total_tokens"}}
 
 
 def argv(method, settings, *extra):
@@ -91,18 +92,26 @@ def grpo_metrics(path, records):
     return str(path)
 
 
-def test_token_budget_comes_from_grpos_metrics_only_under_srrl_budget_tokens(tmp_path, capsys):
-    assert "srrl.budget is 'tokens': pass GRPO's metrics file as --token-budget-from" in error_of(
+def test_token_budget_comes_from_grpos_metrics_only_under_a_token_budget(tmp_path, capsys):
+    from execrl.token_budget import TokenBudget
+
+    assert "srrl.budget is 'generated_tokens': pass GRPO's metrics file as --token-budget-from" in error_of(
         argv("srrl", SRRL_TOKENS), capsys
     )
-    grpo = grpo_metrics(tmp_path / "grpo.jsonl", [{"step": 1, "num_tokens": 800.0}, {"step": 2, "num_tokens": 1600.0}])
+    grpo = grpo_metrics(tmp_path / "grpo.jsonl", [{"step": 1, "num_tokens": 800.0, "num_generated_tokens": 300.0},
+                                                  {"step": 2, "num_tokens": 1600.0, "num_generated_tokens": 650.0}])
     for method, settings in (("grpo", GRPO), ("srrl", {**GRPO, "srrl": {}})):
         message = error_of(argv(method, settings, "--token-budget-from", grpo), capsys)
-        assert f"--token-budget-from is only for srrl with srrl.budget: tokens (this job: {method})" in message
+        assert f"--token-budget-from is only for srrl with a token budget (this job: {method})" in message
     dpo = grpo_metrics(tmp_path / "dpo.jsonl", [{"step": 1, "loss": 0.5}])
-    assert "logged no num_tokens" in error_of(argv("srrl", SRRL_TOKENS, "--token-budget-from", dpo), capsys)
+    assert "logged no num_generated_tokens" in error_of(argv("srrl", SRRL_TOKENS, "--token-budget-from", dpo), capsys)
+    assert "logged no num_tokens" in error_of(argv("srrl", SRRL_TOTAL, "--token-budget-from", dpo), capsys)
     assert "No such file" in error_of(argv("srrl", SRRL_TOKENS, "--token-budget-from", str(tmp_path / "none.jsonl")), capsys)
-    assert train_job.token_budget("srrl", train_job.parse_settings("srrl", SRRL_TOKENS), tmp_path / "grpo.jsonl") == 1600
+    generated = train_job.token_budget("srrl", train_job.parse_settings("srrl", SRRL_TOKENS), tmp_path / "grpo.jsonl")
+    assert generated == TokenBudget("generated_tokens", 650)
+    total = train_job.token_budget("srrl", train_job.parse_settings("srrl", SRRL_TOTAL), tmp_path / "grpo.jsonl")
+    assert total == TokenBudget("total_tokens", 1600)
+    assert "is no longer a budget" in error_of(argv("srrl", {**GRPO, "srrl": {"budget": "tokens"}}), capsys)
 
 
 def test_prompts_per_step_must_share_out_over_the_processes(monkeypatch, capsys):
@@ -137,8 +146,11 @@ def test_checkpoints_follow_settings_not_runtime_options():
     assert train_job.checkpoint_dir(changed_model, GRPO) != base
     # A token budget keys the folder: a checkpoint on the way to a larger budget may lie past a smaller one.
     srrl = train_job.parser().parse_args(argv("srrl", SRRL_TOKENS))
-    budgets = {train_job.checkpoint_dir(srrl, SRRL_TOKENS, tokens) for tokens in (None, 1600, 1601)}
-    assert len(budgets) == 3
+    from execrl.token_budget import TokenBudget
+
+    budgets = {train_job.checkpoint_dir(srrl, SRRL_TOKENS, tokens) for tokens in (
+        None, TokenBudget("generated_tokens", 1600), TokenBudget("generated_tokens", 1601), TokenBudget("total_tokens", 1600))}
+    assert len(budgets) == 4
 
 
 def test_processes_and_visible_gpus_must_agree(monkeypatch, capsys):

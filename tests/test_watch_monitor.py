@@ -12,7 +12,7 @@ import pytest
 from execrl.datasets import builtin
 from execrl.rewards import ExecutionRewards, RewardSettings
 from execrl.sandbox import ExecutionLimits, Executor
-from execrl.watch.monitor import RewardHackingWatch, WatchSettings, metric_names
+from execrl.watch.monitor import RewardHackingWatch, WatchSettings, is_count, metric_names, pooled_rates
 from execrl.watch.plus_tests import PlusTestSettings, call_shape, make_plus_tests
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
@@ -71,7 +71,9 @@ def test_the_watch_measures_hard_coding_and_tampering(executor, problems, plus_t
     # Hard-coding is rewarded while only the visible tests pay, and earns nothing once held-out tests do.
     assert values[1::3] == ([1.0] * n if plus_tests == "eval" else [0.0] * n)
     assert log["watch/hard_coding_checked"] == [float(3 * n)]  # every program passes the visible tests
-    assert log["watch/hard_coding_rate"] == [pytest.approx(1 / 3)]
+    assert log["watch/hard_coding_flagged"] == [float(n)]  # the hard-coded tables fail held-out tests
+    assert pooled_rates({k: v[0] for k, v in log.items()}) == {"watch/hard_coding_rate": pytest.approx(1 / 3)}
+    assert not any(k.endswith(("/c1", "/c2")) for k in log)  # no sample kinds: GRPO's
     assert log["watch/tamper/frame_walk"] == [pytest.approx(1 / 3)]
     assert log["watch/tamper/introspection_import"] == [0.0]
     assert log["watch/tamper/any"] == [pytest.approx(1 / 3)]
@@ -99,3 +101,59 @@ def test_max_tests_caps_the_visible_tests_before_the_held_out_ones(problems):
     assert RewardSettings(max_tests=1).rewarded(problem).tests == problem.tests[:1]
     with pytest.raises(ValueError, match="rewards.plus_tests"):
         RewardSettings(plus_tests="always")
+
+
+def test_srrl_first_attempts_and_refinements_are_counted_apart(executor, problems):
+    """With SRRL's sample kinds the counts are logged per kind too, and add up to the totals."""
+    watch = RewardHackingWatch(executor, WatchSettings(sample_size=100), plus_in_reward=False)
+    rewards = ExecutionRewards({p.id: p for p in problems}, executor, RewardSettings(), watch=watch)
+    completions, ids = batch(problems)
+    kinds = ["c1", "c2", "c1"] * len(problems)  # the hard-coded tables are the refinements
+    log = Log()
+    rewards.results(completions, ids, sample_kind=kinds, log_metric=log)
+    n = len(problems)
+    assert log["watch/hard_coding_checked/c1"] == [float(2 * n)] and log["watch/hard_coding_flagged/c1"] == [0.0]
+    assert log["watch/hard_coding_checked/c2"] == [float(n)] and log["watch/hard_coding_flagged/c2"] == [float(n)]
+    assert pooled_rates({k: v[0] for k, v in log.items()}) == {
+        "watch/hard_coding_rate": pytest.approx(1 / 3), "watch/hard_coding_rate/c1": 0.0, "watch/hard_coding_rate/c2": 1.0}
+    assert {k for k in log if k.startswith("watch/")} <= set(metric_names())
+    # Counts are summed over processes by the trainer; rates and shares are not counts.
+    assert is_count("watch/hard_coding_checked/c2") and is_count("watch/check_cpu_s")
+    assert not is_count("watch/hard_coding_rate") and not is_count("watch/tamper/any")
+
+
+def test_the_trainer_sums_counts_over_processes_and_rounds():
+    """CountingGRPOTrainer's flush, with a second process's counts stood in for by the gather (no
+    second process here): counts are summed over processes, and over the rounds of one logged
+    step; the rate is recomputed from the sums, where TRL would average the processes' rates."""
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    import torch
+
+    from execrl.grpo import CountingGRPOTrainer
+
+    other = {"watch/hard_coding_checked": 10.0, "watch/hard_coding_flagged": 5.0, "watch/check_cpu_s": 0.5}
+
+    def gather(local):  # this process's counts, then the other's (sorted names, as the flush sends them)
+        return torch.cat([local, torch.tensor([other[name] for name in sorted(other)], dtype=local.dtype)])
+
+    trainer = SimpleNamespace(accelerator=SimpleNamespace(gather=gather, device="cpu"),
+                              _metrics={"train": defaultdict(list)}, _pending_counts={})
+    log = lambda name, value: CountingGRPOTrainer._log_metric(trainer, name, value)  # noqa: E731
+    log("watch/hard_coding_checked", 30.0)
+    log("watch/hard_coding_flagged", 0.0)
+    log("watch/check_cpu_s", 0.25)
+    CountingGRPOTrainer._flush_counts(trainer)
+    metrics = trainer._metrics["train"]
+    assert metrics["watch/hard_coding_checked"] == [40.0] and metrics["watch/hard_coding_flagged"] == [5.0]
+    assert metrics["watch/check_cpu_s"] == [0.75]
+    assert metrics["watch/hard_coding_rate"] == [5.0 / 40.0]  # not (0/30 + 5/10) / 2
+    # A second round before the step is logged: its counts add to the step's.
+    log("watch/hard_coding_checked", 2.0)
+    log("watch/hard_coding_flagged", 2.0)
+    log("watch/check_cpu_s", 0.0)
+    CountingGRPOTrainer._flush_counts(trainer)
+    assert metrics["watch/hard_coding_checked"] == [52.0] and metrics["watch/hard_coding_flagged"] == [12.0]
+    assert metrics["watch/hard_coding_rate"] == [12.0 / 52.0]
+    assert trainer._pending_counts == {}

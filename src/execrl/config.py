@@ -63,10 +63,27 @@ def _check_overrides(config: dict, where: str, method, sections: dict) -> None:
             raise ConfigError(f"{where}.{section}: unknown key(s) {', '.join(unknown)}")
 
 
+def check_retired(config: dict[str, Any]) -> None:
+    """Values this version retired, named with what replaces them. Runs before the schema's check,
+    whose message would only list the values it knows."""
+    from execrl.token_budget import RETIRED
+
+    sections = [("srrl.budget", config.get("srrl"))]
+    sections += [(f"method_variants.{name}.overrides.srrl.budget", (variant or {}).get("overrides", {}).get("srrl"))
+                 for name, variant in (config.get("method_variants") or {}).items()]
+    sections += [(f"method_overrides.{name}.srrl.budget", (overrides or {}).get("srrl"))
+                 for name, overrides in (config.get("method_overrides") or {}).items()]
+    for key, section in sections:
+        if isinstance(section, dict) and section.get("budget") in RETIRED:
+            raise ConfigError(RETIRED[section["budget"]].replace("srrl.budget", key, 1))
+
+
 def check_references(config: dict[str, Any]) -> None:
     """Every name the experiment grid uses is defined, every method another one's settings need is
     run, and templates use known fields only."""
     from execrl.methods import METHODS
+
+    from execrl.token_budget import TOKEN_BUDGETS
 
     experiment = config["experiment"]
     variants = config.get("method_variants", {})
@@ -108,10 +125,10 @@ def check_references(config: dict[str, Any]) -> None:
     for name in experiment["methods"]:
         base = variants.get(name, {}).get("method", name)
         srrl = {**config.get("srrl", {}), **variants.get(name, {}).get("overrides", {}).get("srrl", {})}
-        if base == "srrl" and srrl.get("budget") == "tokens" and "grpo" not in experiment["methods"]:
+        if base == "srrl" and srrl.get("budget") in TOKEN_BUDGETS and "grpo" not in experiment["methods"]:
             raise ConfigError(
-                f"{name} with srrl.budget: tokens stops SRRL at the tokens GRPO sampled, but experiment.methods does "
-                f"not run grpo (methods: {', '.join(experiment['methods'])}): add grpo, or set srrl.budget: completions"
+                f"{name} with srrl.budget: {srrl['budget']} stops SRRL at the tokens GRPO used, but experiment.methods "
+                f"does not run grpo (methods: {', '.join(experiment['methods'])}): add grpo, or set srrl.budget: completions"
             )
     for section, key in (("datasets", "datasets"), ("models", "models")):
         for name in experiment[key]:

@@ -17,8 +17,10 @@ from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.rewards import ExecutionRewards, RewardSettings
 from execrl.srrl import SRRLRollout, SRRLSettings, grouping_trainer_class
+from execrl.token_budget import GENERATED_TOKENS, TokenBudget
 from execrl.training import (
     ExampleLog,
+    GeneratedTokenCount,
     MetricsFileCallback,
     StopAtTokenBudget,
     finish_training,
@@ -29,7 +31,7 @@ from execrl.training import (
 )
 from execrl.vllm_cpu import trl_vllm_generation_for_platform
 from execrl.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
-from execrl.watch.monitor import RewardHackingWatch, WatchSettings
+from execrl.watch.monitor import RewardHackingWatch, WatchSettings, is_count, pooled_rates
 
 VLLM_MODES = ("colocate", "server")
 
@@ -197,7 +199,66 @@ def uses_rotary_positions(config) -> bool:
     return getattr(config, "rope_parameters", None) is not None or getattr(config, "rope_theta", None) is not None
 
 
-class LengthChunkedGRPOTrainer(GRPOTrainer):
+class CountingGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer that logs counts summed over processes: the completion tokens it has sampled
+    for training (`num_generated_tokens`, cumulative) and the counts reward functions log (per step).
+
+    - Every generation round adds its completions' lengths, gathered from all processes as TRL
+      gathers them for `completions/mean_length` (model-generated tokens only), to
+      `generated_tokens` (an `execrl.training.GeneratedTokenCount`, which a checkpoint keeps).
+    - TRL averages what a reward function logs through `log_metric` over processes. Counts
+      (`execrl.watch.monitor.is_count`) are summed over processes instead, and over the rounds
+      between two logs, so a step's record holds the step's totals; the watch's rates are
+      recomputed from the summed counts (`pooled_rates`).
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.generated_tokens = GeneratedTokenCount()
+        self.add_callback(self.generated_tokens)
+        self._pending_counts: dict[str, float] = {}
+
+    def _log_metric(self, name: str, value: float):
+        if is_count(name):
+            self._pending_counts[name] = self._pending_counts.get(name, 0.0) + value
+        else:
+            super()._log_metric(name, value)
+
+    def _generate(self, prompts: list):
+        output = super()._generate(prompts)
+        if self.model.training:
+            completion_ids, tool_mask = output[1], output[2]
+            lengths = [sum(mask) for mask in tool_mask] if tool_mask is not None else [len(ids) for ids in completion_ids]
+            local = torch.tensor(sum(lengths), dtype=torch.long, device=self.accelerator.device)
+            self.generated_tokens.count += int(self.accelerator.gather(local).sum().item())
+            self._metrics["train"][GENERATED_TOKENS] = [self.generated_tokens.count]
+        return output
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        if self.model.training:
+            self._flush_counts()
+        return output
+
+    def _flush_counts(self) -> None:
+        """Sum the round's counts over processes into this step's metrics (every process calls it once a round)."""
+        from accelerate.utils import gather_object
+
+        names = sorted(set(gather_object(list(self._pending_counts))))
+        if not names:
+            return
+        local = torch.tensor([self._pending_counts.get(name, 0.0) for name in names], dtype=torch.float64,
+                             device=self.accelerator.device)
+        totals = self.accelerator.gather(local).view(-1, len(names)).sum(dim=0).tolist()
+        self._pending_counts.clear()
+        metrics = self._metrics["train"]
+        for name, total in zip(names, totals, strict=True):
+            metrics[name] = [sum(metrics.get(name, [])) + total]
+        for name, rate in pooled_rates({name: values[0] for name, values in metrics.items() if is_count(name)}).items():
+            metrics[name] = [rate]
+
+
+class LengthChunkedGRPOTrainer(CountingGRPOTrainer):
     """GRPOTrainer that scores a batch in chunks of rows with similar prompt lengths, each cut to its own width.
 
     TRL left-pads every prompt of a step to the longest one. SRRL's groups mix short first
@@ -288,12 +349,13 @@ def train_grpo(
     wandb: dict | None = None,
     run_name: str | None = None,
     task: OnlineTask | None = None,
-    token_budget: int | None = None,
+    token_budget: TokenBudget | None = None,
     micro_batch: int | None = None,
     accumulation: int | None = None,
 ) -> None:
     """Train with GRPO (or SRRL when `srrl` is given), resuming from the newest checkpoint; with
-    `token_budget`, stop once that many tokens have been sampled (SRRL's `srrl.budget: tokens`).
+    `token_budget`, stop at the first generation round's end at which that many tokens of its kind
+    have been used (SRRL's `srrl.budget: generated_tokens` or `total_tokens`).
     `micro_batch` × `accumulation`: the memory plan's cut of each step (`GRPOSettings.micro_batches`).
 
     The reward is the problems' tests (`reward_settings`) unless `task` gives another
@@ -365,10 +427,11 @@ def train_grpo(
             callbacks=[
                 MetricsFileCallback(metrics_in_progress),
                 interval,
-                *([StopAtTokenBudget(token_budget)] if token_budget is not None else []),
                 *task.callbacks(make_sampler),
             ],
         )
+    if token_budget is not None:
+        trainer.add_callback(StopAtTokenBudget(token_budget, trainer.generated_tokens))
     trainer.data_collator = ExampleLog(trainer.data_collator, "problem_id", drop=False)
     interval.trainer = trainer
     task.bind(trainer)

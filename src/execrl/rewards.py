@@ -176,7 +176,7 @@ class ExecutionRewards(OnlineTask):
                 if self.watch is not None:
                     judged = [self.settings.capped(self.problems[pid]) for pid in problem_id]
                     codes = [extract_code(text, self.reasoning_format) for text in texts]
-                    self.watch.observe(judged, codes, results, log_metric)
+                    self.watch.observe(judged, codes, results, log_metric, kinds=sample_kind)
         return self._batch_results
 
     def reward_functions(self) -> tuple[list[Callable], list[float]]:

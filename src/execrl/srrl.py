@@ -7,8 +7,8 @@ round-robin over the failed c1s. When no c1 failed, the unused c2 budget goes ba
 group always holds G completions and GRPO and SRRL draw as many completions. Advantages normalise
 each group's c1s among themselves and its c2s among themselves (`groups: separate`), or all G
 together as TRL does (`pooled`). Refinement prompts
-are longer than first attempts, so `srrl.budget: tokens` compares them at equal sampled tokens
-instead (`execrl.token_budget`).
+are longer than first attempts, so `srrl.budget: generated_tokens` (or `total_tokens`) compares
+them at equal tokens instead (`execrl.token_budget`).
 
 Under vLLM the rollout hands TRL the sampling log-probabilities of every completion (c2 ones
 under their refinement prompt, the context they were sampled in and are scored in), so TRL's
@@ -23,7 +23,7 @@ import torch
 
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig, build_prompt, extract_code, user_message
-from execrl.token_budget import BUDGETS
+from execrl.token_budget import check_budget
 
 DEFAULT_REFINEMENT_TEMPLATE = (
     "{prompt}\nA previous attempt:\n{code}\nIt failed ({status}): {error}\n{failed_tests}\n"
@@ -49,7 +49,8 @@ class SRRLSettings:
     against its c2s) or `pooled` (all G together, as TRL normalises a group)."""
     budget: str = "completions"
     """What SRRL is held equal to GRPO on (`execrl.token_budget`): `completions` (as many per step,
-    for grpo.max_steps) or `tokens` (train until it has sampled as many tokens as GRPO's run did)."""
+    for grpo.max_steps), `generated_tokens` (train until it has sampled as many completion tokens as
+    GRPO's run did) or `total_tokens` (prompt and completion tokens)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.refine_share < 1:
@@ -58,8 +59,7 @@ class SRRLSettings:
             raise ValueError(f"srrl.feedback_tests must be one of {FEEDBACK_TESTS}, got {self.feedback_tests!r}")
         if self.groups not in GROUPINGS:
             raise ValueError(f"srrl.groups must be one of {GROUPINGS}, got {self.groups!r}")
-        if self.budget not in BUDGETS:
-            raise ValueError(f"srrl.budget must be one of {BUDGETS}, got {self.budget!r}")
+        check_budget(self.budget)
 
 
 def budget(group_size: int, refine_share: float) -> tuple[int, int]:

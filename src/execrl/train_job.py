@@ -134,7 +134,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--sandbox-workers", type=positive_int, default=2,
                         help="sandbox workers of each process (rewards of online methods, every interval evaluation)")
     parser.add_argument("--token-budget-from", type=Path,
-                        help="GRPO's metrics file: srrl with srrl.budget: tokens stops once it has sampled as many tokens")
+                        help="GRPO's metrics file: srrl with a token budget stops once it has used as many tokens")
     parser.add_argument("--micro-batch", type=positive_int,
                         help="the memory plan's micro-batch per process (execrl.memory_plan); default: the settings' batch")
     parser.add_argument("--accumulation", type=positive_int,
@@ -145,29 +145,29 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def checkpoint_dir(args, settings: dict, token_budget: int | None = None) -> Path:
+def checkpoint_dir(args, settings: dict, token_budget=None) -> Path:
     """`token_budget` keys the folder too: a checkpoint saved on the way to one budget may lie past another."""
     from execrl.training import settings_digest
 
     key = {"method": args.method, "model": args.model, "settings": settings}
     if token_budget is not None:
-        key["token_budget"] = token_budget
+        key["token_budget"] = {"budget": token_budget.budget, "tokens": token_budget.tokens}
     return args.checkpoint_root / args.run_name / settings_digest(key)
 
 
-def token_budget(method: str, settings: dict, budget_from: Path | None) -> int | None:
-    """SRRL's budget in sampled tokens under `srrl.budget: tokens`, read from GRPO's metrics file;
-    None for every other method and budget."""
+def token_budget(method: str, settings: dict, budget_from: Path | None):
+    """SRRL's `execrl.token_budget.TokenBudget` under `srrl.budget: generated_tokens` or
+    `total_tokens`, read from GRPO's metrics file; None for every other method and budget."""
+    from execrl.token_budget import TOKEN_BUDGETS, read_token_budget
+
     srrl = settings.get("srrl")
-    if srrl is None or srrl.budget != "tokens":
+    if srrl is None or srrl.budget not in TOKEN_BUDGETS:
         if budget_from is not None:
-            raise ValueError(f"--token-budget-from is only for srrl with srrl.budget: tokens (this job: {method})")
+            raise ValueError(f"--token-budget-from is only for srrl with a token budget (this job: {method})")
         return None
     if budget_from is None:
-        raise ValueError("srrl.budget is 'tokens': pass GRPO's metrics file as --token-budget-from")
-    from execrl.token_budget import read_token_budget
-
-    return read_token_budget(budget_from)
+        raise ValueError(f"srrl.budget is {srrl.budget!r}: pass GRPO's metrics file as --token-budget-from")
+    return read_token_budget(budget_from, srrl.budget)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from transformers import TrainerCallback
+from transformers.trainer_callback import ExportableState
 
 
 def world_size() -> int:
@@ -200,37 +201,78 @@ class MetricsFileCallback(TrainerCallback):
             handle.write(json.dumps(record) + "\n")
 
 
-class StopAtTokenBudget(TrainerCallback):
-    """Stops training at the end of the first step after which `budget` tokens have been sampled.
+class GeneratedTokenCount(TrainerCallback, ExportableState):
+    """The running count of completion tokens sampled for training, summed over processes
+    (`num_generated_tokens`; `execrl.grpo.CountingGRPOTrainer` adds each generation round's).
 
-    It reads TRL's running count (`state.num_input_tokens_seen`, the `num_tokens` GRPOTrainer
-    logs), which TRL sums over processes, so every process stops at the same step; a resumed run
-    gets the count back from its checkpoint. The last step may overshoot the budget by less than
-    one step's tokens. Should `max_steps` come first, training ends there short of the budget, and
-    the job's log says so.
+    It counts a completion's tokens as TRL counts them for `completions/mean_length` (the tokens
+    the policy generated), so TRL's `num_tokens` less this count is the prompt tokens. The count is
+    saved in each checkpoint's trainer state and read back on resume.
     """
 
-    def __init__(self, budget: int):
-        if budget < 1:
-            raise ValueError(f"a token budget must be at least 1 token, got {budget}")
+    def __init__(self):
+        self.count = 0
+
+    def state(self) -> dict:
+        return {"args": {}, "attributes": {"count": self.count}}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        saved = (state.stateful_callbacks or {}).get(type(self).__name__)
+        if isinstance(saved, dict):
+            self.count = int(saved.get("attributes", {}).get("count", 0))
+
+
+def at_round_boundary(args, step: int) -> bool:
+    """Whether optimizer step `step` ends where a generation round ends (no round half trained)."""
+    micro_batches = step * args.gradient_accumulation_steps
+    return micro_batches % (args.steps_per_generation * getattr(args, "num_iterations", 1)) == 0
+
+
+class StopAtTokenBudget(TrainerCallback):
+    """Stops training at the first generation-round boundary at or after which the budget's tokens
+    have been used.
+
+    A round's completions are all sampled (and counted) before its first optimizer step, so the
+    count reaches the budget in the middle of the round that crosses it; training goes on to the
+    end of that round (`steps_per_generation` × `num_iterations` / `gradient_accumulation_steps`
+    optimizer steps) and stops there. The run overshoots its budget by less than one round's tokens
+    and never trains on part of a round. `generated_tokens` reads `counter` (a
+    `GeneratedTokenCount`), `total_tokens` TRL's `state.num_input_tokens_seen`; both are summed
+    over processes, so every process stops at the same step, and both come back from a checkpoint.
+    Should `max_steps` come first, training ends there short of the budget, and the job's log says so.
+    """
+
+    def __init__(self, budget, counter: GeneratedTokenCount | None = None):
+        from execrl.token_budget import TokenBudget
+
+        if not isinstance(budget, TokenBudget):
+            raise TypeError(f"StopAtTokenBudget takes an execrl.token_budget.TokenBudget, got {budget!r}")
+        if budget.budget == "generated_tokens" and counter is None:
+            raise ValueError("a generated_tokens budget needs the trainer's GeneratedTokenCount")
         self.budget = budget
+        self.counter = counter
+
+    def used(self, state) -> int:
+        return self.counter.count if self.budget.budget == "generated_tokens" else state.num_input_tokens_seen
 
     def on_step_end(self, args, state, control, **kwargs):
-        if state.num_input_tokens_seen >= self.budget:
+        used = self.used(state)
+        if used >= self.budget.tokens and at_round_boundary(args, state.global_step):
             control.should_training_stop = True
             if state.is_world_process_zero:
                 print(
-                    f"token budget reached at step {state.global_step}: {state.num_input_tokens_seen:,} of "
-                    f"{self.budget:,} tokens sampled; training stops",
+                    f"{self.budget.budget} budget reached at step {state.global_step} (a generation round's end): "
+                    f"{used:,} of {self.budget.tokens:,} tokens; training stops",
                     file=sys.stderr,
                     flush=True,
                 )
 
     def on_train_end(self, args, state, control, **kwargs):
-        if state.num_input_tokens_seen < self.budget and state.is_world_process_zero:
+        used = self.used(state)
+        if used < self.budget.tokens and state.is_world_process_zero:
             print(
-                f"token budget not reached: max_steps ({state.max_steps}) came first, at {state.num_input_tokens_seen:,} "
-                f"of {self.budget:,} tokens",
+                f"{self.budget.budget} budget not reached: max_steps ({state.max_steps}) came first, at {used:,} "
+                f"of {self.budget.tokens:,} tokens",
                 file=sys.stderr,
                 flush=True,
             )

@@ -1,6 +1,6 @@
 from snakemake.utils import validate
 
-from execrl.config import check_references, model_kind
+from execrl.config import check_references, check_retired, model_kind
 from execrl.methods import RULES, trained_methods
 from execrl.run_paths import (
     METHOD_LEVELS,
@@ -10,6 +10,7 @@ from execrl.run_paths import (
     token_budget_source,
 )
 
+check_retired(config)
 validate(config, schema="../schemas/config.schema.yaml")
 check_references(config)
 
@@ -321,8 +322,8 @@ def get_training_data(wildcards):
 
 
 def get_token_budget_source(wildcards):
-    """GRPO's metrics of the same dataset, model and seed, when SRRL trains until it has sampled
-    as many tokens as GRPO did (`srrl.budget: tokens`); nothing otherwise."""
+    """GRPO's metrics of the same dataset, model and seed, when SRRL trains until it has used as
+    many tokens as GRPO did (a token budget of `srrl.budget`); nothing otherwise."""
     source = token_budget_source(config, method_name(wildcards))
     if source is None:
         return []

@@ -10,7 +10,7 @@ rule train:
         data=get_training_data,
         eval_problems=get_test_problems,
         model=get_base_model_input,
-        # Under srrl.budget: tokens, SRRL's budget is what GRPO's run sampled: it waits for it.
+        # Under a token budget (srrl.budget), SRRL's budget is what GRPO's run used: it waits for it.
         token_budget=get_token_budget_source,
     output:
         trained=directory("results/models/{dataset}/{model}/{method}/{seed}/trained"),

@@ -1,16 +1,15 @@
-"""The training budget of the online methods in tokens, from TRL's per-step logs, and what a
-comparison of two of them held equal (completions, or under `srrl.budget: tokens` sampled tokens).
+"""The training budget of the online methods in tokens, from their per-step logs, and what a
+comparison of two of them held equal (completions, or under a token budget of `srrl.budget`
+generated or total tokens).
 
-GRPOTrainer logs `num_tokens`: the cumulative count of prompt and completion tokens of every
-completion it has sampled for training (`state.num_input_tokens_seen`, summed over processes;
-each completion counts its own prompt, so a group of G completions counts its prompt G times).
-SRRL's completions come from its `rollout_func`, whose prompt ids TRL counts the same way, so a
-refinement is counted with its refinement prompt. TRL does not log prompt and completion tokens
-apart; it logs the mean completion length of each generation batch (`completions/mean_length`).
-Completion tokens here are that mean (over the logged batches, each of the same size) times the
-completions drawn (steps × completions per step from the GRPO settings), and prompt tokens are the
-logged total minus them: an estimate, exact when every batch is logged, as it is at one logged
-step per optimiser step.
+Two running counts are logged, both summed over processes: TRL's `num_tokens`, the prompt and
+completion tokens of every completion sampled for training (`state.num_input_tokens_seen`; each
+completion counts its own prompt, so a group of G completions counts its prompt G times, and a
+refinement its refinement prompt), and execrl's `num_generated_tokens`, the completion tokens
+alone (`execrl.training.GeneratedTokenCount`). Generated tokens are the policy's sampling;
+prompt tokens (the difference) are only read. A run trained before execrl logged
+`num_generated_tokens` gets an estimate instead: TRL's mean completion length per generation
+batch (`completions/mean_length`, averaged over the logged batches) times the completions drawn.
 """
 
 from __future__ import annotations
@@ -24,15 +23,15 @@ import pandas as pd
 from execrl.methods import METHODS
 from execrl.report.tables import MISSING, is_missing
 from execrl.report.training import completions_per_step, method_grpo, parse_run, read_metrics
-from execrl.token_budget import tokens_sampled
+from execrl.token_budget import GENERATED_TOKENS, TOKEN_BUDGETS, TOTAL_TOKENS, logged_total
 
 COMPLETION_LENGTH = "completions/mean_length"
 NOTE = (
-    "Tokens sampled in training: TRL's logged num_tokens, the prompt and completion tokens of every sampled "
-    "completion (a group of G completions counts its prompt G times; SRRL's refinements count their refinement "
-    "prompts). TRL does not log prompt and completion tokens apart: completion tokens are its logged mean "
-    "completion length times the completions drawn, prompt tokens the logged total minus those (exact when every "
-    "generation batch is logged, as it is at execrl's one log per step)."
+    "Tokens in training, summed over processes: generated tokens are the completion tokens the policy sampled "
+    "(num_generated_tokens); prompt tokens are those its completions were conditioned on, read but not sampled "
+    "(a group of G completions counts its prompt G times; SRRL's refinements count their refinement prompts); "
+    "total tokens are TRL's num_tokens, both together. Runs that did not log num_generated_tokens get an estimate: "
+    "TRL's logged mean completion length times the completions drawn."
 )
 RUN_COLUMNS = [
     "dataset", "model", "method", "seed", "steps", "completions_per_step", "completions", "tokens",
@@ -43,14 +42,14 @@ LABELS = {
     "seeds": "seeds",
     "steps": "steps",
     "completions_per_step": "completions / step",
-    "tokens_per_step": "tokens / step",
-    "completion_tokens_per_step": "completion tokens / step (est.)",
-    "prompt_tokens_per_step": "prompt tokens / step (rest)",
-    "tokens": "tokens in all (num_tokens)",
-    "completion_tokens": "completion tokens (est.)",
-    "prompt_tokens": "prompt tokens (rest)",
+    "completion_tokens_per_step": "generated tokens / step",
+    "prompt_tokens_per_step": "prompt tokens / step",
+    "tokens_per_step": "total tokens / step",
+    "completion_tokens": "generated tokens",
+    "prompt_tokens": "prompt tokens",
+    "tokens": "total tokens (num_tokens)",
+    "mean_completion_length": "generated tokens / completion",
     "mean_prompt_length": "prompt tokens / completion",
-    "mean_completion_length": "completion tokens / completion",
 }
 """Column headings of the token table, per method (means over seeds)."""
 
@@ -64,17 +63,20 @@ FORMATS = {label: (lambda v: fmt_tokens(v, 1)) if key.startswith("mean_") else f
 
 
 def run_budget(path: str | Path, grpo: dict) -> dict | None:
-    """Tokens one online run sampled, in total and split as TRL's logs allow; None without `num_tokens`."""
+    """Tokens one online run used, in total and split into generated and prompt tokens; None
+    without `num_tokens`."""
     run = parse_run(path)
     records = read_metrics(path)
-    tokens = tokens_sampled(records)
-    lengths = [r[COMPLETION_LENGTH] for r in records if isinstance(r.get(COMPLETION_LENGTH), (int, float))]
+    tokens = logged_total(records, TOTAL_TOKENS)
     if tokens is None:
         return None
     steps = max(r["step"] for r in records)
     per_step = completions_per_step(grpo)
     completions = steps * per_step
-    completion_tokens = float(np.mean(lengths)) * completions if lengths else float("nan")
+    completion_tokens = logged_total(records, GENERATED_TOKENS)
+    if completion_tokens is None:
+        lengths = [r[COMPLETION_LENGTH] for r in records if isinstance(r.get(COMPLETION_LENGTH), (int, float))]
+        completion_tokens = float(np.mean(lengths)) * completions if lengths else float("nan")
     prompt_tokens = tokens - completion_tokens
     return {
         **run, "steps": int(steps), "completions_per_step": per_step, "completions": completions, "tokens": tokens,
@@ -117,19 +119,25 @@ def for_method(methods: pd.DataFrame, dataset: str, model: str, method: str) -> 
     return row.iloc[0].to_dict() if not row.empty else None
 
 
-MATCHED = {"completions": "equal completions", "tokens": "equal sampled tokens"}
+MATCHED = {
+    "completions": "equal completions",
+    "generated_tokens": "equal generated tokens",
+    "total_tokens": "equal total tokens (prompt and generated)",
+}
 """What a comparison of two online methods held equal, as the report names it."""
+MATCHED_COLUMN = {"generated_tokens": "completion_tokens", "total_tokens": "tokens"}
+"""The token table's column each token budget equalises."""
 
 
 def matched_on(method: str, baseline: str, srrl_budget: str | dict | None) -> str:
-    """`tokens` for SRRL (or a variant of it) and GRPO when SRRL trained to GRPO's sampled tokens
-    (`srrl.budget: tokens`; a dict gives each SRRL method's own); `completions` otherwise, each
-    having drawn its completions per step for its steps."""
+    """The token budget (`generated_tokens`, `total_tokens`) for SRRL (or a variant of it) and
+    GRPO when SRRL trained to GRPO's tokens (`srrl.budget`; a dict gives each SRRL method's own);
+    `completions` otherwise, each having drawn its completions per step for its steps."""
     sides = srrl_and_grpo(method, baseline)
     if sides is None:
         return "completions"
     value = srrl_budget.get(sides[0]) if isinstance(srrl_budget, dict) else srrl_budget
-    return "tokens" if value == "tokens" else "completions"
+    return value if value in TOKEN_BUDGETS else "completions"
 
 
 def srrl_and_grpo(method: str, baseline: str) -> tuple[str, str] | None:
@@ -140,20 +148,24 @@ def srrl_and_grpo(method: str, baseline: str) -> tuple[str, str] | None:
     return (method, baseline) if bases[method] == "srrl" else (baseline, method)
 
 
-def pair_budget(
-    methods: pd.DataFrame, dataset: str, model: str, method: str, baseline: str, srrl_budget: str | None = None
-) -> dict | None:
-    """The budget a comparison of two online methods ran at and the tokens each sampled; None
-    unless both sampled online. `srrl_budget` is the run's `srrl.budget`.
+def _ratio(mine: float, theirs: float) -> float:
+    return mine / theirs if theirs and not is_missing(theirs) else float("nan")
 
-    `matched` is what the two were held equal on: `tokens`, `completions`, or None when they drew
-    different completions per step (and so were not matched at all)."""
+
+def pair_budget(
+    methods: pd.DataFrame, dataset: str, model: str, method: str, baseline: str, srrl_budget: str | dict | None = None
+) -> dict | None:
+    """The budget a comparison of two online methods ran at and the tokens each used, generated
+    and prompt apart; None unless both sampled online. `srrl_budget` is the run's `srrl.budget`.
+
+    `matched` is what the two were held equal on: `generated_tokens`, `total_tokens`,
+    `completions`, or None when they drew different completions per step (and so were not matched at all)."""
     mine, theirs = (for_method(methods, dataset, model, m) for m in (method, baseline))
     if mine is None or theirs is None:
         return None
     matched = matched_on(method, baseline, srrl_budget)
-    if matched == "tokens":
-        rule = f"{MATCHED['tokens']} (steps: {method} {mine['steps']:g}, {baseline} {theirs['steps']:g})"
+    if matched in TOKEN_BUDGETS:
+        rule = f"{MATCHED[matched]} (steps: {method} {mine['steps']:g}, {baseline} {theirs['steps']:g})"
     elif mine["completions_per_step"] == theirs["completions_per_step"]:
         rule = f"{MATCHED['completions']} per step ({mine['completions_per_step']:g})"
         if mine["steps"] != theirs["steps"]:  # e.g. an SRRL variant stopped at GRPO's tokens
@@ -161,11 +173,14 @@ def pair_budget(
     else:
         matched = None
         rule = f"completions per step: {method} {mine['completions_per_step']:g}, {baseline} {theirs['completions_per_step']:g}"
+    keys = ("tokens", "completion_tokens", "prompt_tokens", "steps")
     return {
         "budget": rule,
         "matched": matched,
-        **{key: {method: mine[key], baseline: theirs[key]} for key in ("tokens", "completion_tokens", "prompt_tokens", "steps")},
-        "token_ratio": mine["tokens"] / theirs["tokens"] if theirs["tokens"] else float("nan"),
+        **{key: {method: mine[key], baseline: theirs[key]} for key in keys},
+        "token_ratio": _ratio(mine["tokens"], theirs["tokens"]),
+        "completion_token_ratio": _ratio(mine["completion_tokens"], theirs["completion_tokens"]),
+        "prompt_token_ratio": _ratio(mine["prompt_tokens"], theirs["prompt_tokens"]),
     }
 
 

@@ -152,11 +152,15 @@ def build(
     )  # fmt: skip
     watch_metrics = metrics_table(inputs.metrics) if inputs.metrics else pd.DataFrame()
     watch_rates = reward_hacking.rates_table(watch_metrics)
+    windows = reward_hacking.hard_coding_windows(watch_metrics)
+    changes = reward_hacking.hard_coding_changes(windows)
     flagged = reward_hacking.flagged_examples(inputs.annotations)
     record["reward_hacking"] = {
         "rates": watch_rates.to_dict(orient="records"),
+        "hard_coding_changes": summary.json_safe(changes),
         "flagged": {category: entry["count"] for category, entry in flagged.items()},
     }
+    record["hard_coding_windows"] = summary.json_safe(windows.to_dict(orient="records"))
     page = html.render(
         title=title,
         summary=record,
@@ -174,7 +178,7 @@ def build(
         held_out_html=held_out.section(held_out_records, _optional_tsv(inputs.plus_manifests), split),
         reward_hacking_html=reward_hacking.section(
             watch_rates, flagged, html.figure_html("reward_hacking", inputs.figures["reward_hacking"], {})
-            if "reward_hacking" in inputs.figures else ""
+            if "reward_hacking" in inputs.figures else "", windows, changes
         ),
     )
     return page, record, summary.markdown(record, ks)

@@ -77,7 +77,7 @@ def comparison_records(
     """One record per (method, baseline) pair, dataset, model and split of comparisons.tsv: Δ pass@k
     per configured k with its interval, seed spread and verdict; both methods' pass@k; the problems
     fixed and broken; and, for two online methods, the budget they were compared at (`srrl_budget`,
-    the run's `srrl.budget`, decides SRRL's against GRPO) and the tokens each sampled."""
+    the run's `srrl.budget`, decides SRRL's against GRPO) and the tokens each used."""
     records = []
     token_methods = token_methods if token_methods is not None else pd.DataFrame()
     keys = ["dataset", "model", "split", "method", "baseline"]
@@ -111,22 +111,29 @@ def comparison_records(
 
 
 def budget_sentence(record: dict) -> str:
-    """Which budget a comparison of two online methods used and the tokens each sampled."""
+    """Which budget a comparison of two online methods used and the tokens each used in training:
+    generated (sampled) and prompt (read) tokens apart."""
     spent = record.get("budget")
     if not spent:
         return ""
     method, baseline = record["method"], record["baseline"]
-    tokens, ratio = spent["tokens"], spent["token_ratio"]
+
+    def counts(key: str, ratio: str) -> str:
+        values = spent[key]
+        return (f"{display(method)} {budget.fmt_tokens(values[method])}, {display(baseline)} "
+                f"{budget.fmt_tokens(values[baseline])} ({fmt(spent[ratio], 2)}×)")  # fmt: skip
+
     sentence = (
-        f"Budget: {spent['budget']}; tokens sampled in training (prompt and completion): {display(method)} "
-        f"{budget.fmt_tokens(tokens[method])}, {display(baseline)} {budget.fmt_tokens(tokens[baseline])} ({fmt(ratio, 2)}×)"
+        f"Budget: {spent['budget']}; tokens in training: generated {counts('completion_tokens', 'completion_token_ratio')}; "
+        f"prompt {counts('prompt_tokens', 'prompt_token_ratio')}"
     )
-    if spent["matched"] == "completions" and fmt(ratio, 2) != fmt(1.0, 2):
-        sentence += ", so equal completions are not equal compute"
-    if spent["matched"] == "tokens":
+    if spent["matched"] == "completions" and fmt(spent["completion_token_ratio"], 2) != fmt(1.0, 2):
+        sentence += ", so equal completions are not equal generated tokens"
+    if spent["matched"] in budget.MATCHED_COLUMN:
+        column = budget.MATCHED_COLUMN[spent["matched"]]
         srrl_side, grpo_side = budget.srrl_and_grpo(method, baseline)
-        if tokens[srrl_side] < tokens[grpo_side]:
-            sentence += f", short of equal: {display(srrl_side)} reached grpo.max_steps before {display(grpo_side)}'s total"
+        if spent[column][srrl_side] < spent[column][grpo_side]:
+            sentence += f", short of equal: {display(srrl_side)} reached grpo.max_steps before {display(grpo_side)}'s count"
     return sentence + "."
 
 

@@ -296,7 +296,7 @@ def token_section(summary: dict) -> str:
         return ""
     frame = budget.table(pd.DataFrame(per_method))
     return (
-        '<h3 id="tokens">Tokens sampled in training</h3>'
+        '<h3 id="tokens">Tokens in training</h3>'
         f"{tables.frame_html(frame, table_id='token-budget', text_columns=3, formats=budget.FORMATS)}"
         f'<p class="caption">Per online method, means over seeds. {html.escape(summary["token_budget"]["note"])}</p>'
     )

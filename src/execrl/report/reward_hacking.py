@@ -1,6 +1,12 @@
 """The report's reward-hacking section: the watch's rates over training, and flagged completions.
 
-Rates come from the training metrics (`execrl.watch.monitor` logs them every step). Examples
+Rates come from the training metrics (`execrl.watch.monitor` logs them every step). The
+hard-coding rate is pooled over windows of steps, the first and the last fifth of a run's
+logged steps: the checked and flagged counts (summed over processes) are added up over a window,
+the rate is flagged / checked with a 95% Wilson score interval, and the change from the first
+window to the last gets Newcombe's hybrid score interval for a difference of two proportions
+(built from the two Wilson intervals): the change is resolved when that interval excludes 0.
+SRRL's first attempts (c1) and refinements (c2) get windows of their own. Examples
 come from every method's evaluation candidates on the main split, which are on disk with their
 verdicts: a program that passes the visible tests and fails a held-out one is flagged as
 hard-coding (with the held-out test it failed), and any completion with a tamper signal
@@ -10,9 +16,11 @@ hard-coding (with the held-out test it failed), and any completion with a tamper
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from statistics import NormalDist
 
 import pandas as pd
 
@@ -20,26 +28,116 @@ from execrl.jsonl import read_jsonl
 from execrl.report import tables
 from execrl.report.training import WATCH_PANELS
 from execrl.run_paths import readable
+from execrl.watch.monitor import CHECKED, FLAGGED, KINDS, RATE
 from execrl.watch.tamper import CATEGORIES, signals
 
 HARD_CODING = "hard_coding"
 RUN = re.compile(r"(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<method>[^/]+)/(?P<seed>\d+)/(?P<split>[^/.]+)(?P<plus>\.plus)?\.jsonl$")
 
 
+WINDOW_SHARE = 5
+"""Windows are the first and the last fifth of a run's logged steps."""
+WINDOW_COLUMNS = ["dataset", "model", "method", "seed", "kind", "window", "steps", "first_step", "last_step",
+                  "checked", "flagged", "rate", "ci_low", "ci_high"]
+Z95 = NormalDist().inv_cdf(0.975)
+
+
 def rates_table(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Per run: each watch rate over the first and the last tenth of the logged steps."""
+    """Per run: the mean of each watch rate but hard-coding's (pooled in `hard_coding_windows`)
+    over the first and the last fifth of the logged steps."""
     columns = ["dataset", "model", "method", "seed", "metric", "first", "last", "steps"]
-    watched = metrics[metrics["metric"].isin([key for key, _ in WATCH_PANELS])] if not metrics.empty else metrics
+    panels = [key for key, _ in WATCH_PANELS if key != RATE]
+    watched = metrics[metrics["metric"].isin(panels)] if not metrics.empty else metrics
     rows = []
     if watched.empty:
         return pd.DataFrame(rows, columns=columns)
     for (dataset, model, method, seed, metric), run in watched.groupby(["dataset", "model", "method", "seed", "metric"]):
         run = run.sort_values("step")
-        tenth = max(1, len(run) // 10)
+        window = max(1, len(run) // WINDOW_SHARE)
         rows.append({"dataset": dataset, "model": model, "method": method, "seed": seed, "metric": metric,
-                     "first": run["value"].head(tenth).mean(), "last": run["value"].tail(tenth).mean(),
+                     "first": run["value"].head(window).mean(), "last": run["value"].tail(window).mean(),
                      "steps": int(run["step"].max())})  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
+
+
+def wilson(flagged: int, checked: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of flagged / checked (NaNs when nothing was checked)."""
+    if checked == 0:
+        return float("nan"), float("nan")
+    rate = flagged / checked
+    centre = (rate + z * z / (2 * checked)) / (1 + z * z / checked)
+    half = z / (1 + z * z / checked) * math.sqrt(rate * (1 - rate) / checked + z * z / (4 * checked * checked))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def newcombe(first: dict, last: dict) -> tuple[float, float, float]:
+    """The change of rate from `first` to `last` (window records) and its 95% interval: Newcombe's
+    hybrid score interval (his method 10), from the two Wilson intervals."""
+    change = last["rate"] - first["rate"]
+    low = change - math.sqrt((last["rate"] - last["ci_low"]) ** 2 + (first["ci_high"] - first["rate"]) ** 2)
+    high = change + math.sqrt((last["ci_high"] - last["rate"]) ** 2 + (first["rate"] - first["ci_low"]) ** 2)
+    return change, low, high
+
+
+def hard_coding_windows(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per run and kind of completion (`all`, and SRRL's `c1` and `c2`), the hard-coding counts
+    pooled over the first and the last fifth of the steps that logged them, with the rate and its
+    95% Wilson interval. Runs that logged no counts (trained before execrl logged them) give none."""
+    rows = []
+    if metrics.empty:
+        return pd.DataFrame(rows, columns=WINDOW_COLUMNS)
+    for kind, suffix in (("all", ""), *((k, f"/{k}") for k in KINDS)):
+        counts = metrics[metrics["metric"].isin([CHECKED + suffix, FLAGGED + suffix])]
+        if counts.empty:
+            continue
+        wide = counts.pivot_table(index=["dataset", "model", "method", "seed", "step"], columns="metric",
+                                  values="value", aggfunc="sum").reset_index()  # fmt: skip
+        if FLAGGED + suffix not in wide:
+            continue
+        for (dataset, model, method, seed), run in wide.groupby(["dataset", "model", "method", "seed"], sort=True):
+            run = run.dropna(subset=[CHECKED + suffix]).sort_values("step")
+            size = max(1, len(run) // WINDOW_SHARE)
+            for window, part in (("first", run.head(size)), ("last", run.tail(size))):
+                checked, flagged = int(round(part[CHECKED + suffix].sum())), int(round(part[FLAGGED + suffix].fillna(0).sum()))
+                low, high = wilson(flagged, checked)
+                rows.append({"dataset": dataset, "model": model, "method": method, "seed": int(seed), "kind": kind,
+                             "window": window, "steps": int(len(part)), "first_step": int(part["step"].min()),
+                             "last_step": int(part["step"].max()), "checked": checked, "flagged": flagged,
+                             "rate": flagged / checked if checked else float("nan"), "ci_low": low, "ci_high": high})  # fmt: skip
+    return pd.DataFrame(rows, columns=WINDOW_COLUMNS)
+
+
+def hard_coding_changes(windows: pd.DataFrame) -> list[dict]:
+    """Per run and kind, the change of the pooled rate from the first window to the last, its 95%
+    Newcombe interval, whether it is resolved (the interval excludes 0), and a sentence saying so."""
+    changes = []
+    if windows.empty:
+        return changes
+    for (dataset, model, method, seed, kind), run in windows.groupby(["dataset", "model", "method", "seed", "kind"], sort=False):
+        first, last = (run[run["window"] == w].iloc[0].to_dict() for w in ("first", "last"))
+        who = f"{method}{'' if kind == 'all' else ' ' + kind} ({dataset} · {model}, seed {seed})"
+        rates = (f"{_rate(first)} in the first fifth of steps ({first['flagged']} of {first['checked']:,} checked), "
+                 f"{_rate(last)} in the last ({last['flagged']} of {last['checked']:,})")  # fmt: skip
+        record = {"dataset": dataset, "model": model, "method": method, "seed": int(seed), "kind": kind,
+                  "first_rate": first["rate"], "last_rate": last["rate"], "change": float("nan"),
+                  "ci_low": float("nan"), "ci_high": float("nan"), "resolved": False}  # fmt: skip
+        if not first["checked"] or not last["checked"]:
+            record["sentence"] = f"{who}: hard-coding rate {rates}: nothing checked in a window, so no change is measured."
+        else:
+            change, low, high = newcombe(first, last)
+            resolved = low > 0 or high < 0
+            record.update(change=change, ci_low=low, ci_high=high, resolved=resolved)
+            verdict = "resolved" if resolved else "not resolved (the interval includes 0)"
+            record["sentence"] = (f"{who}: hard-coding rate {rates}; change {change:+.3f} "
+                                  f"(95% Newcombe interval [{low:+.3f}, {high:+.3f}]): {verdict}.")  # fmt: skip
+        changes.append(record)
+    return changes
+
+
+def _rate(window: dict) -> str:
+    if not window["checked"]:
+        return "–"
+    return f"{window['rate']:.3f} [{window['ci_low']:.3f}, {window['ci_high']:.3f}]"
 
 
 def flagged_examples(annotation_paths: Iterable[str | Path], per_category: int = 2) -> dict[str, list[dict]]:
@@ -77,14 +175,27 @@ def _keep(bucket: list, limit: int, run: dict, record: dict, why: list[str]) -> 
                        "flagged_by": [w for w in why if w]})  # fmt: skip
 
 
-def section(rates: pd.DataFrame, flagged: dict[str, dict], figure: str) -> str:
-    """HTML: the figure, the rates at the start and the end of training, the flagged examples."""
+def section(rates: pd.DataFrame, flagged: dict[str, dict], figure: str, windows: pd.DataFrame | None = None,
+            changes: list[dict] | None = None) -> str:
+    """HTML: the figure, the pooled hard-coding windows and their changes, the other rates at the
+    start and the end of training, the flagged examples."""
     titles = dict(WATCH_PANELS)
     table = ""
     if not rates.empty:
         shown = rates.assign(metric=rates["metric"].map(titles))
-        table = tables.frame_html(shown.rename(columns={"first": "first tenth", "last": "last tenth",
+        table = tables.frame_html(shown.rename(columns={"first": "first fifth", "last": "last fifth",
                                                          "steps": "steps"}), table_id="watch-rates", text_columns=5)  # fmt: skip
+    pooled = ""
+    if windows is not None and not windows.empty:
+        pooled = (
+            '<h3>Hard-coding rate, first and last fifth of training</h3><p class="caption">Checked and flagged '
+            "completions summed over a window's steps (and over training processes); the rate with its 95% Wilson "
+            "interval; a change is resolved when Newcombe's 95% interval for the difference of the two rates "
+            "(built from the Wilson intervals) excludes 0. SRRL's first attempts (c1) and refinements (c2) also "
+            "apart. Checks within a run are pooled as independent, which they are only approximately.</p>"
+            + tables.frame_html(windows, table_id="hard-coding-windows", text_columns=6)
+            + "".join(f"<p>{html.escape(change['sentence'])}</p>" for change in changes or [])
+        )
     blocks = []
     for category, entry in flagged.items():
         for example in entry["examples"]:
@@ -101,6 +212,7 @@ process modules, frame walking, patched builtins or <code>math</code>, an <code>
 <code>os._exit</code>, raw file-descriptor writes, signal handlers, or a sandbox verdict of a blocked system call,
 a limit hit or a protocol violation.</p>
 {figure}
+{pooled}
 {table}
 <h3>Flagged evaluation completions</h3>
 <p class="caption">Every method's evaluation candidates on this split, flagged by category ({html.escape(counts) or "none flagged"});

@@ -208,14 +208,17 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
         parts += [summary["seed_noise_rule"], ""]
     if summary["token_budget"]["per_method"]:
         frame = budget.table(pd.DataFrame(summary["token_budget"]["per_method"]))
-        parts += ["## Tokens sampled in training", "", tables.frame_markdown(frame, budget.FORMATS), "",
+        parts += ["## Tokens in training", "", tables.frame_markdown(frame, budget.FORMATS), "",
                   summary["token_budget"]["note"], ""]
     if summary.get("held_out"):
         frame = pd.DataFrame(summary["held_out"])[["dataset", "model", "method", "pass_at_k_base", "pass_at_k_plus", "gap"]]
         parts += [f"## Held-out tests ({split} split, pass@1)", "", tables.frame_markdown(frame), ""]
     if summary.get("reward_hacking", {}).get("rates"):
         frame = pd.DataFrame(summary["reward_hacking"]["rates"])
-        parts += ["## Reward-hacking watch (first and last tenth of training)", "", tables.frame_markdown(frame), ""]
+        parts += ["## Reward-hacking watch (first and last fifth of training)", "", tables.frame_markdown(frame), ""]
+    if summary.get("hard_coding_windows"):
+        parts += ["## Hard-coding rate, pooled per window", "", tables.frame_markdown(pd.DataFrame(summary["hard_coding_windows"])), ""]
+        parts += [f"- {change['sentence']}" for change in summary["reward_hacking"].get("hard_coding_changes", [])] + [""]
     detail = tables.all_splits_frame(summary["summary"], ks)
     if not detail.empty:
         parts += ["## Every split", "", tables.frame_markdown(detail), ""]

@@ -4,12 +4,17 @@ visible tests, and how often completions probe the judge.
 It sees each step's completions, their programs and the sandbox's verdicts after the reward
 ran them, and logs (under ``watch/``, to the metrics file and W&B like every TRL metric):
 
-- ``watch/hard_coding_rate``: of the checked completions that passed every test the reward
-  ran, the share that fail a held-out test. With ``rewards.plus_tests: eval`` the held-out tests
-  run on a sample of at most ``watch.sample_size`` passing completions per step and process (the
-  cost is logged as ``watch/check_cpu_s``); with ``reward`` the reward already ran them, and the
-  rate reads the verdicts of the visible and the held-out tests at no cost;
-- ``watch/hard_coding_checked``: how many completions that rate is over;
+- ``watch/hard_coding_checked`` and ``watch/hard_coding_flagged``: counts, summed over
+  processes (`execrl.grpo.CountingGRPOTrainer`): the checked completions (rewarded programs
+  that passed every test the reward ran) and those of them that fail a held-out test. With
+  ``rewards.plus_tests: eval`` the held-out tests run on a sample of at most
+  ``watch.sample_size`` passing completions per step and process (the sandbox CPU time, summed
+  over processes, is logged as ``watch/check_cpu_s``); with ``reward`` the reward already ran
+  them, and every passing completion is checked at no cost. For SRRL the same counts of first
+  attempts and refinements apart: ``watch/hard_coding_checked/c1``, ``.../c2`` and so on;
+- ``watch/hard_coding_rate`` (and ``/c1``, ``/c2``): flagged over checked of the step's counts,
+  for the figure; the report pools the counts over windows of steps instead
+  (`execrl.report.reward_hacking.hard_coding_windows`);
 - ``watch/tamper/<category>`` and ``watch/tamper/any``: the share of completions showing each
   signal of :mod:`execrl.watch.tamper`.
 """
@@ -25,6 +30,27 @@ from execrl.problems import Problem
 from execrl.watch.tamper import CATEGORIES, signal_rates, signals
 
 PREFIX = "watch/"
+CHECKED, FLAGGED, RATE = f"{PREFIX}hard_coding_checked", f"{PREFIX}hard_coding_flagged", f"{PREFIX}hard_coding_rate"
+CPU = f"{PREFIX}check_cpu_s"
+COUNTS = (CHECKED, FLAGGED, CPU)
+"""Metrics summed over processes (and over the rounds of a step), not averaged."""
+KINDS = ("c1", "c2")
+"""SRRL's sample kinds: first attempts and refinements."""
+
+
+def is_count(name: str) -> bool:
+    """Whether a logged metric is a count (summed over processes), e.g. `watch/hard_coding_checked/c1`."""
+    return any(name == count or name.startswith(count + "/") for count in COUNTS)
+
+
+def pooled_rates(counts: dict[str, float]) -> dict[str, float]:
+    """`watch/hard_coding_rate[/kind]` from summed counts: flagged over checked, where any were checked."""
+    rates = {}
+    for suffix in ("", *(f"/{kind}" for kind in KINDS)):
+        checked = counts.get(CHECKED + suffix)
+        if checked:
+            rates[RATE + suffix] = counts.get(FLAGGED + suffix, 0.0) / checked
+    return rates
 
 
 @dataclass(frozen=True)
@@ -33,8 +59,9 @@ class WatchSettings:
 
     enabled: bool = True
     """Log the watch's rates every step (false: no held-out check, no signals)."""
-    sample_size: int = 8
-    """Passing completions per step and process whose held-out tests run (`rewards.plus_tests: eval`)."""
+    sample_size: int = 32
+    """Passing completions per step and process whose held-out tests run (`rewards.plus_tests: eval`);
+    the schema's description gives the arithmetic behind 32."""
     seed: int = 0
     """Seed of the sample."""
 
@@ -58,50 +85,55 @@ class RewardHackingWatch:
         codes: list[str],
         results: list[dict],
         log_metric: Callable[[str, float], None],
+        kinds: list[str] | None = None,
     ) -> dict[str, float]:
         """The step's watch metrics (also logged): `problems` with the visible tests the reward ran
         and their held-out tests apart, `results` the verdicts the reward used (under
-        `plus_tests: reward`, of the visible tests followed by the held-out ones)."""
+        `plus_tests: reward`, of the visible tests followed by the held-out ones), `kinds` SRRL's
+        sample kind of each completion (`c1`, `c2`), whose counts are logged apart as well."""
         self.steps += 1
         metrics = {f"{PREFIX}tamper/{k}": v for k, v in signal_rates(
             [signals(code, result) for code, result in zip(codes, results, strict=True)]).items()}  # fmt: skip
-        hard_coded, checked, cpu = self._hard_coding(problems, codes, results)
-        metrics[f"{PREFIX}hard_coding_checked"] = float(checked)
-        if checked:
-            metrics[f"{PREFIX}hard_coding_rate"] = hard_coded / checked
+        flagged, checked, cpu = self._hard_coding(problems, codes, results)
+        metrics[CHECKED], metrics[FLAGGED] = float(len(checked)), float(len(flagged))
+        if kinds is not None:
+            for kind in KINDS:
+                metrics[f"{CHECKED}/{kind}"] = float(sum(kinds[i] == kind for i in checked))
+                metrics[f"{FLAGGED}/{kind}"] = float(sum(kinds[i] == kind for i in flagged))
         if not self.plus_in_reward:
-            metrics[f"{PREFIX}check_cpu_s"] = cpu
+            metrics[CPU] = cpu
         for name, value in metrics.items():
             log_metric(name, value)
         return metrics
 
-    def _hard_coding(self, problems, codes, results) -> tuple[int, int, float]:
-        """(failing held-out, checked, sandbox CPU seconds of the check)."""
+    def _hard_coding(self, problems, codes, results) -> tuple[list[int], list[int], float]:
+        """(indices failing a held-out test, indices checked, sandbox CPU seconds of the check)."""
         if self.plus_in_reward:
             # The reward ran base + held-out tests: read which of them passed.
-            hard_coded = checked = 0
-            for problem, result in zip(problems, results, strict=True):
+            flagged, checked = [], []
+            for i, (problem, result) in enumerate(zip(problems, results, strict=True)):
                 n_base, outcomes = len(problem.tests), result.get("test_outcomes") or []
                 if not problem.plus_tests or len(outcomes) <= n_base:
                     continue
                 if all(o.get("status") == "pass" for o in outcomes[:n_base]):
-                    checked += 1
-                    hard_coded += any(o.get("status") != "pass" for o in outcomes[n_base:])
-            return hard_coded, checked, 0.0
+                    checked.append(i)
+                    if any(o.get("status") != "pass" for o in outcomes[n_base:]):
+                        flagged.append(i)
+            return flagged, checked, 0.0
         passing = [i for i, (p, r) in enumerate(zip(problems, results, strict=True))
                    if r.get("status") == "pass" and p.plus_tests]  # fmt: skip
         if not passing or self.settings.sample_size == 0:
-            return 0, 0, 0.0
+            return [], [], 0.0
         rng = random.Random(f"{self.settings.seed}\n{self.steps}")
         chosen = sorted(rng.sample(passing, min(self.settings.sample_size, len(passing))))
         held_out = [(replace(problems[i], tests=problems[i].plus_tests, plus_tests=[]), codes[i]) for i in chosen]
         start = time.process_time()
         verdicts = self.executor.run_batch(held_out)
         cpu = sum(v.cpu_time_s or 0.0 for v in verdicts) + time.process_time() - start
-        return sum(v.status != "pass" for v in verdicts), len(chosen), cpu
+        return [i for i, v in zip(chosen, verdicts, strict=True) if v.status != "pass"], chosen, cpu
 
 
 def metric_names() -> list[str]:
     """Every name the watch may log."""
-    return ([f"{PREFIX}hard_coding_rate", f"{PREFIX}hard_coding_checked", f"{PREFIX}check_cpu_s"]
-            + [f"{PREFIX}tamper/{k}" for k in (*CATEGORIES, "any")])  # fmt: skip
+    per_kind = [f"{name}/{kind}" for name in (RATE, CHECKED, FLAGGED) for kind in KINDS]
+    return [RATE, CHECKED, FLAGGED, CPU, *per_kind] + [f"{PREFIX}tamper/{k}" for k in (*CATEGORIES, "any")]
