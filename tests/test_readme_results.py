@@ -17,20 +17,15 @@ from execrl.report.evaluations import outcome_table
 from execrl.report.tables import fmt, fmt_interval, fmt_mean_sd, fmt_signed
 
 REPO = Path(__file__).resolve().parent.parent
-WATCH = {"watch/hard_coding_rate": 0.25, "watch/check_cpu_s": 0.017, "watch/tamper/any": 0.0}
-HARD_CODING_WINDOWS = [
-    # The record another part of the report adds (`hard_coding_windows`): pooled checks per window.
-    {"dataset": "toy", "model": "m", "method": "grpo", "seeds": [0], "window": "first tenth", "steps": [1, 1],
-     "checked": 160, "flagged": 4, "rate": 0.025, "ci_low": 0.0098, "ci_high": 0.0627},
-    {"dataset": "toy", "model": "m", "method": "grpo", "seeds": [0], "window": "last tenth", "steps": [8, 8],
-     "checked": 158, "flagged": 1, "rate": 0.00633, "ci_low": 0.0011, "ci_high": 0.0349},
-]  # fmt: skip
+# What the watch logs per step: counts summed over processes, the other rates as means.
+WATCH = {"watch/hard_coding_checked": 20, "watch/hard_coding_flagged": 1, "watch/hard_coding_rate": 0.05,
+         "watch/check_cpu_s": 0.017, "watch/tamper/any": 0.0}  # fmt: skip
 
 
 @pytest.fixture
 def run_summary(tmp_path, evaluations, per_problem, metrics_files):  # noqa: F811
     """summary.json as the report writes it for two seeds of base, GRPO and SRRL, with a warm start
-    and training jobs benchmarked, held-out tests, and the hard-coding windows added."""
+    and training jobs benchmarked, held-out tests, and the watch's counts logged."""
     grpo_metrics = metrics_files["metrics"][0]
     records = [json.loads(line) for line in grpo_metrics.read_text().splitlines()]
     grpo_metrics.write_text("".join(json.dumps({**r, **WATCH} if "reward" in r else r) + "\n" for r in records))
@@ -67,7 +62,6 @@ def run_summary(tmp_path, evaluations, per_problem, metrics_files):  # noqa: F81
         title="toy", experiment={"name": "toy", "eval_splits": ["train", "test"]}, config={}, ks=[1, 2, 4], n_boot=100,
         grpo=GRPO,
     )  # fmt: skip
-    record["hard_coding_windows"] = HARD_CODING_WINDOWS
     return json.loads(json.dumps(record, allow_nan=False))  # as read back from summary.json
 
 
@@ -147,19 +141,25 @@ def test_the_rendered_sections_contain_every_figure_of_the_summary(run_summary):
     assert "| warm start | – | – | 2.4 min (144 s) |" in results
     assert "| training | grpo | 0 | 4.5 min (270 s) |" in results and "7.7 min (462 s)" in results
     assert f"{run_summary['cost']['total']['jobs']} jobs" in results
-    for window in HARD_CODING_WINDOWS:
-        row = (f"| grpo | 0 | {window['window']} | {window['steps'][0]} | {window['checked']} | {window['flagged']} | "
-               f"{fmt(window['rate'])} | {fmt_interval(window['ci_low'], window['ci_high'])} |")
+    assert run_summary["hard_coding_windows"], "the report pools the logged counts"
+    for window in run_summary["hard_coding_windows"]:
+        row = (f"| {window['method']} | {window['seed']} | {window['window']} | {window['first_step']}–{window['last_step']} ({window['steps']}) | "
+               f"{window['checked']} | {window['flagged']} | {fmt(window['rate'])} | {fmt_interval(window['ci_low'], window['ci_high'])} |")
         assert row in watch
+    for change in run_summary["reward_hacking"]["hard_coding_changes"]:
+        assert f"- {change['sentence']}" in watch and "not resolved" in change["sentence"]
     assert "| grpo | 1 | 0.441 | 0.422 | 0.019 |" in watch
     assert "toy test 198 of 200 problems, 1,975 tests" in watch
     assert "0.017" in watch  # the held-out check's CPU seconds per step
 
 
-def test_without_hard_coding_windows_the_watch_shows_its_rates(run_summary):
-    del run_summary["hard_coding_windows"]
-    watch = readme_results.render(run_summary, "watch")
-    assert "first tenth of steps" in watch and "`watch/hard_coding_rate` | 0.250 | 0.250 | 8 |" in watch
+def test_the_watch_shows_its_other_rates_per_fifth_with_or_without_hard_coding_windows(run_summary):
+    for windows in (run_summary["hard_coding_windows"], None):
+        if windows is None:
+            del run_summary["hard_coding_windows"]
+        watch = readme_results.render(run_summary, "watch")
+        assert "first fifth of steps" in watch and "`watch/tamper/any` | 0.000 | 0.000 | 8 |" in watch
+        assert ("Hard-coding during training" in watch) == (windows is not None)
 
 
 def readme_with_sections(tmp_path, summary):
@@ -185,7 +185,7 @@ def test_write_renders_each_section_and_check_names_the_one_that_drifted(tmp_pat
     assert capsys.readouterr().out.splitlines()[-1] == (
         "results:later: no docs/results/later.summary.json committed; its text is not checked"
     )
-    readme.write_text(text.replace("| grpo | 0 | first tenth | 1 | 160 |", "| grpo | 0 | first tenth | 1 | 161 |"))
+    readme.write_text(text.replace("| grpo | 0 | first | 1–1 (1) | 20 |", "| grpo | 0 | first | 1–1 (1) | 21 |"))
     assert readme_results.main(["--check", str(readme)]) == 1
     problems = capsys.readouterr().err.strip().splitlines()
     assert len(problems) == 1

@@ -243,10 +243,25 @@ def _seeds(record: dict) -> str:
     return ", ".join(str(s) for s in seeds) if isinstance(seeds, list) else str(seeds)
 
 
+def _method_kind(record: dict) -> str:
+    """The method, and for SRRL's subgroups which attempts (`srrl c1`)."""
+    kind = record.get("kind", "all")
+    return record["method"] if kind == "all" else f"{record['method']} {kind}"
+
+
+def _window_steps(record: dict) -> str:
+    """A window's steps: `first_step–last_step (n)` where the record has them."""
+    if isinstance(record["steps"], list):
+        return _steps(record["steps"])
+    if "first_step" in record:
+        return f"{record['first_step']}–{record['last_step']} ({record['steps']})"
+    return str(record["steps"])
+
+
 def render_watch(summary: dict) -> list[str]:
     """The held-out tests (pass@1 on both sides, and how many were made), the hard-coding windows
-    (or, without them, the watch's rates over the first and last tenth of steps), the watch's
-    training windows and the flagged completions."""
+    and the changes between them, the watch's other rates over the first and last fifth of steps,
+    the watch's training windows and the flagged completions."""
     lines = []
     held_out = summary.get("held_out") or []
     if held_out:
@@ -261,15 +276,18 @@ def render_watch(summary: dict) -> list[str]:
     hard_coding = summary.get("hard_coding_windows")
     watch = summary.get("reward_hacking") or {}
     if hard_coding:
-        rows = [[r["method"], _seeds(r), str(r["window"]), _steps(r["steps"]) if isinstance(r["steps"], list) else str(r["steps"]),
+        rows = [[_method_kind(r), _seeds(r), str(r["window"]), _window_steps(r),
                  str(r["checked"]), str(r["flagged"]), fmt(r["rate"]), fmt_interval(r["ci_low"], r["ci_high"])]
                 for r in hard_coding]  # fmt: skip
-        lines += ["Hard-coding during training: rewarded programs checked and flagged (failing a held-out test) per window:", "",
+        lines += ["Hard-coding during training: rewarded programs checked and flagged (failing a held-out test) per fifth of steps:", "",
                   *_table(["method", "seeds", "window", "steps", "checked", "flagged", "rate", "95% CI"], rows)]  # fmt: skip
-    elif watch.get("rates"):
+        changes = [c["sentence"] for c in watch.get("hard_coding_changes") or [] if c.get("sentence")]
+        lines += [*(f"- {sentence}" for sentence in changes), *([""] if changes else [])]
+    if watch.get("rates"):
         rows = [[r["method"], str(r["seed"]), f"`{r['metric']}`", fmt(r["first"]), fmt(r["last"]), str(r["steps"])]
                 for r in watch["rates"]]  # fmt: skip
-        lines += _table(["method", "seed", "metric", "first tenth of steps", "last tenth", "steps"], rows)
+        lines += ["The watch's other rates, mean per step:", "",
+                  *_table(["method", "seed", "metric", "first fifth of steps", "last fifth", "steps"], rows)]  # fmt: skip
     windows = [w for w in _windows(summary) if w["metric"].startswith(WATCH_METRIC)]
     if windows:
         lines += [(summary.get("training_windows") or {}).get("rule", ""), "", *windows_table(windows)]
