@@ -11,12 +11,12 @@ from execrl.lora import LoRASettings
 from execrl.policy_sampling import TransformersPolicySampler, generate_with_merged_adapter
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
+from execrl.trainer_config import dpo_config, peft_config
 from execrl.training import (
     ExampleLog,
     MetricsFileCallback,
     finish_training,
     load_model,
-    resumable_run_kwargs,
     train_resuming,
 )
 
@@ -97,7 +97,7 @@ def train_dpo(
     """
     from datasets import Dataset
     from transformers import AutoTokenizer
-    from trl import DPOConfig, DPOTrainer
+    from trl import DPOTrainer
 
     if not pairs:
         raise ValueError("no preference pairs to train on (see the RL dataset manifest for why)")
@@ -107,18 +107,13 @@ def train_dpo(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     checkpoint_dir = Path(checkpoint_dir)
-    args = DPOConfig(
-        beta=settings.beta,
-        loss_type=list(settings.loss_type),
-        loss_weights=list(settings.loss_weights) if settings.loss_weights else None,
-        learning_rate=settings.learning_rate,
-        num_train_epochs=settings.num_train_epochs,
-        **trainer_batch(settings, micro_batch, accumulation),
-        max_length=settings.max_length,
-        gradient_checkpointing=settings.gradient_checkpointing,
-        # Keeps the `pair` index column up to the collator, which logs it and drops it.
-        remove_unused_columns=False,
-        **resumable_run_kwargs(checkpoint_dir, settings.save_steps, settings.seed, wandb, run_name),
+    args = dpo_config(
+        settings,
+        checkpoint_dir=checkpoint_dir,
+        wandb=wandb,
+        run_name=run_name,
+        micro_batch=micro_batch,
+        accumulation=accumulation,
     )
     model = load_model(model_path, args, full_weight=lora is None)
     dataset = Dataset.from_list(
@@ -140,7 +135,7 @@ def train_dpo(
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
-        peft_config=lora.peft_config() if lora else None,
+        peft_config=peft_config(lora),
         callbacks=[MetricsFileCallback(metrics_in_progress), interval],
     )
     trainer.data_collator = ExampleLog(trainer.data_collator, "pair", drop=True)

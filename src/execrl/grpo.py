@@ -18,6 +18,7 @@ from execrl.prompting import PromptConfig
 from execrl.rewards import ExecutionRewards, RewardSettings
 from execrl.srrl import SRRLRollout, SRRLSettings, grouping_trainer_class
 from execrl.token_budget import GENERATED_TOKENS, TokenBudget
+from execrl.trainer_config import grpo_config, peft_config
 from execrl.training import (
     ExampleLog,
     GeneratedTokenCount,
@@ -25,7 +26,6 @@ from execrl.training import (
     StopAtTokenBudget,
     finish_training,
     load_model,
-    resumable_run_kwargs,
     train_resuming,
     world_size,
 )
@@ -370,7 +370,6 @@ def train_grpo(
     """
     from datasets import Dataset
     from transformers import AutoTokenizer
-    from trl import GRPOConfig
 
     tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
     if tokenizer.pad_token is None:
@@ -387,11 +386,15 @@ def train_grpo(
     dataset = Dataset.from_list([{"prompt": text, "problem_id": p.id} for text, p in zip(prompts, problems, strict=True)])
     reward_funcs, reward_weights = task.reward_functions()
     checkpoint_dir = Path(checkpoint_dir)
-    args = GRPOConfig(
-        **settings.trl_args(world_size(), micro_batch, accumulation),
+    args = grpo_config(
+        settings,
+        processes=world_size(),
         reward_weights=reward_weights,
-        **settings.vllm_args(world_size()),
-        **resumable_run_kwargs(checkpoint_dir, settings.save_steps, settings.seed, wandb, run_name),
+        checkpoint_dir=checkpoint_dir,
+        wandb=wandb,
+        run_name=run_name,
+        micro_batch=micro_batch,
+        accumulation=accumulation,
     )
     model = load_model(model_path, args, full_weight=lora is None)
     metrics_in_progress = checkpoint_dir / "metrics.jsonl"
@@ -422,7 +425,7 @@ def train_grpo(
             args=args,
             train_dataset=dataset,
             processing_class=tokenizer,
-            peft_config=lora.peft_config() if lora else None,
+            peft_config=peft_config(lora),
             rollout_func=rollout,
             callbacks=[
                 MetricsFileCallback(metrics_in_progress),

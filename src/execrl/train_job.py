@@ -142,6 +142,13 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=positive_int, help="torch threads of each process")
     parser.add_argument("--wandb-mode", choices=WANDB_MODES, default="disabled")
     parser.add_argument("--wandb-project", default="execrl")
+    printing = parser.add_argument_group("printing the trainer config (no model loads, nothing trains)")
+    printing.add_argument("--print-trainer-config", action="store_true",
+                          help="print the TRL config (every field), the PEFT config and the launch layout as JSON, and exit")
+    printing.add_argument("--processes", type=positive_int,
+                          help="training processes to print for (default: the launcher's WORLD_SIZE, 1 outside one)")
+    printing.add_argument("--accelerate-config", type=Path,
+                          help="the train rule's accelerate --config_file, for ZeRO and dtype outside `accelerate launch`")
     return parser
 
 
@@ -189,13 +196,23 @@ def main(argv: list[str] | None = None) -> None:
         cli.error(f"dpo.eval_every is {settings['dpo'].eval_every}: dpo needs --eval-problems (or set dpo.eval_every: 0)")
     try:
         tokens = token_budget(args.method, settings, args.token_budget_from)
-    except (OSError, ValueError) as error:
+    except OSError as error:
+        if not args.print_trainer_config:  # the budget keys only the checkpoint folder: printed without it
+            cli.error(str(error))
+        tokens = None
+    except ValueError as error:
         cli.error(str(error))
 
     from execrl.training import world_size
 
     if (args.micro_batch is None) != (args.accumulation is None):
         cli.error("give --micro-batch and --accumulation together (the memory plan's cut of a step)")
+    if args.print_trainer_config:
+        try:
+            print_trainer_config(args, settings, raw, tokens)
+        except ValueError as error:
+            cli.error(str(error))
+        return
     try:
         check_gpus(world_size())
         if online:
@@ -272,6 +289,35 @@ def main(argv: list[str] | None = None) -> None:
             micro_batch=args.micro_batch,
             accumulation=args.accumulation,
         )
+
+
+def print_trainer_config(args, settings: dict, raw: dict, tokens: int | None) -> None:
+    """Print (rank 0 only) the TRL and PEFT configs the job would train with, built by the
+    functions training uses (`execrl.trainer_config`), and its launch layout."""
+    from unittest.mock import patch
+
+    from execrl import trainer_config
+    from execrl.training import process_rank, world_size
+    from execrl.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
+
+    processes = args.processes or world_size()
+    common = {"checkpoint_dir": checkpoint_dir(args, raw, tokens), "run_name": args.run_name,
+              "wandb": {"mode": args.wandb_mode, "project": args.wandb_project},
+              "micro_batch": args.micro_batch, "accumulation": args.accumulation}
+    if REGISTRY[args.method].online:
+        grpo = settings["grpo"]
+        # A server's address is chosen when `execrl.vllm_server` starts it: outside one, shown as unset.
+        server = {VLLM_SERVER_HOST_ENV: "unset", VLLM_SERVER_PORT_ENV: "0", VLLM_GROUP_PORT_ENV: "0"}
+        with patch.dict(os.environ, {k: v for k, v in server.items() if k not in os.environ}):
+            config = trainer_config.grpo_config(
+                grpo, processes=processes, reward_weights=trainer_config.reward_weights(args.method, settings), **common
+            )
+    else:
+        config = trainer_config.dpo_config(settings["dpo"], **common)
+    peft = trainer_config.peft_config(settings["lora"])
+    layout = trainer_config.launch_layout(config, processes, args.accelerate_config)
+    if process_rank() == 0:
+        print(trainer_config.dumps(trainer_config.describe(args.method, config, peft, layout)), flush=True)
 
 
 def online_task(method: str, settings: dict, executor, model: str):
