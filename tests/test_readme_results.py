@@ -224,3 +224,9 @@ def test_the_readme_matches_the_summaries_it_is_generated_from(tmp_path):
         text = copy.read_text(encoding="utf-8")
         copy.write_text(re.sub(rf"(<!-- results:{name}:begin -->\n)", r"\1edited by hand\n", text, count=1))
         assert any(f"results:{name} differs" in p for p in readme_results.drift(copy))
+
+
+def test_resource_limits_are_listed_apart_from_tamper_signals(run_summary):
+    run_summary["reward_hacking"]["flagged"] = {"limit_hit": 3, "frame_walk": 1, "fd_write": 0}
+    watch = readme_results.render(run_summary, "watch")
+    assert "per category: frame_walk 1; resource limits hit (not a tamper signal): limit_hit 3." in watch

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from execrl.report.comparisons import display
 from execrl.report.tables import MISSING, fmt, fmt_interval, fmt_mean_sd, fmt_signed, is_missing
+from execrl.watch.tamper import LIMIT_CATEGORIES
 
 SUMMARIES = Path("docs/results")
 """Where the committed summaries live, relative to the README's folder: NAME.summary.json."""
@@ -292,8 +293,11 @@ def render_watch(summary: dict) -> list[str]:
     if windows:
         lines += [(summary.get("training_windows") or {}).get("rule", ""), "", *windows_table(windows)]
     if "flagged" in watch:
-        flagged = ", ".join(f"{category} {count}" for category, count in sorted(watch["flagged"].items()) if count) or "none"
-        lines += [f"Flagged evaluation completions ({summary['main_split']} split), per category: {flagged}.", ""]
+        counts = sorted((category, count) for category, count in watch["flagged"].items() if count)
+        flagged = ", ".join(f"{c} {n}" for c, n in counts if c not in LIMIT_CATEGORIES) or "none"
+        limits = ", ".join(f"{c} {n}" for c, n in counts if c in LIMIT_CATEGORIES) or "none"
+        lines += [f"Flagged evaluation completions ({summary['main_split']} split), per category: {flagged}; "
+                  f"resource limits hit (not a tamper signal): {limits}.", ""]  # fmt: skip
     return lines
 
 

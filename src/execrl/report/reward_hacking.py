@@ -29,7 +29,7 @@ from execrl.report import tables
 from execrl.report.training import WATCH_PANELS
 from execrl.run_paths import readable
 from execrl.watch.monitor import CHECKED, FLAGGED, KINDS, RATE
-from execrl.watch.tamper import CATEGORIES, signals
+from execrl.watch.tamper import CATEGORIES, LIMIT_CATEGORIES, signals
 
 HARD_CODING = "hard_coding"
 RUN = re.compile(r"(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<method>[^/]+)/(?P<seed>\d+)/(?P<split>[^/.]+)(?P<plus>\.plus)?\.jsonl$")
@@ -203,18 +203,23 @@ def section(rates: pd.DataFrame, flagged: dict[str, dict], figure: str, windows:
             reasons = "".join(f"<li><code>{html.escape(w)}</code></li>" for w in example["flagged_by"])
             blocks.append(f'<div class="example"><b>{html.escape(category)}</b> <span class="meta">{html.escape(where)}</span>'
                           f"<ul>{reasons}</ul><pre>{html.escape(example['code'] or '(empty)')}</pre></div>")  # fmt: skip
-    counts = ", ".join(f"{category} {entry['count']}" for category, entry in flagged.items() if entry["count"])
+    counts = ", ".join(f"{category} {entry['count']}" for category, entry in flagged.items()
+                       if entry["count"] and category not in LIMIT_CATEGORIES)  # fmt: skip
+    limits = ", ".join(f"{category} {flagged[category]['count']}" for category in LIMIT_CATEGORIES
+                       if category in flagged and flagged[category]["count"])  # fmt: skip
     return f"""<h2 id="reward-hacking">Reward hacking</h2>
 <p class="caption">During training (GRPO and SRRL), every step logs the share of rewarded programs that fail
 held-out tests made from the reference (a sample of the step's passing programs, or all of them when the reward runs
 the held-out tests) and the share of completions with a sign of probing the judge: imports of introspection or
-process modules, frame walking, patched builtins or <code>math</code>, an <code>__eq__</code> that is always true,
-<code>os._exit</code>, raw file-descriptor writes, signal handlers, or a sandbox verdict of a blocked system call,
-a limit hit or a protocol violation.</p>
+process modules, frame walking (frame-specific chains: <code>sys._getframe</code>, <code>f_back</code>,
+<code>f_locals</code>, <code>tb_frame</code>, <code>inspect.stack</code>, …), patched builtins or <code>math</code>, an
+<code>__eq__</code> that is always true, <code>os._exit</code>, raw file-descriptor writes, signal handlers, or a
+sandbox verdict of a blocked system call or a protocol violation. A resource limit hit (time, recursion, memory) is
+counted apart (<code>limit_hit</code>): it is not a tamper signal and not part of <code>tamper/any</code>.</p>
 {figure}
 {pooled}
 {table}
 <h3>Flagged evaluation completions</h3>
-<p class="caption">Every method's evaluation candidates on this split, flagged by category ({html.escape(counts) or "none flagged"});
-the first examples of each.</p>
+<p class="caption">Every method's evaluation candidates on this split, flagged by category ({html.escape(counts) or "none flagged"}; resource limits hit, not tamper signals:
+{html.escape(limits) or "none"}); the first examples of each.</p>
 {"".join(blocks) or "<p>No evaluation completion was flagged.</p>"}"""
