@@ -4,6 +4,7 @@ run plans on a Slurm cluster (offline: no job runs, nothing is downloaded)."""
 import math
 import re
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -206,10 +207,24 @@ def test_seed_002s_cpu_overlay_trains_its_methods_on_the_tiny_model():
 # ---------------------------------------------------------------- dry runs
 
 
+# Snakemake's command line, which on leaving prints the training libraries the planning imported:
+# planning reads settings, not trainers (one import of TRL's GRPOTrainer pulls vLLM and
+# transformers and takes most of a dry run's time).
+HEAVY = ("torch", "trl", "vllm", "transformers", "deepspeed", "peft")
+SNAKEMAKE_REPORTING_IMPORTS = f"""
+import atexit, sys
+atexit.register(lambda: print("imported while planning:", *sorted({{m.split(".")[0] for m in sys.modules}} & {set(HEAVY)}), file=sys.stderr))
+from snakemake.cli import main
+sys.argv[0] = "snakemake"
+main()
+"""
+
+
 def planning(workdir: Path, configfiles: list[str], *args: str) -> subprocess.CompletedProcess:
     extra = ["--configfile", *configfiles] if configfiles else []
     return subprocess.run(
-        [SNAKEMAKE, "--profile", "slurm", "-n", "-p", "results/report.html", *extra, *args],
+        [sys.executable, "-c", SNAKEMAKE_REPORTING_IMPORTS, "--profile", "slurm", "-n", "-p", "results/report.html",
+         *extra, *args],
         cwd=workdir, capture_output=True, text=True, timeout=300,
     )
 
@@ -366,6 +381,7 @@ def test_every_training_job_fits_its_gpus_and_runs_the_plan(workdir, name):
     config["cluster"]["partitions"] = str(REPO / config["cluster"]["partitions"])
     result = planning(workdir, CONFIGS[name])
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "imported while planning:\n" in result.stderr, result.stderr[-300:]  # none of HEAVY
     for job in planned_jobs(result.stdout):
         if job["rule"] not in ("stage_model", "prepare_dataset"):  # local rules: never submitted
             fitting = partitions_fitting(job)

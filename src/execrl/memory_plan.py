@@ -560,7 +560,7 @@ def training_job_layout(config: dict, model: str, method: str, model_dir: str | 
     job = TrainingJob(finetune="full" if full else "lora", lora_rank=config["lora"]["r"])
     common = {"processes": model_config["training_processes"], "params_b": model_config["params_b"], "other_gpus": others}
     if METHODS[trains_as].online:
-        from execrl.grpo import GRPOSettings
+        from execrl.grpo_settings import GRPOSettings
 
         grpo = GRPOSettings(**settings["grpo"])
         length = grpo.max_completion_length + PROMPT_TOKENS
