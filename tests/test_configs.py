@@ -1,10 +1,13 @@
 """The shipped experiment configs: the values each one runs with once merged, and what its dry
 run plans on a Slurm cluster (offline: no job runs, nothing is downloaded)."""
 
+import math
 import re
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -204,10 +207,24 @@ def test_seed_002s_cpu_overlay_trains_its_methods_on_the_tiny_model():
 # ---------------------------------------------------------------- dry runs
 
 
+# Snakemake's command line, which on leaving prints the training libraries the planning imported:
+# planning reads settings, not trainers (one import of TRL's GRPOTrainer pulls vLLM and
+# transformers and takes most of a dry run's time).
+HEAVY = ("torch", "trl", "vllm", "transformers", "deepspeed", "peft")
+SNAKEMAKE_REPORTING_IMPORTS = f"""
+import atexit, sys
+atexit.register(lambda: print("imported while planning:", *sorted({{m.split(".")[0] for m in sys.modules}} & {set(HEAVY)}), file=sys.stderr))
+from snakemake.cli import main
+sys.argv[0] = "snakemake"
+main()
+"""
+
+
 def planning(workdir: Path, configfiles: list[str], *args: str) -> subprocess.CompletedProcess:
     extra = ["--configfile", *configfiles] if configfiles else []
     return subprocess.run(
-        [SNAKEMAKE, "--profile", "slurm", "-n", "-p", "results/report.html", *extra, *args],
+        [sys.executable, "-c", SNAKEMAKE_REPORTING_IMPORTS, "--profile", "slurm", "-n", "-p", "results/report.html",
+         *extra, *args],
         cwd=workdir, capture_output=True, text=True, timeout=300,
     )
 
@@ -234,6 +251,7 @@ def planned_jobs(output: str) -> list[dict]:
             continue
         wildcards = re.search(r"^\s+wildcards: (.*)$", block, re.MULTILINE)
         resources = re.search(r"^\s+resources: (.*)$", block, re.MULTILINE)
+        threads = re.search(r"^\s+threads: (\d+)$", block, re.MULTILINE)
         shell = re.search(r"^Shell command: (.*)$", block, re.MULTILINE)
         jobs.append(
             {
@@ -243,6 +261,7 @@ def planned_jobs(output: str) -> list[dict]:
                 if wildcards else {},
                 "resources": dict(i.split("=", 1) for i in resources.group(1).split(", ") if "=" in i) if resources else {},
                 "shell": shell.group(1) if shell else "",
+                "threads": int(threads.group(1)) if threads else 1,
             }
         )
     return jobs
@@ -284,7 +303,11 @@ def test_large_models_train_all_weights_under_zero3_beside_a_vllm_server(workdir
     assert "zero3.yaml --mixed_precision bf16 --offload_optimizer_device cpu --num_processes 7 " in largest["shell"]
     assert "--gpu-memory-utilization 0.9 --max-model-len 8192 -- " in largest["shell"]  # the server owns its GPU
     workers = merged("scaling-binary-bonus.yaml")["execution"]["workers"]
-    assert int(largest["resources"]["cpus_per_task"]) == 8 * 8 + 7 * workers  # sandbox workers of each process
+    # 8 CPUs per GPU and the sandbox workers of each process would be 120: the node has 96
+    assert 8 * 8 + 7 * workers > 96 and int(largest["resources"]["cpus_per_task"]) == 96
+    assert int(largest["resources"]["sandbox_workers"]) == workers == 8  # 2 CPUs per GPU and 80 left for them
+    # 524 GB of offloaded optimizer state (16 bytes per parameter) + 16 GB per GPU + 4 GB per billion
+    assert int(largest["resources"]["mem_mb"]) == pytest.approx(783_400, abs=100)
     assert '"lora": null' in largest["shell"]
     for model, job in train.items():  # seed 004's layout for every size
         assert (job["resources"]["gpu"], job["resources"]["processes"], job["resources"]["nodes"]) == ("8", "7", "1")
@@ -339,13 +362,32 @@ def test_seed_000s_grpo_is_tiny_grpos_step_in_trls_terms(tmp_path):
     assert args.max_steps == 800  # 100 generation rounds
 
 
+def partitions_fitting(job: dict) -> list[str]:
+    """The partitions of the shipped partitions.yaml snakemake-executor-plugin-slurm would submit a
+    planned job to: those its own scoring accepts (a score above 0)."""
+    from snakemake_executor_plugin_slurm.partitions import read_partition_file
+
+    fake = SimpleNamespace(resources=job["resources"], threads=job["threads"], name=job["rule"])
+    partitions = read_partition_file(REPO / "profiles" / "slurm" / "partitions.yaml")
+    return [p.name for p in partitions if (p.score_job_fit(fake) or 0) > 0]
+
+
 @pytest.mark.parametrize("name", CONFIGS)
 def test_every_training_job_fits_its_gpus_and_runs_the_plan(workdir, name):
     """Each training job asks Slurm for the memory plan's GPUs on one node, with host memory for
-    what it offloads, and its command carries the plan's dtype, micro-batch, accumulation and offload."""
+    what it offloads, and its command carries the plan's dtype, micro-batch, accumulation and offload.
+    Every job of the config fits a partition of the shipped partitions.yaml (GPUs, memory, CPUs)."""
     config = merged(name)
+    config["cluster"]["partitions"] = str(REPO / config["cluster"]["partitions"])
     result = planning(workdir, CONFIGS[name])
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "imported while planning:\n" in result.stderr, result.stderr[-300:]  # none of HEAVY
+    for job in planned_jobs(result.stdout):
+        if job["rule"] not in ("stage_model", "prepare_dataset"):  # local rules: never submitted
+            fitting = partitions_fitting(job)
+            assert fitting, job["resources"]
+            gpus = int(job["resources"].get("gpu", 0))
+            assert fitting == ["gpu"] if gpus else "cpu" in fitting, (job["rule"], job["resources"], fitting)
     jobs = [j for j in planned_jobs(result.stdout) if j["rule"] == "train"]
     assert jobs
     for job in jobs:
@@ -356,7 +398,10 @@ def test_every_training_job_fits_its_gpus_and_runs_the_plan(workdir, name):
             assert layout.server_plan.fits
         resources, shell = job["resources"], job["shell"]
         assert (int(resources["gpu"]), int(resources["processes"]), resources["nodes"]) == (layout.gpus, layout.processes, "1")
-        assert int(resources["mem_mb"]) >= layout.plan.host_gb * 1000
+        # host memory and CPUs: the plan's, within the node's
+        assert int(resources["mem_mb"]) == math.ceil(layout.host_gb * 1000) >= layout.plan.host_gb * 1000
+        assert layout.host_gb <= layout.node.memory_gb == 1000 and int(resources["cpus_per_task"]) == layout.cpus <= 96
+        assert int(resources["sandbox_workers"]) == (layout.sandbox_workers or config["execution"]["workers"])
         assert f" --num_processes {layout.processes} " in shell
         assert f" --micro-batch {layout.micro_batch} --accumulation {layout.accumulation} " in shell
         assert f" --mixed_precision {layout.plan.dtype} " in shell
@@ -374,18 +419,61 @@ def test_every_training_job_fits_its_gpus_and_runs_the_plan(workdir, name):
 
 
 def test_a_job_that_fits_no_node_stops_the_planning_naming_its_numbers(workdir):
+    (workdir / "profiles" / "slurm" / "partitions-40gb.yaml").write_text(yaml.safe_dump({"partitions": {
+        "gpu40": {"max_gpu": 8, "max_mem_mb": 1000000, "available_gpu_models": ["a100_40gb"]},
+        "gpu80": {"max_gpu": 8, "max_mem_mb": 1000000, "available_gpu_models": ["a100_80gb"]},
+    }}))
     (workdir / "config" / "unfit.yaml").write_text(yaml.safe_dump({
         "experiment": {"models": ["qwen2.5-32b-instruct"], "methods": ["base", "grpo"]},
         "grpo": {"beta": 0.0, "vllm_mode": "server"},
         "models": {"qwen2.5-32b-instruct": {
             "source": "Qwen/Qwen2.5-32B-Instruct", "params_b": 32.8, "finetuning": "full",
-            "training_processes": 1, "gpu_model": "A100-40",
+            "training_processes": 1, "gpu_model": "a100_40gb",
         }},
+        "cluster": {"partitions": "profiles/slurm/partitions-40gb.yaml"},
     }))
     result = planning(workdir, ["config/unfit.yaml"])
     assert result.returncode != 0
     message = " ".join((result.stdout + result.stderr).split())
     assert "models.qwen2.5-32b-instruct (Qwen/Qwen2.5-32B-Instruct), method grpo" in message
     assert "does not fit even at micro-batch 1 with the optimizer offloaded" in message
-    assert "of 40 GB per GPU" in message and "a larger gpu_model (A100-80" in message
+    assert "of 40 GB per GPU" in message and "a larger GPU (gpu_model: a100_80gb" in message
     assert "or training_processes: " in message
+    assert "(node: partition gpu40: 8 x a100_40gb (40 GB), host memory 1000 GB, CPUs unlimited" in message
+
+
+def test_a_node_without_the_host_memory_for_the_offloaded_state_stops_the_planning(workdir):
+    """Issue 34: 32B all-weights GRPO offloads its optimizer state; a 512 GB node cannot hold it."""
+    (workdir / "profiles" / "slurm" / "partitions-512gb.yaml").write_text(yaml.safe_dump({"partitions": {
+        "gpu": {"max_gpu": 8, "max_mem_mb": 512000, "max_cpus_per_task": 64, "available_gpu_models": ["h100"]},
+    }}))
+    (workdir / "config" / "small-host.yaml").write_text(yaml.safe_dump({
+        "experiment": {"models": ["qwen2.5-32b-instruct"], "methods": ["base", "grpo"]},
+        "models": {"qwen2.5-32b-instruct": {"source": "Qwen/Qwen2.5-32B-Instruct", "params_b": 32.8, "finetuning": "full"}},
+        "cluster": {"partitions": "profiles/slurm/partitions-512gb.yaml"},
+    }))
+    result = planning(workdir, ["config/small-host.yaml"])
+    assert result.returncode != 0
+    message = " ".join((result.stdout + result.stderr).split())
+    assert "models.qwen2.5-32b-instruct (Qwen/Qwen2.5-32B-Instruct), method grpo" in message
+    assert re.search(r"needs \d+ GB of host memory \(\d+ GB for \d GPUs and 32.8B of weights, 524 GB of offloaded "
+                     r"optimizer state\) of the node's 512 GB, and at least \d+ CPUs of its 64", message), message[-2000:]
+
+
+def test_a_gpu_the_cuda_13_torch_cannot_run_stops_the_planning(workdir):
+    """torch 2.13.0 from PyPI is a CUDA 13 build: no V100 (compute capability 7.0), driver R580+."""
+    (workdir / "config" / "v100.yaml").write_text(yaml.safe_dump({
+        "models": {"qwen2.5-3b-instruct": {"gpu_model": "v100"}},
+        "cluster": {"partitions": "profiles/slurm/partitions-v100.yaml"},
+    }))
+    (workdir / "profiles" / "slurm" / "partitions-v100.yaml").write_text(yaml.safe_dump({"partitions": {
+        "gpu": {"max_gpu": 8, "available_gpu_models": ["v100"]},
+    }}))
+    result = planning(workdir, ["config/v100.yaml"])
+    assert result.returncode != 0
+    message = " ".join((result.stdout + result.stderr).split())
+    assert "models.qwen2.5-3b-instruct (Qwen/Qwen2.5-3B-Instruct)" in message
+    assert "models.qwen2.5-3b-instruct.gpu_model: v100 " \
+           "(compute capability 7, cluster.gpu_types.v100) cannot run torch 2.13.0 from PyPI, a CUDA 13 build " \
+           "(NVIDIA driver R580 or newer), which needs compute capability 7.5 or newer" in message
+    assert "set models.qwen2.5-3b-instruct.gpu_model to a newer GPU type" in message

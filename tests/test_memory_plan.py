@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from execrl.cluster import Gpu, Node
 from execrl.memory_plan import (
     GB,
     GIB,
@@ -16,7 +17,6 @@ from execrl.memory_plan import (
     architecture,
     fit,
     fit_vllm_server,
-    gpu,
     plan_training,
     plan_training_layout,
     plan_vllm_server,
@@ -33,6 +33,11 @@ PUBLISHED_PARAMETERS_B = {
     "Qwen/Qwen2.5-32B-Instruct": 32.5,
 }
 QWEN_32B = "Qwen/Qwen2.5-32B-Instruct"
+A100_40GB = Gpu("a100_40gb", 40, 8.0)
+A100_80GB = Gpu("a100_80gb", 80, 8.0)
+H100 = Gpu("h100", 80, 9.0)
+H200 = Gpu("h200", 141, 9.0)
+T4 = Gpu("t4", 16, 7.5)
 
 # A shape small enough to count by hand: hidden 8, 2 layers, 2 heads of 4, 1 KV head, MLP 16, vocab 10.
 TINY = Architecture(
@@ -87,7 +92,7 @@ def test_hand_checked_terms_full_zero3_and_lora_ddp():
 
 def test_colocated_vllm_share_and_frozen_copies_are_budgeted():
     arch = architecture("Qwen/Qwen2.5-7B-Instruct")
-    base = TrainingJob(processes=7, sequence_length=3072, gpu_model="H100")
+    base = TrainingJob(processes=7, sequence_length=3072, gpu=H100)
     plain = plan_training(arch, base)
     colocated = plan_training(arch, dataclasses.replace(base, colocated_vllm_fraction=0.3))
     assert colocated.terms["colocated_vllm"] == pytest.approx(24.0)
@@ -113,8 +118,9 @@ def test_issue_figure_32b_full_adam_on_7_processes_needs_offload():
     chosen = fit(arch, job, completions_per_step=56)
     assert chosen.offload_optimizer and chosen.fits
     assert chosen.terms["optimizer"] == chosen.terms["gradients"] == 0
-    # Host memory holds the offloaded state of all 7 processes with DeepSpeed's 1.5 buffer factor.
-    assert chosen.host_gb == pytest.approx(16 * arch.parameters() * 1.5 / GB)
+    # Host memory holds the offloaded state of all 7 processes: fp32 master weights, Adam's two
+    # moments and the fp32 gradient partition, 16 bytes per parameter (524 GB), without a margin.
+    assert chosen.host_gb == pytest.approx(16 * arch.parameters() / GB) == pytest.approx(524, abs=1)
     with pytest.raises(DoesNotFit):
         fit(arch, job, completions_per_step=56, allow_offload=False)
 
@@ -148,7 +154,7 @@ def test_micro_batch_shrinks_while_completions_per_step_stay_fixed(sequence_leng
 
 def test_seed_004_layout_on_a100_40_is_micro_1_times_8_with_offload():
     arch = architecture(QWEN_32B)
-    job = TrainingJob(processes=7, sequence_length=8192, gpu_model="A100-40")
+    job = TrainingJob(processes=7, sequence_length=8192, gpu=A100_40GB)
     chosen = fit(arch, job, completions_per_step=56)
     assert (chosen.micro_batch, chosen.accumulation, chosen.offload_optimizer) == (1, 8, True)
 
@@ -157,21 +163,21 @@ def test_refusal_names_the_numbers_and_what_would_help():
     arch = architecture(QWEN_32B)
     job = TrainingJob(finetune="full", zero_stage=3, processes=7, sequence_length=8192)
     with pytest.raises(DoesNotFit) as refused:
-        fit(arch, job, completions_per_step=56, allow_offload=False)
+        fit(arch, job, completions_per_step=56, allow_offload=False, other_gpus=(A100_40GB, H100, H200))
     message = str(refused.value)
     assert "32.8B full training on 7 processes" in message
     assert "106.9 of 80 GB per GPU" in message
     assert "optimizer 56.2" in message and "gradients 18.7" in message
     assert "finetune: lora" in message
     assert "optimizer offload to the CPU" in message
-    assert "a larger gpu_model (H200)" in message
+    assert "a larger GPU (gpu_model: h200)" in message
 
 
 def test_refusal_when_no_single_change_helps():
     arch = architecture(QWEN_32B)
-    job = TrainingJob(finetune="full", zero_stage=0, processes=1, sequence_length=8192, gpu_model="V100")
-    with pytest.raises(DoesNotFit, match=r"of 32 GB per GPU.*no single change"):
-        fit(arch, job, completions_per_step=8)
+    job = TrainingJob(finetune="full", zero_stage=0, processes=1, sequence_length=8192, gpu=T4)
+    with pytest.raises(DoesNotFit, match=r"of 16 GB per GPU.*no single change"):
+        fit(arch, job, completions_per_step=8, other_gpus=(A100_80GB,))
 
 
 def test_more_processes_than_one_node_has_are_refused():
@@ -226,15 +232,11 @@ def test_unknown_model_names_the_shipped_ones():
         architecture("org/unknown-model")
 
 
-def test_gpu_models_memory_and_dtype():
-    assert gpu("V100").memory_gb == 32 and gpu("V100").dtype == "fp16"
-    assert gpu("A100-40").memory_gb == 40
-    assert gpu("H200").memory_gb == 141 and gpu("H200").dtype == "bf16"
-    assert gpu(None) == gpu("A100-80") and gpu(None).memory_gb == 80
-    assert plan_training(TINY, TrainingJob(gpu_model="V100")).dtype == "fp16"
-    assert gpu("T4").dtype == "fp16" and gpu("t4") == gpu("T4")  # Slurm's lower-case names
-    with pytest.raises(ValueError, match="K80"):
-        gpu("K80")
+def test_the_gpus_memory_and_dtype_reach_the_plan():
+    assert plan_training(TINY, TrainingJob(gpu=T4)).dtype == "fp16"  # Turing: no bf16
+    assert plan_training(TINY, TrainingJob(gpu=A100_40GB)).dtype == "bf16"
+    assert plan_training(TINY, TrainingJob(gpu=H200)).gpu_memory_gb == 141
+    assert plan_training(TINY, TrainingJob()).gpu_memory_gb == 80  # the library's default GPU
 
 
 @pytest.mark.parametrize("offload", [False, True])
@@ -256,7 +258,9 @@ def test_model_states_match_deepspeeds_zero3_estimator(size, offload):
     states_gb = plan.terms["weights"] + plan.terms["gradients"] + plan.terms["optimizer"]
     assert states_gb * GB == pytest.approx(device, rel=1e-6)
     if offload:
-        assert plan.host_gb * GB == pytest.approx(host, rel=1e-6)
+        # The estimator's host figure carries a 1.5 safety factor (additional_buffer_factor); the
+        # plan counts the state itself and the job's other host memory on its own.
+        assert plan.host_gb * GB == pytest.approx(host / 1.5, rel=1e-6)
 
 
 def test_issue_figure_3b_layer_inputs_for_one_unsplit_step():
@@ -294,7 +298,7 @@ def test_layout_prefers_fewer_gpus_then_offload_on_the_most():
     # 16 bytes per parameter over 7 processes is 75 GB of state: nothing fits without offload
     assert (layout.processes, layout.server_gpus, layout.gpus) == (7, 1, 8)
     assert layout.offload_optimizer and layout.zero_stage == 3 and layout.plan.fits
-    assert layout.plan.host_gb == pytest.approx(arch.parameters() * 16 * 1.5 / 1e9)
+    assert layout.plan.host_gb == pytest.approx(arch.parameters() * 16 / 1e9)
     # 72 GB of the server's GPU less 65.5 GB of weights: about 3 sequences of 8192 tokens at 0.26 MB a token
     assert layout.server_sequences == 3 and "room for 3 such sequences" in layout.describe()
     small = plan_training_layout(architecture("Qwen/Qwen2.5-1.5B"), TrainingJob(finetune="lora"), lambda n: 16 * n)
@@ -313,17 +317,57 @@ def test_layout_keeps_the_settings_accumulation_and_names_it_in_the_plan():
 
 def test_layout_that_fits_no_node_names_its_numbers_and_remedies():
     arch = architecture("Qwen/Qwen2.5-32B-Instruct")
-    job = TrainingJob(finetune="full", gpu_model="A100-40")
-    with pytest.raises(DoesNotFit, match=r"does not fit.*a larger gpu_model \(.*A100-80") as error:
-        plan_training_layout(arch, job, lambda n: 8 * n, processes=1)
+    job = TrainingJob(finetune="full")
+    with pytest.raises(DoesNotFit, match=r"does not fit.*a larger GPU \(gpu_model: a100_80gb") as error:
+        plan_training_layout(arch, job, lambda n: 8 * n, processes=1, node=Node(gpu=A100_40GB), other_gpus=(A100_80GB,))
     assert "GB per GPU" in str(error.value)
 
 
 def test_server_gets_the_tensor_parallelism_its_weights_need():
     arch = architecture("Qwen/Qwen2.5-32B-Instruct")
     layout = plan_training_layout(
-        arch, TrainingJob(finetune="lora", gpu_model="A100-40"), lambda n: 8 * n, server_gpus=1, server_max_model_len=8192
+        arch, TrainingJob(finetune="lora", gpu=A100_40GB), lambda n: 8 * n, server_gpus=1, server_max_model_len=8192
     )
     # 65.5 GB of weights do not fit 0.9 x 40 GB: the server spans 2 GPUs, or 4
     assert layout.server_gpus >= 2 and layout.server_plan.fits
     assert layout.gpus == layout.processes + layout.server_gpus <= 8
+
+
+# ---------------------------------------------------------------- host memory and CPUs of the node
+
+
+def test_layout_checks_the_nodes_host_memory_and_stops_naming_its_numbers():
+    """Issue 34: 32B all-weights GRPO on 8 GPUs offloads 524 GB of optimizer state; with the job's
+    other host memory (16 GB per GPU, 4 GB per billion parameters) it needs 783 GB of the node."""
+    arch = architecture(QWEN_32B)
+    job = TrainingJob(finetune="full", sequence_length=8192)
+    plan = lambda node: plan_training_layout(  # noqa: E731
+        arch, job, lambda n: 8 * n, processes=7, server_gpus=1, server_max_model_len=8192, node=node, params_b=32.8
+    )
+    layout = plan(Node(memory_gb=1000, cpus=96, partition="gpu"))
+    assert layout.offload_optimizer and layout.host_gb == pytest.approx(16 * 8 + 4 * 32.8 + 524.2, abs=0.5)
+    assert "host memory 783 of 1000 GB, 64 of 96 CPUs (partition gpu)" in layout.describe()
+    with pytest.raises(DoesNotFit) as refused:
+        plan(Node(memory_gb=512, cpus=96, partition="gpu-small"))
+    message = " ".join(str(refused.value).split())
+    assert "needs 783 GB of host memory (259 GB for 8 GPUs and 32.8B of weights, 524 GB of offloaded optimizer state)" in message
+    assert "of the node's 512 GB" in message and "partition gpu-small" in message and "finetune: lora" in message
+    # LoRA keeps the optimizer on the GPUs: the same node holds it.
+    lora = TrainingJob(finetune="lora", sequence_length=8192)
+    assert plan_training_layout(arch, lora, lambda n: 8 * n, node=Node(memory_gb=512)).host_gb < 512
+
+
+def test_cpus_are_capped_at_the_nodes_and_the_sandbox_workers_follow():
+    arch = architecture("Qwen/Qwen2.5-7B-Instruct")
+    job = TrainingJob(finetune="full", sequence_length=4096)
+    plan = lambda cpus: plan_training_layout(  # noqa: E731
+        arch, job, lambda n: 8 * n, processes=7, server_gpus=1, node=Node(cpus=cpus), sandbox_workers=8
+    )
+    roomy = plan(256)
+    assert (roomy.cpus, roomy.sandbox_workers) == (8 * 8 + 7 * 8, 8)  # 120: what issue 34 saw
+    smaller = plan(96)  # a 96-core node: all its CPUs, 2 per GPU kept, 80 left for 7 processes' workers
+    assert (smaller.cpus, smaller.sandbox_workers) == (96, 8)
+    tight = plan(40)
+    assert (tight.cpus, tight.sandbox_workers) == (40, 3)
+    with pytest.raises(DoesNotFit, match=r"at least 23 CPUs of its 20"):
+        plan(20)

@@ -186,9 +186,33 @@ def test_training_resources_follow_the_memory_plan():
 
     arch = architecture("Qwen/Qwen2.5-32B-Instruct")
     layout = plan_training_layout(arch, TrainingJob(finetune="full"), lambda n: 8 * n, processes=7, server_gpus=1,
-                                  server_max_model_len=8192)
+                                  server_max_model_len=8192, params_b=32.8, sandbox_workers=8)
     resources = training_job_resources(layout, 32.8, sandbox_workers=8)
     assert (resources["gpu"], resources["processes"], resources["nodes"]) == (8, 7, 1)
     assert resources["cpus_per_task"] == 8 * 8 + 8 * 7  # the server's GPU counted too
     assert resources["mem_mb"] == pytest.approx((16 * 8 + 4 * 32.8 + layout.plan.host_gb) * 1000, abs=1)
-    assert layout.offload_optimizer and layout.plan.host_gb > 700  # offloaded state is host memory
+    assert layout.offload_optimizer and layout.plan.host_gb > 500  # offloaded state is host memory
+
+
+def test_gpu_jobs_are_sized_for_the_nodes_gpu_and_capped_at_its_cpus():
+    from execrl.cluster import Gpu, Node
+
+    forty = Node(gpus=4, gpu=Gpu("a100_40gb", 40, 8.0), cpus=24)
+    # 20B generation: 50 GB of weights and cache, one 80 GB GPU or two 40 GB ones.
+    assert stage_resources("generate", 20)["gpu"] == 1
+    on_forty = stage_resources("generate", 20, node=forty)
+    assert on_forty["gpu"] == 2 and on_forty["cpus_per_task"] == 16
+    # 70B: 175 GB, 8 of 40 GB wanted, the node has 4; its 24 CPUs cap the 8 per GPU.
+    assert stage_resources("generate", 70, node=forty)["gpu"] == 4
+    assert stage_resources("generate", 70, node=forty)["cpus_per_task"] == 24
+    assert stage_resources("data", 70, node=forty) == stage_resources("data", 70)
+
+
+def test_gpu_job_cpus_give_the_node_what_it_has_down_to_the_least():
+    from execrl.resources import gpu_job_cpus, least_gpu_job_cpus
+
+    assert gpu_job_cpus(8, 7, 8) == (120, 8)  # 8 per GPU and 8 sandbox workers per process
+    assert gpu_job_cpus(8, 7, 8, node_cpus=96) == (96, 8)
+    assert gpu_job_cpus(8, 7, 8, node_cpus=30) == (30, 2)
+    assert least_gpu_job_cpus(8, 7, 8) == 23 and gpu_job_cpus(8, 7, 8, node_cpus=22) is None
+    assert gpu_job_cpus(1, 1, 0, node_cpus=4) == (4, 0)  # DPO: no sandbox workers while training

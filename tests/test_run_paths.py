@@ -171,7 +171,8 @@ def leaves(node, path=()):
         yield path
 
 
-NEVER_A_RESULT = {("experiment",), ("report",), ("wandb",), ("staging",), ("method_overrides",), ("method_variants",)}
+NEVER_A_RESULT = {("experiment",), ("report",), ("wandb",), ("staging",), ("method_overrides",), ("method_variants",),
+                  ("cluster",)}
 """Sections no job's result reads (report.refinement_prompts is the exception, checked below)."""
 
 

@@ -7,7 +7,8 @@ rules ask for a GPU (the node has two fake ones; the tiny model still runs on CP
 same config runs locally. One generation job is requeued while it runs, as preemption does.
 Then DPO trains through Slurm in the same folder and is cancelled after its first checkpoint:
 Snakemake retries it with a longer runtime and it resumes from that checkpoint. Slurm's own job
-records say what each job asked for; the results are compared with the local run.
+records say what each job asked for; the results are compared with the local run. The node's
+GPUs have a type of the cluster's own naming (CLUSTER_GPU), which the GPU jobs request.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -34,6 +36,13 @@ from test_workflow import REDUCED, deep_update
 SLURM_SH = REPO / "tests" / "cluster" / "slurm.sh"
 TEST_PROFILE = REPO / "tests" / "cluster" / "profile"
 PARAMS_B = 1.0  # large enough for a GPU in every GPU stage; the tiny model itself is unchanged
+# A GPU type named as one cluster names it (tests/cluster/slurm.sh declares the node's GPUs so),
+# not in the schema's table: the config describes it.
+CLUSTER_GPU = "a100_sxm4_80gb"
+CLUSTER = {
+    "partitions": str(TEST_PROFILE / "partitions.yaml"),
+    "gpu_types": {CLUSTER_GPU: {"memory_gb": 80, "compute_capability": 8.0}},
+}
 # merge_adapter merges on the CPU: no GPU.
 GPU_RULES = {"generate_candidates": "generate", "sft_tiny_model": "train", "train": "train"}
 CANCELLED_RULE = "train"
@@ -52,7 +61,11 @@ def job_env() -> dict:
 
 
 def slurm_config(methods=("base",)) -> dict:
-    overlay = {"experiment": {"methods": list(methods)}, "models": {"tiny": {"source": "tiny", "params_b": PARAMS_B}}}
+    overlay = {
+        "experiment": {"methods": list(methods)},
+        "models": {"tiny": {"source": "tiny", "params_b": PARAMS_B, "gpu_model": CLUSTER_GPU}},
+        "cluster": CLUSTER,
+    }
     return deep_update(json.loads(json.dumps(REDUCED)), overlay)
 
 
@@ -133,6 +146,49 @@ def test_set_resources_overrides_the_derived_values(dry_run_dir):
     )
     for resources in planned_resources(output)["generate_candidates"]:
         assert resources["gpu"] == "4" and resources["slurm_partition"] == "gpu-long"
+
+
+def test_a_cluster_specific_gpu_type_plans_and_reaches_sbatch(tmp_path):
+    """A GPU type of the cluster's own naming: the memory plan sizes the jobs for the GPU the
+    config says it is, on the partition that lists it, and the Slurm plugin's own code picks that
+    partition and asks for `--gpus=TYPE:N`."""
+    from snakemake_executor_plugin_slurm.partitions import get_best_partition, read_partition_file
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    workdir = copy_workflow(tmp_path / "cluster")
+    (workdir / "slurm").symlink_to("profiles/slurm")
+    partitions = workdir / "profiles" / "slurm" / "partitions.yaml"
+    partitions.write_text(yaml.safe_dump({"partitions": {
+        "cpu": {"max_gpu": 0, "max_mem_mb": 256000, "max_cpus_per_task": 64},
+        "a100": {"max_gpu": 4, "max_mem_mb": 512000, "max_cpus_per_task": 64, "available_gpu_models": [CLUSTER_GPU]},
+        "h100": {"max_gpu": 8, "max_mem_mb": 2000000, "max_cpus_per_task": 112, "available_gpu_models": ["h100"]},
+    }}))
+    (workdir / "config" / "cluster.yaml").write_text(yaml.safe_dump({
+        "models": {"qwen2.5-3b-instruct": {"gpu_model": CLUSTER_GPU}},
+        "cluster": {"gpu_types": {**CLUSTER["gpu_types"], "h100": {"memory_gb": 80, "compute_capability": 9.0}}},
+    }))
+    output = dry_run(workdir, "--configfile", "config/cluster.yaml")
+    assert re.search(rf"memory plan of qwen2.5-3b-instruct/grpo: .*\({CLUSTER_GPU}\); host memory \d+ of 512 GB, "
+                     r"\d+ of 64 CPUs \(partition a100\)", output)
+    plan = planned_resources(output)
+    candidates = read_partition_file(partitions)
+    logger = SimpleNamespace(info=print, debug=print, warning=print)
+    for rule in ("generate_candidates", "train"):
+        for resources in plan[rule]:
+            assert resources["gpu_model"] == CLUSTER_GPU
+            typed = {key: int(value) if value.isdigit() else value for key, value in resources.items()}
+            job = SimpleNamespace(resources=FakeResources(typed), threads=1, name=rule)
+            assert get_best_partition(candidates, job, logger) == "a100"
+            call = get_submit_command(job, {"run_uuid": "r", "slurm_logfile": "l", "comment_str": "c", "account": "",
+                                            "partition": " -p a100", "workdir": str(workdir)})
+            assert f" --gpus={CLUSTER_GPU}:{resources['gpu']}" in call + set_gres_string(job)
+
+
+class FakeResources(dict):
+    """Job resources as the plugin reads them (`.get` and attributes), from a dry run's strings."""
+
+    __getattr__ = dict.__getitem__
 
 
 # ---------------------------------------------------------------- a real Slurm
@@ -363,7 +419,7 @@ def test_gpu_rules_ask_for_gpus_and_cpu_rules_do_not(runs):
         rule = record["rule"]
         if rule in GPU_RULES:
             gpus = stage_resources(GPU_RULES[rule], PARAMS_B)["gpu"]
-            assert gpus == 1 and record.get("TresPerJob") == f"gres:gpu:{gpus}", record
+            assert gpus == 1 and record.get("TresPerJob") == f"gres:gpu:{CLUSTER_GPU}:{gpus}", record
             assert record["Partition"] == "gpu-local", record
         else:
             assert "gpu" not in record.get("TresPerJob", ""), record

@@ -9,55 +9,35 @@ Bytes per parameter follow DeepSpeed's own estimator (`estimate_zero3_model_stat
 checked against it in tests/test_memory_plan.py): under ZeRO-3 a GPU holds 2 bytes of 16-bit weights,
 4 of fp32 gradient partition and 12 of fp32 master weights plus Adam's two moments per parameter,
 divided by the processes, plus 4 bytes per parameter of the largest layer gathered at a time.
-Optimizer offload moves the gradient partition and the optimizer state to the host. This is
-arithmetic, not yet checked on a GPU. The workflow sizes every training job with
-`training_job_layout` when the DAG is planned (workflow/rules/resources.smk).
+Optimizer offload moves the gradient partition and the optimizer state to the host. A job's
+layout must also fit its node's host memory and CPUs (execrl.cluster.Node: a GPU partition of the
+Slurm executor's partition file). This is arithmetic, not yet checked on a GPU. The workflow
+sizes every training job with `training_job_layout` when the DAG is planned
+(workflow/rules/resources.smk).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from execrl.cluster import A100_80GB, Gpu, Node
+from execrl.resources import gpu_job_cpus, gpu_job_host_gb, least_gpu_job_cpus
+
 GB = 1e9
 GIB = 1024**3
-# DeepSpeed's `additional_buffer_factor`: host memory the offloaded optimizer needs beyond its state.
-HOST_BUFFER_FACTOR = 1.5
-
-
-@dataclass(frozen=True)
-class GpuModel:
-    memory_gb: float
-    bf16: bool
-
-    @property
-    def dtype(self) -> str:
-        """The 16-bit compute dtype the GPU supports (pre-Ampere GPUs have fp16 only)."""
-        return "bf16" if self.bf16 else "fp16"
-
-
-GPU_MODELS: dict[str, GpuModel] = {
-    "T4": GpuModel(16.0, bf16=False),
-    "V100": GpuModel(32.0, bf16=False),
-    "A100-40": GpuModel(40.0, bf16=True),
-    "A100-80": GpuModel(80.0, bf16=True),
-    "A100": GpuModel(80.0, bf16=True),
-    "H100": GpuModel(80.0, bf16=True),
-    "H200": GpuModel(141.0, bf16=True),
-}
-DEFAULT_GPU_MODEL = "A100-80"
-
-
-def gpu(gpu_model: str | None) -> GpuModel:
-    """Memory and dtype of `gpu_model`; the 80 GB default when unset."""
-    name = gpu_model or DEFAULT_GPU_MODEL
-    known = {key.lower(): model for key, model in GPU_MODELS.items()}
-    if name.lower() not in known:
-        raise ValueError(f"unknown gpu_model {name!r}; known: {', '.join(GPU_MODELS)}")
-    return known[name.lower()]
+# Offloaded optimizer state on the host, bytes per trainable parameter: DeepSpeed ZeRO-3 with
+# `offload_optimizer: cpu` keeps the fp32 master weights (4), Adam's two fp32 moments (8) and the
+# fp32 gradient partition the CPU optimizer reads (4) in pinned host memory (pin_memory defaults
+# to true in DeepSpeed 0.19), all processes' partitions on the one node. This is what DeepSpeed's
+# estimator counts (`estimate_zero3_model_states_mem_needs`, zero_init) without its 1.5 safety
+# factor (`additional_buffer_factor`): the rest of the job's host memory (CUDA contexts, loading
+# the weights) is counted separately by execrl.resources.gpu_job_host_gb.
+OFFLOADED_BYTES_PER_PARAMETER = 4 + 8 + 4
 
 
 @dataclass(frozen=True)
@@ -202,7 +182,7 @@ class TrainingJob:
     lora_rank: int = 16
     colocated_vllm_fraction: float = 0.0  # vllm_gpu_memory_utilization when vLLM shares the GPU
     frozen_copies: int = 0  # DPO reference, code_game's opponent
-    gpu_model: str | None = None
+    gpu: Gpu = A100_80GB  # the GPU each process gets (execrl.cluster.target_gpu in the workflow)
 
     def __post_init__(self):
         if self.finetune not in ("full", "lora"):
@@ -242,7 +222,7 @@ class Plan:
 
 def plan_training(arch: Architecture, job: TrainingJob) -> Plan:
     """Per-GPU memory of one training process of `job`."""
-    device = gpu(job.gpu_model)
+    device = job.gpu
     params = arch.parameters()
     shards = job.processes if job.zero_stage == 3 else 1
     trainable = params if job.finetune == "full" else arch.lora_parameters(job.lora_rank)
@@ -250,7 +230,6 @@ def plan_training(arch: Architecture, job: TrainingJob) -> Plan:
     # ZeRO-3 keeps the gradient partition in fp32 for the optimizer; DDP all-reduces 16-bit gradients.
     gradient_bytes = 4 if job.zero_stage == 3 else 2
     gathered = 4 * arch.largest_layer_parameters() if job.zero_stage == 3 else 0
-    state_bytes = trainable * (gradient_bytes + 12) / shards
     terms = {
         "weights": (2 * (trainable + frozen_base) / shards + gathered) / GB,
         "gradients": 0.0 if job.offload_optimizer else trainable * gradient_bytes / shards / GB,
@@ -260,7 +239,7 @@ def plan_training(arch: Architecture, job: TrainingJob) -> Plan:
         "frozen_copies": job.frozen_copies * 2 * params / shards / GB,
     }
     # Offloaded state lives in host memory: every process's partition, on the one node.
-    host_gb = state_bytes * job.processes * HOST_BUFFER_FACTOR / GB if job.offload_optimizer else 0.0
+    host_gb = trainable * OFFLOADED_BYTES_PER_PARAMETER / shards * job.processes / GB if job.offload_optimizer else 0.0
     return Plan(terms, host_gb, device.memory_gb, device.dtype, job.micro_batch, 1, job.offload_optimizer)
 
 
@@ -274,6 +253,7 @@ def fit(
     completions_per_step: int,
     allow_offload: bool = True,
     gpus_per_node: int = 8,
+    other_gpus: tuple[Gpu, ...] = (),
 ) -> Plan:
     """The largest micro-batch (and accumulation keeping `completions_per_step`) that fits, offloading
     the optimizer only when nothing fits without it.
@@ -301,7 +281,7 @@ def fit(
         f"{arch.parameters() / 1e9:.1f}B {job.finetune} training on {job.processes} processes "
         f"(ZeRO stage {job.zero_stage}, {job.sequence_length} tokens) does not fit even at micro-batch 1"
         f"{' with the optimizer offloaded' if smallest.offload_optimizer else ''}: {smallest.describe()}. "
-        f"Would help: {_what_would_help(arch, job, completions_per_step, allow_offload)}"
+        f"Would help: {_what_would_help(arch, job, completions_per_step, allow_offload, other_gpus)}"
     )
 
 
@@ -313,7 +293,9 @@ def _fits(arch: Architecture, job: TrainingJob, completions_per_step: int, allow
     return True
 
 
-def _what_would_help(arch: Architecture, job: TrainingJob, completions_per_step: int, allow_offload: bool) -> str:
+def _what_would_help(
+    arch: Architecture, job: TrainingJob, completions_per_step: int, allow_offload: bool, other_gpus: tuple[Gpu, ...]
+) -> str:
     remedies = []
     if job.finetune == "full" and _fits(
         arch, dataclasses.replace(job, finetune="lora"), completions_per_step, allow_offload
@@ -323,18 +305,15 @@ def _what_would_help(arch: Architecture, job: TrainingJob, completions_per_step:
         remedies.append("ZeRO-3 with optimizer offload")
     elif not allow_offload and _fits(arch, job, completions_per_step, True):
         remedies.append("optimizer offload to the CPU")
-    current = gpu(job.gpu_model).memory_gb
     larger = [
-        name
-        for name, model in GPU_MODELS.items()
-        if model.memory_gb > current
-        and _fits(arch, dataclasses.replace(job, gpu_model=name), completions_per_step, allow_offload)
+        other.name
+        for other in other_gpus
+        if other.memory_gb > job.gpu.memory_gb
+        and _fits(arch, dataclasses.replace(job, gpu=other), completions_per_step, allow_offload)
     ]
     if larger:
-        remedies.append(f"a larger gpu_model ({', '.join(larger)})")
-    return (
-        "; ".join(remedies) if remedies else "no single change (LoRA, optimizer offload, a larger gpu_model) suffices"
-    )
+        remedies.append(f"a larger GPU (gpu_model: {', '.join(larger)})")
+    return "; ".join(remedies) if remedies else "no single change (LoRA, optimizer offload, a larger GPU) suffices"
 
 
 def plan_vllm_server(
@@ -343,13 +322,12 @@ def plan_vllm_server(
     concurrent_sequences: int,
     tensor_parallel: int = 1,
     gpu_memory_utilization: float = 0.9,
-    gpu_model: str | None = None,
+    device: Gpu = A100_80GB,
 ) -> Plan:
     """Per-GPU memory of a vLLM server: its weights and KV cache split over `tensor_parallel` GPUs.
 
     The budget is the server's `gpu_memory_utilization` share of the GPU.
     """
-    device = gpu(gpu_model)
     terms = {
         "weights": 2 * arch.parameters() / tensor_parallel / GB,
         "kv_cache": vllm_server_kv_cache_bytes(arch, max_model_len, concurrent_sequences) / tensor_parallel / GB,
@@ -362,7 +340,7 @@ def fit_vllm_server(
     max_model_len: int,
     concurrent_sequences: int,
     gpu_memory_utilization: float = 0.9,
-    gpu_model: str | None = None,
+    device: Gpu = A100_80GB,
     gpus_per_node: int = 8,
 ) -> tuple[int, Plan]:
     """The smallest tensor parallelism (a power of two dividing the attention heads, as vLLM requires)
@@ -370,21 +348,22 @@ def fit_vllm_server(
     sizes = [tp for tp in (1, 2, 4, 8, 16) if tp <= gpus_per_node and arch.num_attention_heads % tp == 0]
     for tensor_parallel in sizes:
         plan = plan_vllm_server(
-            arch, max_model_len, concurrent_sequences, tensor_parallel, gpu_memory_utilization, gpu_model
+            arch, max_model_len, concurrent_sequences, tensor_parallel, gpu_memory_utilization, device
         )
         if plan.fits:
             return tensor_parallel, plan
     raise DoesNotFit(
         f"a vLLM server of {arch.parameters() / 1e9:.1f}B for {concurrent_sequences} sequences of "
         f"{max_model_len} tokens does not fit even at tensor parallelism {sizes[-1]}: {plan.describe()}. "
-        "Would help: a smaller max_model_len or fewer concurrent sequences, or a larger gpu_model"
+        "Would help: a smaller max_model_len or fewer concurrent sequences, or a larger GPU (gpu_model)"
     )
 
 
 @dataclass(frozen=True)
 class TrainingLayout:
     """One training job's shape on one node: training processes (one GPU each), the vLLM server's
-    GPUs (its tensor parallelism), ZeRO stage, and the per-GPU plans that chose them."""
+    GPUs (its tensor parallelism), ZeRO stage, the per-GPU plans that chose them, and the host
+    memory and CPUs the job asks of the node."""
 
     processes: int
     server_gpus: int
@@ -395,6 +374,11 @@ class TrainingLayout:
     # The settings' own gradient_accumulation_steps: the plan cuts each of their micro-batches
     # into plan.accumulation pieces.
     settings_accumulation: int = 1
+    node: Node = Node()
+    # The job's host memory: execrl.resources.gpu_job_host_gb plus the offloaded optimizer state.
+    host_gb: float = 0.0
+    cpus: int = 0
+    sandbox_workers: int = 0  # per training process
 
     @property
     def gpus(self) -> int:
@@ -414,18 +398,21 @@ class TrainingLayout:
         return self.plan.offload_optimizer
 
     def describe(self) -> str:
-        """One line for the dry run: GPUs, micro-batch × accumulation, offload and GB per GPU by term."""
+        """One line for the dry run: GPUs, micro-batch × accumulation, offload, GB per GPU by term,
+        and the host memory and CPUs against the node's."""
         line = (
             f"{self.processes} training GPU(s) (ZeRO stage {self.zero_stage}), micro-batch {self.micro_batch} "
             f"x accumulation {self.accumulation}, optimizer offload {'on' if self.offload_optimizer else 'off'}"
-            f"{f' (host {self.plan.host_gb:.0f} GB)' if self.offload_optimizer else ''}: {self.plan.describe()}"
+            f"{f' ({self.plan.host_gb:.0f} GB of it on the host)' if self.offload_optimizer else ''}: "
+            f"{self.plan.describe()} ({self.node.gpu.name})"
         )
         if self.server_plan is not None:
             line += (
                 f"; vLLM server on {self.server_gpus} GPU(s), max_model_len {self.server_max_model_len}: "
                 f"{self.server_plan.describe()}, KV cache room for {self.server_sequences} such sequences at once"
             )
-        return line
+        return line + f"; host memory {self.host_gb:.0f} of {_amount(self.node.memory_gb)} GB, " \
+            f"{self.cpus} of {_amount(self.node.cpus)} CPUs{f' (partition {self.node.partition})' if self.node.partition else ''}"
 
     @property
     def server_sequences(self) -> int:
@@ -437,6 +424,10 @@ class TrainingLayout:
         return int(room_gb // per_sequence_gb)
 
 
+def _amount(value: float) -> str:
+    return "unlimited" if math.isinf(value) else f"{value:.0f}"
+
+
 def plan_training_layout(
     arch: Architecture,
     job: TrainingJob,
@@ -445,30 +436,39 @@ def plan_training_layout(
     server_gpus: int = 0,
     server_max_model_len: int | None = None,
     server_gpu_memory_utilization: float = 0.9,
-    gpus_per_node: int = 8,
+    node: Node | None = None,
     settings_accumulation: int = 1,
+    params_b: float | None = None,
+    sandbox_workers: int = 0,
+    other_gpus: tuple[Gpu, ...] = (),
 ) -> TrainingLayout:
-    """The job's GPUs, ZeRO stage, micro-batch × accumulation and offload on one node.
+    """The job's GPUs, ZeRO stage, micro-batch × accumulation and offload on one `node`.
 
     `completions_for(n)` is the number of sequences one optimizer step's micro-batches hold over
     `n` processes (a ValueError when the step does not split over n). `processes` None: the fewest
     that fit without offloading the optimizer, else the most with it. Full-weight training runs under
     ZeRO-3; LoRA under DDP when it fits one GPU per process, else ZeRO-3. `server_gpus` (0: no
     server) is the least the vLLM server gets: more when its weights and one `server_max_model_len`
-    sequence (what vLLM checks at start) need a larger tensor parallelism. DoesNotFit names the
-    numbers and what would help.
+    sequence (what vLLM checks at start) need a larger tensor parallelism. Each process's GPU is
+    `node.gpu` (None: a node of 8 GPUs of `job.gpu` and unlimited host). A layout must also fit the node's host memory
+    (execrl.resources.gpu_job_host_gb for `params_b`, default the shape's count, plus the offloaded
+    state) and CPUs (execrl.resources.gpu_job_cpus with `sandbox_workers` per process). DoesNotFit
+    names the numbers and what would help (`other_gpus`: the cluster's other GPU types).
     """
+    node = Node(gpu=job.gpu) if node is None else node
+    job = dataclasses.replace(job, gpu=node.gpu)
+    gpus_per_node = node.gpus
+    if params_b is None:
+        params_b = arch.parameters() / 1e9
     server_plan = None
     if server_gpus:
         length = server_max_model_len or job.sequence_length
         tensor_parallel, server_plan = fit_vllm_server(
-            arch, length, 1, server_gpu_memory_utilization, job.gpu_model, gpus_per_node - 1
+            arch, length, 1, server_gpu_memory_utilization, job.gpu, gpus_per_node - 1
         )
         server_gpus = max(server_gpus, tensor_parallel)
         if tensor_parallel < server_gpus:
-            server_plan = plan_vllm_server(
-                arch, length, 1, server_gpus, server_gpu_memory_utilization, job.gpu_model
-            )
+            server_plan = plan_vllm_server(arch, length, 1, server_gpus, server_gpu_memory_utilization, job.gpu)
         server_max_model_len = length
     room = gpus_per_node - server_gpus
     counts = [processes] if processes is not None else list(range(1, room + 1))
@@ -482,31 +482,49 @@ def plan_training_layout(
     if not splittable:
         raise ValueError(f"the step's sequences split over none of {counts} training processes")
     last_error: DoesNotFit | None = None
+    host_error: DoesNotFit | None = None
     # Without offload the fewest GPUs that fit; with it, the most (more GPUs share the host's optimizer work).
     for allow_offload, order in ((False, splittable), (True, splittable[::-1])):
         for count, completions in order:
             for stage in stages:
                 candidate = dataclasses.replace(job, processes=count, zero_stage=stage)
                 try:
-                    plan = fit(arch, candidate, completions, allow_offload, room)
+                    plan = fit(arch, candidate, completions, allow_offload, room, other_gpus)
                 except DoesNotFit as error:
                     last_error = error
                     continue
+                gpus = count + server_gpus
+                base_gb = gpu_job_host_gb(gpus, params_b)
+                host_gb = base_gb + plan.host_gb
+                cpus = gpu_job_cpus(gpus, count, sandbox_workers, node.cpus)
+                if host_gb > node.memory_gb or cpus is None:
+                    host_error = host_error or DoesNotFit(
+                        f"{arch.parameters() / 1e9:.1f}B {job.finetune} training on {count} processes fits its "
+                        f"GPUs ({plan.describe()}) but not the node's host: it needs {host_gb:.0f} GB of host memory "
+                        f"({base_gb:.0f} GB for {gpus} GPUs and {params_b:.1f}B of weights"
+                        f"{f', {plan.host_gb:.0f} GB of offloaded optimizer state' if plan.offload_optimizer else ''}"
+                        f") of the node's {_amount(node.memory_gb)} GB, and at least "
+                        f"{least_gpu_job_cpus(gpus, count, sandbox_workers)} CPUs of its {_amount(node.cpus)}. "
+                        "Would help: finetune: lora, or a partition with more host memory and CPUs (cluster.partitions)"
+                    )
+                    continue
                 return TrainingLayout(
-                    count, server_gpus, stage, plan, server_plan, server_max_model_len, settings_accumulation
+                    count, server_gpus, stage, plan, server_plan, server_max_model_len, settings_accumulation,
+                    node, host_gb, cpus[0], cpus[1],
                 )
-    assert last_error is not None
+    error = host_error or last_error
+    assert error is not None
     more = ""
     if processes is not None:
         try:
             other = plan_training_layout(
                 arch, job, completions_for, None, server_gpus, server_max_model_len,
-                server_gpu_memory_utilization, gpus_per_node, settings_accumulation,
+                server_gpu_memory_utilization, node, settings_accumulation, params_b, sandbox_workers,
             )
             more = f"; or training_processes: {other.processes}"
         except (DoesNotFit, ValueError):
             pass
-    raise DoesNotFit(f"{last_error}{more} (the node's {gpus_per_node} GPUs, {server_gpus} of them serving vLLM)")
+    raise DoesNotFit(f"{error}{more} (node: {node.describe()}; {server_gpus} of its GPUs serving vLLM)")
 
 
 # Prompt tokens planned beside the completion when vLLM's context window is not set: the prompts'
@@ -519,7 +537,11 @@ _CPU_ONLY_BELOW_B = 0.1
 def training_job_layout(config: dict, model: str, method: str, model_dir: str | Path | None = None) -> TrainingLayout | None:
     """The layout of the `train` job of `method` on `model` under the merged workflow `config`,
     or None for a model that trains on CPU. The model's shape comes from `model_dir`'s
-    config.json when present, else from SHIPPED_SHAPES (the hub is not asked)."""
+    config.json when present, else from SHIPPED_SHAPES (the hub is not asked). The node is the
+    first GPU partition of `cluster.partitions` the job fits, with the GPU execrl.cluster.target_gpu
+    plans for; DoesNotFit names each partition's numbers when it fits none, ClusterError a
+    description that cannot place it."""
+    from execrl.cluster import gpu_types, target_nodes
     from execrl.config import without_runtime_settings
     from execrl.methods import METHODS
     from execrl.run_paths import method_overrides, registry_name
@@ -528,18 +550,17 @@ def training_job_layout(config: dict, model: str, method: str, model_dir: str | 
     if model_config["source"] == "tiny" or model_config["params_b"] < _CPU_ONLY_BELOW_B:
         return None
     arch = architecture(model_config["source"], model_dir)
+    nodes = target_nodes(config, model)
+    others = tuple(g for g in gpu_types(config).values() if g.runs_pinned_torch)
     settings = without_runtime_settings(config)
     for section, values in method_overrides(config, method).items():
         settings[section] = {**settings[section], **values}
     trains_as = registry_name(config, method)  # a method variant trains as its registry method
     full = model_config["finetuning"] == "full"
-    job = TrainingJob(
-        finetune="full" if full else "lora",
-        lora_rank=config["lora"]["r"],
-        gpu_model=model_config["gpu_model"],
-    )
+    job = TrainingJob(finetune="full" if full else "lora", lora_rank=config["lora"]["r"])
+    common = {"processes": model_config["training_processes"], "params_b": model_config["params_b"], "other_gpus": others}
     if METHODS[trains_as].online:
-        from execrl.grpo import GRPOSettings
+        from execrl.grpo_settings import GRPOSettings
 
         grpo = GRPOSettings(**settings["grpo"])
         length = grpo.max_completion_length + PROMPT_TOKENS
@@ -554,23 +575,39 @@ def training_job_layout(config: dict, model: str, method: str, model_dir: str | 
             frozen_copies=frozen,
         )
         server = grpo.use_vllm and grpo.vllm_mode == "server"
-        return plan_training_layout(
-            arch,
-            job,
-            lambda processes: grpo.per_device_batch(processes) * processes,
-            processes=model_config["training_processes"],
-            server_gpus=config["grpo"]["vllm_server_gpus"] if server else 0,
-            server_max_model_len=grpo.vllm_max_model_length,
-            server_gpu_memory_utilization=config["grpo"]["vllm_server_gpu_memory_utilization"],
-            settings_accumulation=grpo.gradient_accumulation_steps,
-        )
-    dpo = settings["dpo"]
-    # A DPO micro-batch of m pairs holds 2m sequences (chosen and rejected), planned as m of twice the length.
-    job = dataclasses.replace(job, sequence_length=2 * dpo["max_length"], frozen_copies=int(full))
-    return plan_training_layout(
-        arch,
-        job,
-        lambda processes: dpo["per_device_train_batch_size"] * processes,
-        processes=model_config["training_processes"],
-        settings_accumulation=dpo["gradient_accumulation_steps"],
-    )
+
+        def plan(node: Node) -> TrainingLayout:
+            return plan_training_layout(
+                arch,
+                job,
+                lambda processes: grpo.per_device_batch(processes) * processes,
+                server_gpus=config["grpo"]["vllm_server_gpus"] if server else 0,
+                server_max_model_len=grpo.vllm_max_model_length,
+                server_gpu_memory_utilization=config["grpo"]["vllm_server_gpu_memory_utilization"],
+                node=node,
+                settings_accumulation=grpo.gradient_accumulation_steps,
+                sandbox_workers=config["execution"]["workers"],  # each process rewards with its own
+                **common,
+            )
+    else:
+        dpo = settings["dpo"]
+        # A DPO micro-batch of m pairs holds 2m sequences (chosen and rejected), planned as m of twice the length.
+        job = dataclasses.replace(job, sequence_length=2 * dpo["max_length"], frozen_copies=int(full))
+
+        def plan(node: Node) -> TrainingLayout:
+            return plan_training_layout(
+                arch,
+                job,
+                lambda processes: dpo["per_device_train_batch_size"] * processes,
+                node=node,
+                settings_accumulation=dpo["gradient_accumulation_steps"],
+                **common,
+            )
+
+    errors = []
+    for node in nodes:
+        try:
+            return plan(node)
+        except DoesNotFit as error:
+            errors.append(str(error))
+    raise DoesNotFit(" | ".join(errors))

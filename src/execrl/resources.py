@@ -25,10 +25,15 @@ GPU_GB_PER_B = {"generate": 2.5, "train": 6.0, "merge": 2.5}
 # master weights and two moments (12 bytes) per parameter, plus activations: 18 GB per billion.
 # ZeRO-3 shards all of it, so the job's GPUs need this much together.
 FULL_WEIGHT_TRAIN_GB_PER_B = 18.0
+# Without a node (execrl.cluster.Node) to size for: 80 GB GPUs, 8 to a node.
 GPU_MEMORY_GB = 80
 # One node: `accelerate launch` and vLLM's tensor parallelism stay inside one job on one node.
 MAX_GPUS = 8
 CPUS_PER_GPU = 8
+# The least a GPU job runs on: per GPU its process and a data-loading or vLLM API thread, and one
+# sandbox worker per training process of an online method. Below CPUS_PER_GPU plus the workers
+# only when the node has fewer CPUs.
+MIN_CPUS_PER_GPU = 2
 
 # Host memory of a GPU job: a share per GPU (data loading, CUDA context, NCCL buffers) plus room
 # to load the model's weights on the host once (bf16 plus the copy made while loading).
@@ -54,30 +59,62 @@ _CPU_STAGE = {
 _CPU_MODEL = (2, 8000, 60)  # a GPU stage of a model small enough for CPU
 
 
+def gpu_job_host_gb(gpus: int, params_b: float) -> float:
+    """Host memory (GB) of a GPU job besides offloaded optimizer state: a share per GPU (data
+    loading, CUDA context, NCCL buffers) plus room to load the model's weights on the host once."""
+    return max(_MIN_GPU_JOB_GB, _HOST_GB_PER_GPU * gpus + _HOST_GB_PER_B * params_b)
+
+
+def least_gpu_job_cpus(gpus: int, processes: int, sandbox_workers: int) -> int:
+    """The fewest CPUs a GPU job runs on: MIN_CPUS_PER_GPU per GPU, one sandbox worker per process."""
+    return MIN_CPUS_PER_GPU * gpus + (processes if sandbox_workers else 0)
+
+
+def gpu_job_cpus(gpus: int, processes: int, sandbox_workers: int, node_cpus: float = math.inf) -> tuple[int, int] | None:
+    """CPUs a GPU job asks for and the sandbox workers each of its training processes gets:
+    CPUS_PER_GPU per GPU plus `sandbox_workers` per process, or, on a node with fewer CPUs, all
+    the node's, with the workers cut to what is left beyond MIN_CPUS_PER_GPU per GPU. None when
+    the node has fewer than MIN_CPUS_PER_GPU per GPU plus one worker per process (with workers)."""
+    wanted = CPUS_PER_GPU * gpus + sandbox_workers * processes
+    if node_cpus < least_gpu_job_cpus(gpus, processes, sandbox_workers):
+        return None
+    cpus = int(min(wanted, node_cpus))
+    workers = min(sandbox_workers, (cpus - MIN_CPUS_PER_GPU * gpus) // processes) if sandbox_workers else 0
+    return cpus, workers
+
+
 def gpu_gb(stage: str, params_b: float, full_weight: bool = False) -> float:
     """GPU memory (GB) one job of a GPU stage needs in all; `full_weight` counts only for training."""
     per_b = FULL_WEIGHT_TRAIN_GB_PER_B if full_weight and stage == "train" else GPU_GB_PER_B[stage]
     return params_b * per_b
 
 
-def gpus_for(stage: str, params_b: float, full_weight: bool = False) -> int:
-    """GPUs one job of a GPU stage needs: enough 80 GB devices for the model, as a power of two.
-    Merging an adapter runs on the CPU (`execrl.lora.merge_adapter`): no GPU."""
+def gpus_for(
+    stage: str, params_b: float, full_weight: bool = False, gpu_memory_gb: float = GPU_MEMORY_GB, max_gpus: int = MAX_GPUS
+) -> int:
+    """GPUs one job of a GPU stage needs: enough devices of `gpu_memory_gb` for the model, as a
+    power of two, at most `max_gpus` (one node). Merging an adapter runs on the CPU
+    (`execrl.lora.merge_adapter`): no GPU."""
     if stage not in GPU_STAGES:
         raise ValueError(f"{stage!r} is not a GPU stage ({', '.join(GPU_STAGES)})")
     if params_b < CPU_ONLY_BELOW_B or stage == "merge":
         return 0
-    gpus = max(1, math.ceil(gpu_gb(stage, params_b, full_weight) / GPU_MEMORY_GB))
+    gpus = max(1, math.ceil(gpu_gb(stage, params_b, full_weight) / gpu_memory_gb))
     gpus = 1 << (gpus - 1).bit_length()  # powers of two suit tensor and data parallelism
-    return min(gpus, MAX_GPUS)
+    return min(gpus, max_gpus)
 
 
 def _runtime(minutes: float, attempt: int) -> int:
     return int(min(minutes * attempt, MAX_RUNTIME_MINUTES))
 
 
-def stage_resources(stage: str, params_b: float, attempt: int = 1, full_weight: bool = False) -> dict[str, int]:
+def stage_resources(
+    stage: str, params_b: float, attempt: int = 1, full_weight: bool = False, node=None
+) -> dict[str, int]:
     """Slurm resources for one job: GPUs, CPUs, memory (MB) and runtime (minutes).
+
+    `node` (execrl.cluster.Node, the partition a GPU job targets) sizes GPU jobs for its GPU's
+    memory, at most its GPUs and CPUs; None: 80 GB GPUs, 8 to a node, CPUs unbounded.
 
     GPU stages (generation, training, merging) get GPUs, CPUs and host memory from the model's
     size; training all weights (`full_weight`) needs about three times LoRA's GPU memory. CPU
@@ -100,14 +137,19 @@ def stage_resources(stage: str, params_b: float, attempt: int = 1, full_weight: 
         minutes = _BASE_MINUTES[stage] * max(1.0, params_b / _REFERENCE_B)
         return {"gpu": 0, "tasks_per_gpu": 0, "cpus_per_task": CPUS_PER_GPU, "mem_mb": int(math.ceil(host_gb * 1000)),
                 "runtime": _runtime(minutes, attempt)}
-    gpus = gpus_for(stage, params_b, full_weight)
-    host_gb = max(_MIN_GPU_JOB_GB, _HOST_GB_PER_GPU * gpus + _HOST_GB_PER_B * params_b)
+    if node is None:
+        gpus = gpus_for(stage, params_b, full_weight)
+        cpus = CPUS_PER_GPU * gpus
+    else:
+        gpus = gpus_for(stage, params_b, full_weight, node.gpu.memory_gb, node.gpus)
+        cpus = int(min(CPUS_PER_GPU * gpus, node.cpus))
+    host_gb = gpu_job_host_gb(gpus, params_b)
     minutes = _BASE_MINUTES[stage] * max(1.0, params_b / _REFERENCE_B)
     return {
         "gpu": gpus,
         # snakemake-executor-plugin-slurm 2.6 asks for one task per GPU unless told 0; a job is one task.
         "tasks_per_gpu": 0,
-        "cpus_per_task": CPUS_PER_GPU * gpus,
+        "cpus_per_task": cpus,
         "mem_mb": int(math.ceil(host_gb * 1000)),
         "runtime": _runtime(minutes, attempt),
     }
@@ -118,10 +160,11 @@ def training_job_resources(
 ) -> dict[str, int]:
     """Slurm resources of a training job from its memory plan (`execrl.memory_plan.TrainingLayout`;
     None for a model that trains on CPU): the training processes' and the vLLM server's GPUs, one
-    node, CPUs for every GPU plus `sandbox_workers` per training process, and host memory for every
-    GPU, the model's weights and the optimizer state the plan offloads to the host. Without a plan
-    (a model on CPU, or one whose shape is unknown until staged), sized by `params_b`, with
-    `server_gpus` of a vLLM server beside one process per remaining GPU.
+    node, the plan's CPUs (every GPU's plus `sandbox_workers` per training process, at most the
+    node's) and host memory (every GPU's share, the model's weights and the optimizer state the
+    plan offloads to the host). Without a plan (a model
+    on CPU, or one whose shape is unknown until staged), sized by `params_b`, with `server_gpus`
+    of a vLLM server beside one process per remaining GPU.
     """
     base = stage_resources("train", params_b, attempt)
     if layout is None:
@@ -130,14 +173,13 @@ def training_job_resources(
         cpus = (CPUS_PER_GPU * gpus if gpus else base["cpus_per_task"]) + sandbox_workers * processes
         mem_mb = base["mem_mb"]
         if gpus:
-            mem_mb = int(math.ceil(max(_MIN_GPU_JOB_GB, _HOST_GB_PER_GPU * gpus + _HOST_GB_PER_B * params_b) * 1000))
+            mem_mb = int(math.ceil(gpu_job_host_gb(gpus, params_b) * 1000))
         return {**base, "gpu": gpus, "nodes": 1, "processes": processes, "cpus_per_task": cpus, "mem_mb": mem_mb}
-    host_gb = max(_MIN_GPU_JOB_GB, _HOST_GB_PER_GPU * layout.gpus + _HOST_GB_PER_B * params_b) + layout.plan.host_gb
     return {
         **base,
         "gpu": layout.gpus,
         "nodes": 1,
         "processes": layout.processes,
-        "cpus_per_task": CPUS_PER_GPU * layout.gpus + sandbox_workers * layout.processes,
-        "mem_mb": int(math.ceil(host_gb * 1000)),
+        "cpus_per_task": layout.cpus,
+        "mem_mb": int(math.ceil(layout.host_gb * 1000)),
     }

@@ -8,7 +8,9 @@
 # Needs root and Debian's slurm packages (`apt-get install slurmctld slurmd slurm-client munge`);
 # no systemd. The node is `localhost` (127.0.0.1) with two partitions, `cpu-local` (default)
 # and `gpu-local`, and two fake GPUs declared as GRES on character devices, so `--gpus`
-# jobs are scheduled and get CUDA_VISIBLE_DEVICES while CUDA itself stays unavailable.
+# jobs are scheduled and get CUDA_VISIBLE_DEVICES while CUDA itself stays unavailable. The GPUs
+# have a type named as a cluster might name it, `a100_sxm4_80gb` (EXECRL_SLURM_GPU_TYPE), so
+# `--gpus=a100_sxm4_80gb:N` is scheduled as well as `--gpus=N`.
 #
 # The node declares EXECRL_SLURM_CPUS CPUs (default 16) and EXECRL_SLURM_MEMORY_MB MB
 # (default 65536) whatever the machine has (`SlurmdParameters=config_overrides`), so jobs sized
@@ -24,6 +26,7 @@ set -euo pipefail
 STATE=${EXECRL_SLURM_STATE:-/var/lib/execrl-slurm}
 CPUS=${EXECRL_SLURM_CPUS:-16}
 MEMORY_MB=${EXECRL_SLURM_MEMORY_MB:-65536}
+GPU_TYPE=${EXECRL_SLURM_GPU_TYPE:-a100_sxm4_80gb}
 CONF_DIR=/etc/slurm
 MARKER="# written by execrl tests/cluster/slurm.sh"
 
@@ -81,13 +84,13 @@ JobCompType=jobcomp/none
 SchedulerParameters=sched_interval=2,bf_interval=2
 MinJobAge=3600
 KillWait=10
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEMORY_MB Gres=gpu:2 State=UNKNOWN
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEMORY_MB Gres=gpu:$GPU_TYPE:2 State=UNKNOWN
 PartitionName=cpu-local Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu-local Nodes=localhost Default=NO MaxTime=INFINITE State=UP
 EOF
     cat >"$CONF_DIR/gres.conf" <<EOF
 $MARKER
-NodeName=localhost Name=gpu File=$STATE/dev/gpu[0-1]
+NodeName=localhost Name=gpu Type=$GPU_TYPE File=$STATE/dev/gpu[0-1]
 EOF
 }
 

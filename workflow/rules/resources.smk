@@ -6,6 +6,7 @@ from functools import cache
 
 from snakemake.exceptions import WorkflowError
 
+from execrl.cluster import ClusterError, target_nodes
 from execrl.memory_plan import DoesNotFit, UnknownShape, training_job_layout
 from execrl.resources import stage_resources, training_job_resources
 
@@ -15,18 +16,40 @@ def params_b_of(wildcards):
 
 
 def gpu_model(wildcards):
-    """The GPU type to request, or nothing for models small enough to run on CPU."""
+    """The GPU type to request (Slurm's name for it), or nothing for any type and for models
+    small enough to run on CPU."""
     if stage_resources("generate", params_b_of(wildcards))["gpu"] == 0:
         return ""
     return model_config(wildcards)["gpu_model"] or ""
 
 
+@cache
+def model_node(model):
+    """The node a GPU job of `model` is sized for (execrl.cluster): the first GPU partition of
+    `cluster.partitions` it may run on, with the GPU its `gpu_model` names, or the smallest the
+    partitions list. A GPU the pinned torch cannot run, or one the plan cannot know, stops the
+    planning here, naming the key."""
+    try:
+        return target_nodes(config, model)[0]
+    except ClusterError as error:
+        raise WorkflowError(
+            f"models.{model} ({config['models'][model]['source']}): {error}"
+        ) from None
+
+
 def resource(stage, key):
-    """One resource of a stage, sized from the model in the job's wildcards and the attempt."""
+    """One resource of a stage, sized from the model in the job's wildcards (and the node its GPU
+    jobs target) and the attempt."""
 
     def get(wildcards, attempt):
+        params_b = params_b_of(wildcards)
         full_weight = "model" in wildcards.keys() and is_full_weight(wildcards)
-        return stage_resources(stage, params_b_of(wildcards), attempt, full_weight)[key]
+        on_gpu = (
+            stage in ("generate", "train")
+            and stage_resources(stage, params_b)["gpu"] > 0
+        )
+        node = model_node(model_name(wildcards)) if on_gpu else None
+        return stage_resources(stage, params_b, attempt, full_weight, node)[key]
 
     return get
 
@@ -81,7 +104,7 @@ def training_layout(model, method):
     except UnknownShape as error:
         print(f"no memory plan for {model}/{method}: {error}", file=sys.stderr)
         return None
-    except DoesNotFit as error:
+    except (DoesNotFit, ClusterError) as error:
         raise WorkflowError(
             f"models.{model} ({config['models'][model]['source']}), method {method}: {error}"
         ) from None
@@ -110,6 +133,15 @@ def training_resources(key):
         )[key]
 
     return get
+
+
+def sandbox_workers(wildcards):
+    """Sandbox workers of each training process: `execution.workers`, fewer when the memory plan's
+    node has too few CPUs for them (online methods on a GPU)."""
+    layout = training_layout(model_name(wildcards), method_name(wildcards))
+    if layout is None or not method_row(wildcards).online:
+        return config["execution"]["workers"]
+    return layout.sandbox_workers
 
 
 def print_training_plans():

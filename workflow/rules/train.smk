@@ -35,7 +35,7 @@ rule train:
         cpus_per_task=training_resources("cpus_per_task"),
         mem_mb=training_resources("mem_mb"),
         runtime=training_resources("runtime"),
-        sandbox_workers=runtime_setting("execution", "workers"),
+        sandbox_workers=sandbox_workers,
         wandb_mode=runtime_setting("wandb", "mode"),
         wandb_project=runtime_setting("wandb", "project"),
     params:

@@ -1,0 +1,134 @@
+"""The GPU a model's jobs are planned for and the node they must fit (execrl.cluster), from the
+config's `cluster:` section and the Slurm executor's partition file, checked against what
+snakemake-executor-plugin-slurm itself accepts."""
+
+import copy
+import math
+import re
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from conftest import REPO
+from execrl.cluster import ClusterError, target_gpu, target_nodes
+from execrl.config import merged_config
+from snakemake_executor_plugin_slurm.partitions import read_partition_file
+from snakemake_executor_plugin_slurm.utils import set_gres_string
+from snakemake_interface_common.exceptions import WorkflowError
+
+SHIPPED_PARTITIONS = REPO / "profiles" / "slurm" / "partitions.yaml"
+SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+GPU_TYPES = SCHEMA["properties"]["cluster"]["properties"]["gpu_types"]
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    config = merged_config(base=REPO / "config" / "config.yaml")
+    config["cluster"]["partitions"] = str(SHIPPED_PARTITIONS)
+    return config
+
+
+def with_cluster(config, tmp_path, partitions: dict, gpu_model=None, **gpu_types):
+    config = copy.deepcopy(config)
+    path = tmp_path / "partitions.yaml"
+    path.write_text(yaml.safe_dump({"partitions": partitions}))
+    config["cluster"]["partitions"] = str(path)
+    config["cluster"]["gpu_types"].update(gpu_types)
+    model = config["experiment"]["models"][0]
+    config["models"][model]["gpu_model"] = gpu_model
+    return config, model
+
+
+def plugin_accepts(gpu_model: str) -> bool:
+    job = SimpleNamespace(resources=SimpleNamespace(get={"gpu": 1, "gpu_model": gpu_model}.get))
+    try:
+        return f"--gpus={gpu_model}:1" in set_gres_string(job)
+    except WorkflowError:
+        return False
+
+
+def test_the_plugin_accepts_every_gpu_type_the_schema_ships_and_nothing_the_schema_refuses():
+    pattern = re.compile(GPU_TYPES["propertyNames"]["pattern"])
+    model_pattern = SCHEMA["properties"]["models"]["additionalProperties"]["properties"]["gpu_model"]["pattern"]
+    assert model_pattern == pattern.pattern
+    for name in GPU_TYPES["default"]:
+        assert pattern.match(name) and plugin_accepts(name), name
+    # The names the schema documented before (A100-40, A100-80) are what the plugin refuses.
+    for name in ("a100_80gb", "nvidia.h100", "A100", "A100-40", "a100-sxm4-80gb", "a100:2", "a 100"):
+        assert bool(pattern.match(name)) is plugin_accepts(name), name
+
+
+def test_a_gpu_model_the_plugin_would_refuse_is_a_config_error(tmp_path):
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(yaml.safe_dump({"models": {"qwen2.5-3b-instruct": {"gpu_model": "A100-40"}}}))
+    with pytest.raises(WorkflowError, match="A100-40"):
+        merged_config([overlay], base=REPO / "config" / "config.yaml")
+
+
+def test_the_shipped_partition_file_is_one_the_plugin_reads():
+    partitions = {p.name: p.limits for p in read_partition_file(SHIPPED_PARTITIONS)}
+    assert partitions["gpu"].available_gpu_models == ["a100_80gb", "h100"]
+    assert partitions["gpu"].max_gpu == 8 and partitions["cpu"].max_gpu == 0
+
+
+def test_untyped_gpus_are_planned_as_the_smallest_the_gpu_partitions_list(shipped, tmp_path):
+    model = shipped["experiment"]["models"][0]
+    assert shipped["models"][model]["gpu_model"] is None
+    (node,) = target_nodes(shipped, model)
+    assert (node.partition, node.gpus, node.gpu.name, node.gpu.memory_gb, node.memory_gb, node.cpus) == (
+        "gpu", 8, "a100_80gb", 80, 1000, 96
+    )
+    mixed, model = with_cluster(shipped, tmp_path, {
+        "big": {"max_gpu": 8, "available_gpu_models": ["h200"]},
+        "small": {"max_gpu": 4, "max_mem_mb": 512000, "max_threads": 64, "max_cpus_per_task": 48,
+                  "available_gpu_models": ["a100_40gb", "l40s"]},
+        "cpu": {"max_gpu": 0},
+    })
+    assert target_gpu(mixed, model).name == "a100_40gb"  # Slurm may give any of them
+    big, small = target_nodes(mixed, model)
+    assert (big.memory_gb, big.cpus) == (math.inf, math.inf)
+    assert (small.gpus, small.memory_gb, small.cpus) == (4, 512, 48)
+
+
+def test_untyped_gpus_on_a_partition_that_lists_none_stop_the_planning(shipped, tmp_path):
+    config, model = with_cluster(shipped, tmp_path, {"gpu": {"max_gpu": 8}})
+    with pytest.raises(ClusterError) as refused:
+        target_gpu(config, model)
+    message = str(refused.value)
+    assert f"models.{model}.gpu_model is null" in message and "list no available_gpu_models" in message
+    # Naming the type plans for it, on a partition that lists none.
+    config["models"][model]["gpu_model"] = "h200"
+    assert target_gpu(config, model).memory_gb == 141
+
+
+def test_a_cluster_specific_type_name_plans_once_described(shipped, tmp_path):
+    partitions = {"gpu": {"max_gpu": 4, "available_gpu_models": ["a100_sxm4_80gb"]}}
+    config, model = with_cluster(shipped, tmp_path, partitions, gpu_model="a100_sxm4_80gb")
+    with pytest.raises(ClusterError, match=r"'a100_sxm4_80gb' not described under cluster.gpu_types"):
+        target_gpu(config, model)
+    config["cluster"]["gpu_types"]["a100_sxm4_80gb"] = {"memory_gb": 80, "compute_capability": 8.0}
+    gpu = target_gpu(config, model)
+    assert (gpu.memory_gb, gpu.dtype) == (80, "bf16")
+    config["models"][model]["gpu_model"] = "h100"  # not in the only GPU partition's list
+    with pytest.raises(ClusterError, match=rf"models.{re.escape(model)}.gpu_model: no GPU partition .* offers 'h100'"):
+        target_gpu(config, model)
+
+
+@pytest.mark.parametrize("typed", [True, False])
+def test_gpus_the_cuda_13_torch_cannot_run_are_refused(shipped, tmp_path, typed):
+    partitions = {"gpu": {"max_gpu": 8, "available_gpu_models": ["v100", "a100_80gb"]}}
+    config, model = with_cluster(shipped, tmp_path, partitions, gpu_model="v100" if typed else None)
+    with pytest.raises(ClusterError) as refused:
+        target_gpu(config, model)
+    message = str(refused.value)
+    assert "v100 (compute capability 7, cluster.gpu_types.v100)" in message
+    assert "CUDA 13" in message and "R580" in message and "compute capability 7.5 or newer" in message
+    assert f"set models.{model}.gpu_model to a newer GPU type" in message
+    # T4 (Turing, 7.5) still runs, in fp16.
+    config["models"][model]["gpu_model"] = "t4"
+    config["cluster"]["partitions"] = str(SHIPPED_PARTITIONS)
+    with pytest.raises(ClusterError, match="offers 't4'"):  # the shipped GPU partition has none
+        target_gpu(config, model)
+    config, model = with_cluster(shipped, tmp_path, {"gpu": {"max_gpu": 4}}, gpu_model="t4")
+    assert target_gpu(config, model).dtype == "fp16"
