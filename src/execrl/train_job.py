@@ -51,7 +51,7 @@ def parse_settings(method: str, settings: dict) -> dict:
     """The settings objects of `method`, checked: exactly the sections its row in
     `execrl.methods.METHODS` names plus `lora`, known keys only."""
     from execrl.dpo import DPOSettings
-    from execrl.grpo import GRPOSettings
+    from execrl.grpo_settings import GRPOSettings
     from execrl.lora import LoRASettings
     from execrl.prompting import PromptConfig
     from execrl.rewards import RewardSettings
