@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from trl import GRPOTrainer
 
+from execrl.generation.weight_sync import trl_vllm_generation
 from execrl.interval_eval import IntervalEvaluation
 from execrl.lora import LoRASettings
 from execrl.policy_sampling import TransformersPolicySampler, generate_with_merged_adapter
@@ -27,7 +28,6 @@ from execrl.training import (
     train_resuming,
     world_size,
 )
-from execrl.vllm_cpu import trl_vllm_generation_for_platform
 from execrl.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
 from execrl.watch.monitor import RewardHackingWatch, WatchSettings
 
@@ -352,8 +352,9 @@ def train_grpo(
     trainer_class = task.trainer_class(LengthChunkedGRPOTrainer)
     if srrl is not None:
         trainer_class = grouping_trainer_class(trainer_class, srrl)
-    # On vLLM's CPU build the trainer's weight sync is execrl.vllm_cpu's; elsewhere it is TRL's own.
-    with trl_vllm_generation_for_platform(settings.use_vllm):
+    # The trainer's weight sync merges a LoRA adapter out of place (execrl.generation.weight_sync), and
+    # on vLLM's CPU build reaches vLLM as execrl.vllm_cpu's does.
+    with trl_vllm_generation(settings.use_vllm):
         trainer = trainer_class(
             model=model,
             reward_funcs=reward_funcs,
