@@ -11,8 +11,9 @@ TRL's own weight sync assumes a GPU build, and fails on vLLM's CPU build in both
   safetensors into a folder and asks the server to `reload_weights` from it over vLLM's
   `/collective_rpc` (an endpoint of vLLM's dev mode, which `trl vllm-serve` turns on).
 
-Everything else (which tensors, under which names, gathered from ZeRO-3 shards or merged from a LoRA
-adapter) is TRL's `VLLMGeneration`. On a GPU nothing here is used: TRL's NCCL sync runs unchanged.
+Everything else (which tensors, under which names, gathered from ZeRO-3 shards, or merged from a LoRA
+adapter out of place) is `execrl.generation.weight_sync`'s `VLLMGeneration`. On a GPU nothing here is
+used: TRL's NCCL sync runs.
 """
 
 from __future__ import annotations
