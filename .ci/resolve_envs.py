@@ -18,6 +18,11 @@ the pins, when
 Resolution is against the registry only: wheels on this machine's disk (`find-links`, `file://`
 indexes) and local constraint files are left out, since a cluster does not have them (a local
 CPU build of torch would otherwise stand in for the CUDA one).
+
+Each environment file's conda packages (the compilers, python, pip) are targets too
+(`conda:train`, ...), solved against the file's channels with `create --dry-run --json` of the
+first of micromamba, mamba or conda on PATH. Where none is, they are reported as not resolved,
+which fails the run only with `--require-conda`.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -200,6 +206,89 @@ def resolve(target: Target, env: dict[str, str], extra_args: list[str] = (), tim
     return result
 
 
+# ---------------------------------------------------------------------------- conda
+
+CONDA_SOLVERS = ("micromamba", "mamba", "conda")
+
+
+@dataclass
+class CondaTarget:
+    name: str
+    channels: list[str]
+    specs: list[str]
+    """The file's conda dependencies (`gcc=14`), its pip section aside."""
+
+
+def conda_targets(repo: Path = REPO) -> list[CondaTarget]:
+    found = []
+    for path in sorted((repo / "workflow" / "envs").glob("*.yaml")):
+        spec = yaml.safe_load(path.read_text())
+        channels = [c for c in spec.get("channels", []) if c != "nodefaults"]
+        specs = [d for d in spec["dependencies"] if isinstance(d, str)]
+        found.append(CondaTarget(f"conda:{path.stem}", channels, specs))
+    return found
+
+
+def conda_solver(which=shutil.which) -> str | None:
+    """The first conda solver on PATH (micromamba, mamba, conda), or None."""
+    for name in CONDA_SOLVERS:
+        found = which(name)
+        if found:
+            return found
+    return None
+
+
+def conda_command(solver: str, target: CondaTarget, prefix: Path) -> list[str]:
+    """A dry run of creating the environment at `prefix` (nothing is downloaded or written)."""
+    command = [solver, "create", "--dry-run", "--json", "--yes", "--override-channels", "--prefix", str(prefix)]
+    for channel in target.channels:
+        command += ["--channel", channel]
+    return command + target.specs
+
+
+def conda_linked(output: str) -> dict[str, str]:
+    """Name → version of what a `create --dry-run --json` answer links (conda's and micromamba's form)."""
+    try:
+        answer = json.loads(output)
+    except json.JSONDecodeError:
+        return {}
+    return {item["name"]: str(item["version"]) for item in answer.get("actions", {}).get("LINK", [])}
+
+
+def conda_problems(target: CondaTarget, returncode: int, output: str) -> list[str]:
+    if returncode != 0:
+        try:
+            message = json.loads(output).get("message") or output
+        except json.JSONDecodeError:
+            message = output
+        return [f"{target.name}: {' '.join(target.specs)} do not solve from {', '.join(target.channels)}:\n  "
+                + "\n  ".join(str(message).strip().splitlines()[-15:])]
+    linked = conda_linked(output)
+    found = []
+    for spec in target.specs:
+        name, _, version = spec.partition("=")
+        got = linked.get(name)
+        if got is None:
+            found.append(f"{target.name}: {spec} is asked for but the solution has no {name}")
+        elif version and got != version and not got.startswith(version.rstrip("*").rstrip(".") + "."):
+            found.append(f"{target.name}: {name} solves to {got}, not {spec}")
+    return found
+
+
+def resolve_conda(target: CondaTarget, solver: str, timeout: float = 900) -> Result:
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="resolve-conda-") as tmp:
+        try:
+            done = subprocess.run(conda_command(solver, target, Path(tmp) / "env"), capture_output=True, text=True,
+                                  timeout=timeout, cwd=tmp)
+            returncode, output = done.returncode, done.stdout or done.stderr
+        except subprocess.TimeoutExpired:
+            returncode, output = -1, f"{solver} did not finish in {timeout:.0f} s"
+    result = Result(target, returncode, output, conda_linked(output) if returncode == 0 else {}, time.monotonic() - start)
+    result.problems = conda_problems(target, returncode, output)
+    return result
+
+
 # ---------------------------------------------------------------------------- verdicts
 
 
@@ -325,7 +414,8 @@ SHOWN = ("torch", "vllm", "trl", "transformers", "tokenizers", "peft", "accelera
 def summary(result: Result) -> str:
     if result.problems:
         return f"FAIL {result.target.name} ({result.seconds:.0f} s)"
-    shown = [f"{name} {result.resolved[name]}" for name in SHOWN if name in result.resolved]
+    names = [s.partition("=")[0] for s in result.target.specs] if isinstance(result.target, CondaTarget) else SHOWN
+    shown = [f"{name} {result.resolved[name]}" for name in names if name in result.resolved]
     return f"ok   {result.target.name} ({result.seconds:.0f} s, {len(result.resolved)} packages): " + ", ".join(shown)
 
 
@@ -334,14 +424,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", metavar="target", help="gpu, env:generate, ... (default: all)")
     parser.add_argument("--jobs", type=int, default=3, help="resolutions at a time (default 3)")
     parser.add_argument("--json", type=Path, help="write every target's resolved versions here")
+    parser.add_argument("--require-conda", action="store_true",
+                        help="fail when no conda solver is on PATH to resolve the conda:* targets")
     args = parser.parse_args(argv)
 
-    chosen = targets()
+    chosen, chosen_conda = targets(), conda_targets()
     if args.names:
-        unknown = set(args.names) - {t.name for t in chosen}
+        known = [t.name for t in chosen + chosen_conda]
+        unknown = set(args.names) - set(known)
         if unknown:
-            parser.error(f"unknown targets {sorted(unknown)}; known: {[t.name for t in chosen]}")
+            parser.error(f"unknown targets {sorted(unknown)}; known: {known}")
         chosen = [t for t in chosen if t.name in args.names]
+        chosen_conda = [t for t in chosen_conda if t.name in args.names]
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     wrong = sorted({t.python for t in chosen if t.python and t.python != here})
     if wrong:
@@ -352,11 +446,17 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     # The big resolutions first, so that the small ones fill in beside them.
     chosen.sort(key=lambda t: -len(t.pins) - 100 * any(n in t.pins for n in ("vllm", "deepspeed")))
+    solver = conda_solver()
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         results = list(pool.map(lambda t: resolve(t, env), chosen))
+        if solver:
+            results += list(pool.map(lambda t: resolve_conda(t, solver), chosen_conda))
     results.sort(key=lambda r: r.target.name)
     for result in results:
         print(summary(result))
+    unresolved = [] if solver else chosen_conda
+    for target in unresolved:
+        print(f"NOT RESOLVED {target.name}: no {', '.join(CONDA_SOLVERS)} on PATH to solve {' '.join(target.specs)}")
     failed = [r for r in results if r.problems]
     for result in failed:
         print(file=sys.stderr)
@@ -365,8 +465,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps({r.target.name: r.resolved for r in results}, indent=1, sort_keys=True) + "\n")
     print(f"resolved {len(results)} targets against the registry in {time.monotonic() - start:.0f} s: "
-          + ("all pins hold" if not failed else f"{len(failed)} failed"))  # fmt: skip
-    return 1 if failed else 0
+          + ("all pins hold" if not failed else f"{len(failed)} failed")
+          + (f"; {len(unresolved)} conda targets not resolved (no conda solver)" if unresolved else ""))  # fmt: skip
+    return 1 if failed or (unresolved and args.require_conda) else 0
 
 
 if __name__ == "__main__":

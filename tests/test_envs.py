@@ -7,6 +7,7 @@ Conda cannot run here (no conda channel is reachable), so these tests read the f
 from __future__ import annotations
 
 import ast
+import json
 import importlib.metadata
 import importlib.util
 import os
@@ -362,3 +363,45 @@ ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics
     target = module.Target("gpu", ["."], {"vllm": "0.31.0", "snakemake-executor-plugin-slurm": "2.8.0", "numpy": "2.3.5"})
     message = module.conflict_message(target, output)
     assert "pinned here and named in the conflict: snakemake-executor-plugin-slurm==2.8.0, vllm==0.31.0" in message
+
+
+# ---------------------------------------------------------------- compilers and the conda packages
+
+
+@pytest.mark.parametrize("name", ["train", "generate"])
+def test_gpu_envs_hold_the_compilers_that_build_at_run_time(name):
+    """Triton's launcher (gcc, Python.h from conda's python), DeepSpeedCPUAdam's JIT build (g++, ninja)
+    and FlashInfer's kernels (nvcc from PyPI, g++ as host compiler, ninja) compile on the compute node."""
+    conda = {d.split("=")[0]: d for d in env_spec(name)["dependencies"] if isinstance(d, str)}
+    assert conda["gcc"] == "gcc=14" and conda["gxx"] == "gxx=14" and conda["python"] == "python=3.11"
+    pip = {canonicalize_name(r.name): r for r in pip_requirements(name)}
+    assert str(pip["ninja"].specifier) == "==1.13.2"
+
+
+def test_every_envs_conda_packages_are_a_resolution_target():
+    module = resolve_envs()
+    conda = {t.name: t for t in module.conda_targets()}
+    assert set(conda) == {f"conda:{name}" for name in env_names()}
+    train = conda["conda:train"]
+    assert train.channels == ["conda-forge"] and {"gcc=14", "gxx=14", "python=3.11", "pip"} <= set(train.specs)
+    command = module.conda_command("/opt/bin/micromamba", train, Path("/tmp/env"))
+    assert command[:3] == ["/opt/bin/micromamba", "create", "--dry-run"] and "--override-channels" in command
+    assert command[command.index("--channel") + 1] == "conda-forge" and command[-len(train.specs):] == train.specs
+
+
+def test_conda_verdicts_name_the_spec_that_does_not_hold():
+    module = resolve_envs()
+    target = module.CondaTarget("conda:train", ["conda-forge"], ["python=3.11", "pip", "gcc=14", "gxx=14"])
+
+    def answer(**versions):  # the `create --dry-run --json` answer of conda and micromamba
+        return json.dumps({"actions": {"LINK": [{"name": n, "version": v, "channel": "conda-forge"} for n, v in versions.items()]}})
+
+    assert module.conda_problems(target, 0, answer(python="3.11.14", pip="25.3", gcc="14.3.0", gxx="14.3.0")) == []
+    assert module.conda_problems(target, 0, answer(python="3.11.14", pip="25.3", gcc="13.2.0", gxx="14.3.0")) == [
+        "conda:train: gcc solves to 13.2.0, not gcc=14"]
+    assert module.conda_problems(target, 0, answer(python="3.11.14", pip="25.3", gcc="14.3.0")) == [
+        "conda:train: gxx=14 is asked for but the solution has no gxx"]
+    failure = json.dumps({"exception_name": "PackagesNotFoundError",
+                          "message": "The following packages are not available from current channels:\n  - gxx=99"})
+    (problem,) = module.conda_problems(target, 1, failure)
+    assert "do not solve from conda-forge" in problem and "gxx=99" in problem

@@ -160,8 +160,9 @@ def test_method_setting_reruns_its_chain_and_the_report_only(finished_run, overl
         {"wandb": {"mode": "offline"}},
         {"wandb": {"project": "another-project"}},
         {"execution": {"workers": 4}},
+        {"grpo": {"vllm_server_timeout_s": 60}},
     ],
-    ids=["wandb-mode", "wandb-project", "sandbox-workers"],
+    ids=["wandb-mode", "wandb-project", "sandbox-workers", "vllm-server-timeout"],
 )
 def test_settings_that_cannot_change_a_result_rerun_nothing(finished_run, overlay):
     assert planned_jobs(finished_run, overlay) == {}

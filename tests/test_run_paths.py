@@ -186,7 +186,8 @@ def test_every_other_leaf_setting_moves_some_segment():
     unmoved = []
     for path in leaves(config):
         if path[:1] in NEVER_A_RESULT or path in {("execution", "workers"), ("grpo", "vllm_server_gpus"),
-                                                  ("grpo", "vllm_server_gpu_memory_utilization")}:
+                                                  ("grpo", "vllm_server_gpu_memory_utilization"),
+                                                  ("grpo", "vllm_server_timeout_s")}:
             continue
         if path[:1] == ("models",) and path[-1] == "gpu_model":
             continue

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from execrl.tiny_model import TinyModelConfig
-from test_train_job import PROBLEMS, build_tiny, grpo_settings, job, run, step_records, write_jsonl
+from test_train_job import PROBLEMS, build_tiny, grpo_settings, job, loaded_by_rank, run, step_records, write_jsonl
 
 pytestmark = pytest.mark.slow
 
@@ -32,8 +32,10 @@ def tiny(tmp_path_factory):
     return build_tiny(tmp_path_factory.mktemp("tiny"), VLLM_SHAPE)
 
 
-def vllm_job(tiny, tmp_path, method, mode, prefix=()):
+def vllm_job(tiny, tmp_path, method, mode, prefix=(), processes=1, config="cpu.yaml", full_weight=False):
     settings = grpo_settings()
+    if full_weight:
+        settings["lora"] = None
     settings["grpo"].update(use_vllm=True, vllm_mode=mode, vllm_gpu_memory_utilization=MEMORY_SHARE,
                             vllm_max_model_length=256, max_completion_length=2, num_generations=4,
                             learning_rate=5e-2)
@@ -43,7 +45,7 @@ def vllm_job(tiny, tmp_path, method, mode, prefix=()):
     if method == "srrl":
         settings["srrl"] = {"refine_share": 0.5}
     data = write_jsonl(tmp_path / "problems.jsonl", PROBLEMS)
-    command, env = job(tiny, tmp_path, method, settings, data, processes=1, prefix=prefix,
+    command, env = job(tiny, tmp_path, method, settings, data, processes=processes, config=config, prefix=prefix,
                        extra=("--eval-problems", str(data), "--sandbox-workers", "1"))
     env["VLLM_CPU_KVCACHE_SPACE"] = KV_CACHE_GB
     return command, env
@@ -99,14 +101,18 @@ def test_two_steps_with_colocated_vllm(tiny, tmp_path, method):
     assert (tmp_path / "trained" / "adapter_config.json").is_file()
 
 
+def server_prefix(tiny, tmp_path):
+    """`python -m execrl.vllm_server --gpus 0` (vLLM's server on CPU), as the `train` rule prefixes its command."""
+    return (sys.executable, "-m", "execrl.vllm_server", "--model", str(tiny / "model"), "--gpus", "0",
+            "--gpu-memory-utilization", str(MEMORY_SHARE), "--max-model-len", "256", "--timeout", "300",
+            "--log", str(tmp_path / "vllm.log"), "--")
+
+
 @pytest.mark.parametrize("method", ["grpo", "srrl"])
 def test_two_steps_beside_a_vllm_server_on_cpu(tiny, tmp_path, method):
-    """`python -m execrl.vllm_server --gpus 0` (vLLM's server on CPU) around the `train` rule's command;
-    SRRL's refinements (its second sampling round of a step) are served too."""
-    server = (sys.executable, "-m", "execrl.vllm_server", "--model", str(tiny / "model"), "--gpus", "0",
-              "--gpu-memory-utilization", str(MEMORY_SHARE), "--max-model-len", "256", "--timeout", "300",
-              "--log", str(tmp_path / "vllm.log"), "--")
-    run(*vllm_job(tiny, tmp_path, method, "server", prefix=server), tmp_path)
+    """The server around the `train` rule's command; SRRL's refinements (its second sampling round of a
+    step) are served too."""
+    run(*vllm_job(tiny, tmp_path, method, "server", prefix=server_prefix(tiny, tmp_path)), tmp_path)
     assert step_records(tmp_path) == [0, 1, 1, 2, 2]
     # The served model changed: step 2 was sampled by the server after step 1's weights were reloaded into
     # it, and the trainer's log-probs agree with the server's token by token.
@@ -120,6 +126,30 @@ def test_two_steps_beside_a_vllm_server_on_cpu(tiny, tmp_path, method):
         # Half of each step's completions are refinements of failed first attempts, sampled by the server
         # in a second request of the step (7 completion requests against GRPO's 5 here).
         assert [step["srrl/c2_share"] for step in trained_steps(tmp_path)] == [0.5, 0.5]
+
+
+def test_full_weight_grpo_on_two_zero3_processes_beside_a_vllm_server_on_cpu(tiny, tmp_path):
+    """config/scaling-binary-bonus.yaml's path on CPU: full-weight GRPO sharded by ZeRO-3 over 2 processes
+    (gloo, workflow/accelerate/zero3-cpu.yaml), beside the vLLM server, its weights synced every step: each
+    process gathers every parameter from the shards in turn and rank 0 sends them."""
+    from test_zero3_cpu import ZERO3, zero3_checkpoint
+
+    command, env = vllm_job(tiny, tmp_path, "grpo", "server", prefix=server_prefix(tiny, tmp_path), processes=2,
+                            config=ZERO3, full_weight=True)
+    log = run(command, env, tmp_path)
+    batches = loaded_by_rank(log)
+    assert set(batches) == {0, 1}
+    assert step_records(tmp_path) == [0, 1, 1, 2, 2]
+    steps = trained_steps(tmp_path)
+    # Step 2 was sampled by the server after step 1's full weights were gathered and reloaded into it: the
+    # trainer's log-probs agree with the server's token by token (a step at this learning rate moves them).
+    assert steps[1]["sampling/sampling_logp_difference/max"] < 0.05, steps[1]
+    assert 0.95 < steps[1]["sampling/importance_sampling_ratio/min"] <= steps[1]["sampling/importance_sampling_ratio/max"] < 1.05
+    served = (tmp_path / "vllm.log").read_text()
+    assert served.count('"POST /collective_rpc HTTP/1.1" 200') >= 2
+    # All weights trained, written whole (gathered from the shards), and DeepSpeed's checkpoint sharded in 2.
+    assert (tmp_path / "trained" / "config.json").is_file() and not (tmp_path / "trained" / "adapter_config.json").exists()
+    assert zero3_checkpoint(tmp_path) == (3, 2)
 
 
 def test_vllm_settings_are_checked():

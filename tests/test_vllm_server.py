@@ -201,3 +201,44 @@ def test_the_server_logs_where_the_workflow_says(monkeypatch, tmp_path):
     assert parser().parse_args(["--model", "m", "--gpus", "1", "--", "true"]).log is None  # a temporary file
     monkeypatch.setenv(VLLM_SERVER_LOG_ENV, str(tmp_path / "train.log.vllm-server"))
     assert parser().parse_args(["--model", "m", "--gpus", "1", "--", "true"]).log == tmp_path / "train.log.vllm-server"
+
+
+def test_the_server_waits_as_long_as_the_workflow_says(stand_in, tmp_path, monkeypatch):
+    """Without --timeout the deadline is $EXECRL_VLLM_SERVER_TIMEOUT (the train rule's, from
+    grpo.vllm_server_timeout_s), else 900 s."""
+    from execrl.vllm_server import VLLM_SERVER_TIMEOUT_ENV, parser
+
+    monkeypatch.delenv(VLLM_SERVER_TIMEOUT_ENV, raising=False)
+    assert parser().parse_args(["--model", "m", "--gpus", "1", "--", "true"]).timeout == 900
+    monkeypatch.setenv(VLLM_SERVER_TIMEOUT_ENV, "3")
+    start = time.monotonic()
+    job = stand_in("hang", "--gpus", "1")
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == 1 and time.monotonic() - start < 30
+    assert "within 3 s" in err
+
+
+@pytest.mark.slow
+def test_the_server_timeout_setting_reaches_the_train_job_and_moves_no_output(tmp_path):
+    """grpo.vllm_server_timeout_s reaches the server of every scaling job, and changes nothing else of the
+    job: not its command, outputs or params (a resource, so it reruns nothing, as wandb.mode)."""
+    import yaml
+
+    from conftest import copy_workflow
+    from test_configs import CONFIGS, dry_run, planned_jobs
+
+    workdir = copy_workflow(tmp_path / "workflow")
+    (workdir / "slurm").symlink_to("profiles/slurm")
+    (workdir / "config" / "timeout.yaml").write_text(yaml.safe_dump({"grpo": {"vllm_server_timeout_s": 2400}}))
+    configs = CONFIGS["scaling-binary-bonus.yaml"]
+
+    def train_jobs(*overlay):
+        return {job["wildcards"]["model"]: job for job in planned_jobs(dry_run(workdir, [*configs, *overlay]))
+                if job["rule"] == "train"}
+
+    default, longer = train_jobs(), train_jobs("config/timeout.yaml")
+    assert default.keys() == longer.keys() and len(default) > 1
+    for model, job in default.items():
+        assert "EXECRL_VLLM_SERVER_TIMEOUT=900 " in job["shell"] and "execrl.vllm_server" in job["shell"]
+        # The same command otherwise, its output paths (digests of the settings) included.
+        assert longer[model]["shell"] == job["shell"].replace("EXECRL_VLLM_SERVER_TIMEOUT=900 ", "EXECRL_VLLM_SERVER_TIMEOUT=2400 ")

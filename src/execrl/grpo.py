@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 from trl import GRPOTrainer
 
+from execrl.generation.weight_sync import trl_vllm_generation
 # GRPO's settings are read when the DAG is planned, without TRL: they live in execrl.grpo_settings.
 from execrl.grpo_settings import VLLM_MODES, GRPOSettings  # noqa: F401
 from execrl.interval_eval import IntervalEvaluation
@@ -29,7 +30,6 @@ from execrl.training import (
     train_resuming,
     world_size,
 )
-from execrl.vllm_cpu import trl_vllm_generation_for_platform
 from execrl.watch.monitor import RewardHackingWatch, WatchSettings, is_count, pooled_rates
 
 
@@ -256,8 +256,9 @@ def train_grpo(
     trainer_class = task.trainer_class(LengthChunkedGRPOTrainer)
     if srrl is not None:
         trainer_class = grouping_trainer_class(trainer_class, srrl)
-    # On vLLM's CPU build the trainer's weight sync is execrl.vllm_cpu's; elsewhere it is TRL's own.
-    with trl_vllm_generation_for_platform(settings.use_vllm):
+    # The trainer's weight sync merges a LoRA adapter out of place (execrl.generation.weight_sync), and
+    # on vLLM's CPU build reaches vLLM as execrl.vllm_cpu's does.
+    with trl_vllm_generation(settings.use_vllm):
         trainer = trainer_class(
             model=model,
             reward_funcs=reward_funcs,

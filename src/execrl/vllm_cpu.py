@@ -11,13 +11,13 @@ TRL's own weight sync assumes a GPU build, and fails on vLLM's CPU build in both
   safetensors into a folder and asks the server to `reload_weights` from it over vLLM's
   `/collective_rpc` (an endpoint of vLLM's dev mode, which `trl vllm-serve` turns on).
 
-Everything else (which tensors, under which names, gathered from ZeRO-3 shards or merged from a LoRA
-adapter) is TRL's `VLLMGeneration`. On a GPU nothing here is used: TRL's NCCL sync runs unchanged.
+Everything else (which tensors, under which names, gathered from ZeRO-3 shards, or merged from a LoRA
+adapter out of place) is `execrl.generation.weight_sync`'s `VLLMGeneration`. On a GPU nothing here is
+used: TRL's NCCL sync runs.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import shutil
 import sys
@@ -37,10 +37,12 @@ def vllm_on_cpu() -> bool:
 
 
 def cpu_vllm_generation_class():
-    """TRL's `VLLMGeneration` with the weight sync that works on vLLM's CPU build."""
-    from trl.generation.vllm_generation import VLLMClient, VLLMGeneration
+    """`execrl.generation.weight_sync`'s `VLLMGeneration` with the weight sync that works on vLLM's CPU build."""
+    from trl.generation.vllm_generation import VLLMClient
 
-    class CPUVLLMGeneration(VLLMGeneration):
+    from execrl.generation.weight_sync import vllm_generation_class
+
+    class CPUVLLMGeneration(vllm_generation_class()):
         def _init_vllm(self):
             if self.mode != "server":
                 super()._init_vllm()
@@ -83,24 +85,6 @@ def reload_server_weights(client, weights: dict) -> None:
                                f"{response.status_code} {response.text}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def trl_vllm_generation_for_platform(use_vllm: bool = True):
-    """While a GRPO trainer is built: where it uses vLLM and vLLM's platform is the CPU, the trainer's
-    `VLLMGeneration` is `cpu_vllm_generation_class()`'s (TRL builds it inside `GRPOTrainer.__init__`,
-    with no other hook). Elsewhere nothing changes."""
-    if not (use_vllm and vllm_on_cpu()):
-        yield
-        return
-    import trl.trainer.grpo_trainer as grpo_trainer
-
-    original = grpo_trainer.VLLMGeneration
-    grpo_trainer.VLLMGeneration = cpu_vllm_generation_class()
-    try:
-        yield
-    finally:
-        grpo_trainer.VLLMGeneration = original
 
 
 def vllm_version(name: str, _version=importlib.metadata.version) -> str:

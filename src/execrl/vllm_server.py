@@ -6,7 +6,7 @@
 The server takes the last `--gpus` devices of the job's CUDA_VISIBLE_DEVICES and COMMAND gets the
 rest. Both ports (vLLM's HTTP port and the port of TRL's weight-sync group) are picked free, so
 two jobs on one node do not collide. The server (`trl vllm-serve`) must answer on `/health`
-within `--timeout` seconds, or the job fails naming the server's log (as it does when the server dies
+within `--timeout` seconds (default: $EXECRL_VLLM_SERVER_TIMEOUT, else 900), or the job fails naming the server's log (as it does when the server dies
 while COMMAND runs: COMMAND is then stopped); then COMMAND runs with the
 server's address in EXECRL_VLLM_SERVER_HOST, EXECRL_VLLM_SERVER_PORT and EXECRL_VLLM_GROUP_PORT,
 which `execrl.train_job` reads into TRL's GRPOConfig. The server is stopped when COMMAND ends, when
@@ -42,6 +42,10 @@ VLLM_SERVER_PORT_ENV = "EXECRL_VLLM_SERVER_PORT"
 VLLM_GROUP_PORT_ENV = "EXECRL_VLLM_GROUP_PORT"
 # Where the server logs when --log is not given (the train rule points it next to the job's log).
 VLLM_SERVER_LOG_ENV = "EXECRL_VLLM_SERVER_LOG"
+# Seconds the server may take to answer when --timeout is not given (the train rule sets it from
+# `grpo.vllm_server_timeout_s`, a setting that reruns nothing).
+VLLM_SERVER_TIMEOUT_ENV = "EXECRL_VLLM_SERVER_TIMEOUT"
+DEFAULT_TIMEOUT_S = 900.0
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -184,7 +188,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of its GPUs' memory the server may use")
     parser.add_argument("--max-model-len", type=int, help="vLLM's context window (default: the model's)")
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds the server may take to answer /health")
+    parser.add_argument("--timeout", type=float, default=os.environ.get(VLLM_SERVER_TIMEOUT_ENV) or DEFAULT_TIMEOUT_S,
+                        help=f"seconds the server may take to answer /health (default: ${VLLM_SERVER_TIMEOUT_ENV}, which the "
+                        f"workflow sets from grpo.vllm_server_timeout_s, else {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--log", type=Path, default=os.environ.get(VLLM_SERVER_LOG_ENV) or None,
                         help=f"the server's log (default: ${VLLM_SERVER_LOG_ENV}, which the workflow sets beside the "
                         "job's log, else a new file in the temporary folder)")

@@ -38,6 +38,7 @@ rule train:
         sandbox_workers=sandbox_workers,
         wandb_mode=runtime_setting("wandb", "mode"),
         wandb_project=runtime_setting("wandb", "project"),
+        vllm_server_timeout_s=runtime_setting("grpo", "vllm_server_timeout_s"),
     params:
         method=registry_method,
         model=get_base_model,
@@ -50,6 +51,7 @@ rule train:
         token_budget=get_token_budget_option,
     shell:
         "HF_HUB_OFFLINE=1 EXECRL_VLLM_SERVER_LOG={log}.vllm-server"
+        " EXECRL_VLLM_SERVER_TIMEOUT={resources.vllm_server_timeout_s}"
         " {params.vllm_server}accelerate launch --config_file {params.accelerate_config}"
         " {params.launch_options}"
         " --num_processes {resources.processes} --num_machines 1 --main_process_port 0"
