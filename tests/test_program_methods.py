@@ -70,3 +70,5 @@ def test_code_game_logs_the_opponents_accuracy(tiny_model, tmp_path):
     for record in records:
         assert record["code_game/reward"] == pytest.approx(record["reward"])
         assert 0.0 <= record["code_game/nondeterministic_rate"] <= record["program/error_rate"]
+        # output is counted in the trainer's tokenizer against the opponent's 8 tokens
+        assert 0.0 <= record["code_game/long_output_rate"] <= record["program/run_rate"]

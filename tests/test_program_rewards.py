@@ -108,23 +108,41 @@ def test_a_second_run_that_differs_is_an_error():
     assert deterministic(first, ProgramRun("timeout")).status == "error"
 
 
-class ScriptedOpponent:
-    """Predicts from a table of program text to answer; records the prompts it saw."""
+class ByteTokenizer:
+    """One token per byte of UTF-8: the tokenizer interface the game counts output with."""
 
-    def __init__(self, answers: dict[str, str]):
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": list(text.encode())}
+
+    def decode(self, ids):
+        return bytes(ids).decode(errors="ignore")
+
+
+class ScriptedOpponent:
+    """Predicts from a table of program text to answer, writing at most `max_tokens` tokens of it
+    (as a sampler stops there); records the prompts it saw."""
+
+    def __init__(self, answers: dict[str, str], tokenizer=ByteTokenizer()):
         self.answers = answers
+        self.tokenizer = tokenizer
         self.prompts: list[str] = []
 
     def __call__(self, prompts, temperature, max_tokens):
         self.prompts += prompts
-        return [next((a for code, a in self.answers.items() if code in p), "no idea") for p in prompts]
+        answers = [next((a for code, a in self.answers.items() if code in p), "no idea") for p in prompts]
+        return [self.tokenizer.decode(self.tokenizer(a)["input_ids"][:max_tokens]) for a in answers]
 
 
 def game(executor, answers, **settings):
+    from execrl.problems import Problem
+
     opponent = ScriptedOpponent(answers)
+    prompt_config = PromptConfig(chat_template="never")
     rewards = CodeGameRewards(
-        executor, CodeGameSettings(**settings), ExecRewardSettings(), lambda trainer: opponent, PromptConfig(chat_template="never")
+        executor, CodeGameSettings(**settings), ExecRewardSettings(), lambda trainer: opponent, prompt_config
     )
+    # the trainer builds the game's prompts with its tokenizer, which the game then counts output with
+    rewards.prompt(Problem(id="p", prompt="Print.", test_type="assert", tests=["assert True"]), prompt_config, ByteTokenizer())
     rewards.bind(trainer=None)
     return rewards, opponent
 
@@ -153,6 +171,66 @@ def test_without_the_determinism_check_an_unseeded_program_wins(executor):
     unseeded = "import random\nprint(random.random())"
     rewards, _ = game(executor, {}, require_deterministic=False)
     assert rewards.reward_functions()[0][0]([unseeded]) == [1.0]
+
+
+def test_output_longer_than_the_opponent_may_write_loses(executor):
+    """The opponent writes at most max_prediction_tokens tokens, so longer output can never be
+    predicted: without the rule printing a long string wins every game, even against an opponent
+    that knows every program's output."""
+    limit = 16
+    at_limit, long = "print('a' * 16)", "print('a' * 17)"
+    spaced = "print('a ' * 16)"  # 32 characters, 31 once the comparison collapses white space
+    knows_all = {at_limit: "a" * 16, long: "a" * 17, spaced: "a " * 16}
+    rewards, _ = game(executor, knows_all, max_prediction_tokens=limit)
+    logged = {}
+    got = rewards.reward_functions()[0][0]([at_limit, long, spaced], log_metric=logged.__setitem__)
+    # the exploit no longer pays: long output gets no more than a program the opponent predicts
+    assert got == [-1.0, -1.0, -1.0]
+    assert logged["code_game/long_output_rate"] == pytest.approx(2 / 3)
+    assert logged["code_game/opponent_accuracy"] == pytest.approx(1 / 3)  # it could write only the first
+    exploitable, _ = game(executor, knows_all, max_prediction_tokens=limit, long_output_loses=False)
+    assert exploitable.reward_functions()[0][0]([at_limit, long, spaced]) == [-1.0, 1.0, 1.0]
+    # the length is what the comparison reads: exact keeps the spaces, normalized collapses them
+    assert rewards.too_long([ProgramRun("ran", "a  b\n" * 4)]) == [False]  # "a b a b a b a b": 15 tokens
+    exact, _ = game(executor, {}, max_prediction_tokens=limit, comparison="exact")
+    assert exact.too_long([ProgramRun("ran", "a  b\n" * 4)]) == [True]  # 19 tokens
+    # output the sandbox cut off is long; a program that did not run is scored as before
+    assert rewards.too_long([ProgramRun("ran", "a", stdout_truncated=True), ProgramRun("error", "a" * 99)]) == [True, False]
+
+
+def test_game_reward_of_long_output():
+    settings, exec_settings = CodeGameSettings(), ExecRewardSettings()
+    ran = ProgramRun("ran", "x" * 500)
+    assert game_reward(ran, False, settings, exec_settings, too_long=True) == settings.loss
+    assert game_reward(ran, False, CodeGameSettings(long_output_loses=False), exec_settings, too_long=True) == settings.win
+    assert game_reward(ProgramRun("syntax_error"), False, settings, ExecRewardSettings(syntax_error=-3.0), too_long=True) == -3.0
+
+
+def test_counting_output_needs_the_trainers_tokenizer(executor):
+    rewards = CodeGameRewards(executor, CodeGameSettings(), ExecRewardSettings(), lambda t: ScriptedOpponent({}), PromptConfig())
+    rewards.bind(trainer=None)
+    with pytest.raises(RuntimeError, match="long_output_loses counts tokens"):
+        rewards.reward_functions()[0][0](["print(1)"])
+    silent = CodeGameRewards(
+        executor, CodeGameSettings(long_output_loses=False), ExecRewardSettings(), lambda t: ScriptedOpponent({}), PromptConfig()
+    )
+    silent.bind(trainer=None)
+    assert silent.reward_functions()[0][0](["print(1)"]) == [1.0]
+
+
+def test_the_policy_cannot_be_its_own_opponent():
+    """Its predictions would never be trained, and a wrong one is its own win: it would learn to predict worse."""
+    from execrl.config import ConfigError, check_retired
+
+    with pytest.raises(ValueError, match="code_game.opponent: policy is no longer an opponent.*predicting worse; use base"):
+        CodeGameSettings(opponent="policy")
+    with pytest.raises(ConfigError, match="^code_game.opponent: policy is no longer"):
+        check_retired({"code_game": {"opponent": "policy"}})
+    with pytest.raises(ConfigError, match="^method_overrides.code_game.code_game.opponent: policy"):
+        check_retired({"method_overrides": {"code_game": {"code_game": {"opponent": "policy"}}}})
+    with pytest.raises(ConfigError, match="^method_variants.game2.overrides.code_game.opponent: policy"):
+        check_retired({"method_variants": {"game2": {"method": "code_game", "overrides": {"code_game": {"opponent": "policy"}}}}})
+    check_retired({"code_game": {"opponent": "base"}})
 
 
 def test_an_unbound_opponent_is_an_error(executor):

@@ -81,3 +81,44 @@ def test_spiral_trains_on_self_play_turns_with_role_conditioned_advantages(tiny_
     (checkpoint_folder,) = (tmp_path / "checkpoints" / "spiral" / "test").iterdir()
     saved = json.loads((checkpoint_folder / "checkpoint-2" / BASELINES_FILE).read_text())
     assert saved == rolled[-1][2]
+
+
+def test_a_step_trains_on_a_uniform_draw_of_its_games_turns():
+    """A step trains on the batch's count of turns (seed 002: 8), drawn from every turn of its
+    games: openings and endgames of both roles, not the first games' turns."""
+    import random
+    import re
+    from types import SimpleNamespace
+
+    from execrl.games.play import Sampled
+    from execrl.prompting import PromptConfig
+
+    rng = random.Random(0)
+
+    def policy(observations):
+        replies = []
+        for index, observation in enumerate(observations):
+            legal = re.findall(r"\[(\d)\]", observation.split("Legal:")[1])
+            player = int(re.search(r"player (\d)", observation).group(1))
+            # the payload stands for the token ids: the move's number in its game, and on the first
+            # move (when every game of the round is in the call, in order) the game's index; the player
+            replies.append(Sampled(f"[{rng.choice(legal)}]", ([9 - len(legal), index], [player], None)))
+        return replies
+
+    task = SelfPlayTask(SPIRALSettings(games_per_step=16, observation="compact"), PromptConfig(chat_template="never"), seed=0)
+    one_process = SimpleNamespace(process_index=0, num_processes=1)
+    drawn, openings = [], []
+    for step in range(30):
+        output = task.rollout(8, policy, step, one_process)
+        assert len(output["prompt_ids"]) == len(task.advantages) == 8
+        drawn += [(ids[0], player[0]) for ids, player in zip(output["prompt_ids"], output["completion_ids"], strict=True)]
+        openings += [ids[1] for ids in output["prompt_ids"] if ids[0] == 0]
+        # every game of the step reached the metrics and the baselines, not only the drawn turns'
+        assert task.metrics["spiral/self_play/turns_per_game"] >= 5
+    moves = {move for move, _ in drawn}
+    assert moves == set(range(9))  # every move number of a tic-tac-toe game, the last ones included
+    assert {player for _, player in drawn} == {0, 1}
+    # uniform over turns: an opening move is drawn about as often as any move every game reaches
+    counts = [sum(move == m for move, _ in drawn) for m in range(5)]
+    assert max(counts) < 2 * min(counts)
+    assert len(set(openings)) >= 12  # the drawn openings come from most of the round's 16 games

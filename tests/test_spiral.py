@@ -144,11 +144,41 @@ def test_illegal_move_rule_random_substitutes_a_legal_move():
         assert o_turns[0].legal  # 4 was still free at O's first move
         for turn in o_turns[1:]:
             assert not turn.legal and turn.answer == "4" and turn.move not in (None, "4")
-        assert {turn.reward for turn in o_turns} == {episode.returns[1]}
+        assert o_turns[0].reward == episode.returns[1]  # the legal move gets the game's return
     substitutes = [tuple(t.move for t in e.turns_of(1)[1:]) for e in episodes]
     assert len(set(substitutes)) > 1  # drawn from each game's own generator
     again = play_self_play(TTT, Scripted(lambda o: first_legal(o) if role(o) == 0 else "[4]"), 10, seed=5, rules=rules)
     assert [tuple(t.move for t in e.turns_of(1)[1:]) for e in again] == substitutes
+
+
+def test_an_illegal_answer_gets_the_penalty_even_when_its_random_substitute_wins():
+    """Under `illegal_move: random` the substitute is played, but the illegal answer is not credited
+    with where the substitute led: a policy cannot gain by answering illegally."""
+    from execrl.games.play import ILLEGAL_MOVE_PENALTY
+
+    rules = MatchRules(illegal_move="random")
+    # X plays legal random moves; O answers illegally every time, so every O move is a random substitute
+    rng = random.Random(0)
+    policy = Scripted(lambda o: f"[{rng.choice(legal_moves(o))}]" if role(o) == 0 else "I pass.")
+    episodes = play_self_play(TTT, policy, 60, seed=2, rules=rules)
+    o_results = [episode.returns[1] for episode in episodes]
+    assert max(o_results) == 1.0 and 0.0 in o_results  # substitutes won and drew games for O
+    for episode in episodes:
+        assert episode.forfeited_by is None
+        o_turns = episode.turns_of(1)
+        assert o_turns and all(not turn.legal and turn.move is not None for turn in o_turns)
+        assert {turn.reward for turn in o_turns} == {ILLEGAL_MOVE_PENALTY} == {-1.0}
+        assert {turn.reward for turn in episode.turns_of(0)} == {episode.returns[0]}
+    # the illegal answers' advantages are the lowest a turn can get, whatever the games' outcomes
+    baselines = RoleBaselines(0.5)
+    advantages = role_conditioned_advantages(episodes, baselines)
+    o_advantage = -1.0 - baselines.baseline("tictactoe", 1)
+    for episode, game_advantages in zip(episodes, advantages, strict=True):
+        for turn, advantage in zip(episode.turns, game_advantages, strict=True):
+            if turn.player == 1:
+                assert advantage == pytest.approx(o_advantage)
+    # the role's baseline still follows its games' returns, not the penalty
+    assert baselines.baseline("tictactoe", 1) == pytest.approx(0.5 * sum(o_results) / len(o_results))
 
 
 def test_games_stop_as_draws_after_max_turns():

@@ -8,17 +8,22 @@ not run seed 002's execution reward (`execrl.program_rewards`) capped at `loss`:
 does not run never scores above one whose output the opponent predicts, or breaking the syntax
 (−0.5 by default) would beat playing once the opponent predicts most programs. A program that prints nothing
 loses (`silent_loses`): a tiny frozen opponent never predicts empty output, and a policy trained
-against it learned to print nothing within 160 steps.
+against it learned to print nothing within 160 steps. A program whose output is longer than the
+opponent may write (`max_prediction_tokens` tokens of the policy's tokenizer, the output as the
+comparison reads it) loses too (`long_output_loses`): no prediction can match it, so without
+the rule printing `"x" * 1000` would win every game.
 
 Output that changes from run to run (the clock, unseeded randomness, addresses) cannot be
 predicted from the code, so a policy could win every game by printing it. With
 `require_deterministic` every program runs twice and one whose two outputs differ is scored as
 a run-time error.
 
-The opponent is a frozen copy of the base model (`base`) or the policy being trained
-(`policy`, sampled like SRRL's refinements, through vLLM when training uses it). Predictions
-are sampled for every completion of a step, whether its program ran or not, so that every
-training process asks for as many (vLLM's server mode samples collectively).
+The opponent is a frozen copy of the base model (`base`), sampled with transformers. Predictions
+are sampled for every completion of a step, whether its program ran or not. The policy itself
+cannot be the opponent: its prediction turns would be sampled but never trained, and since a
+wrong prediction is the policy's win, the one-sided game would reward predicting worse; training
+them on the negated reward would need the prediction turns as rows of TRL's step beside the
+programs, which its fixed-size, one-prompt-per-group step does not hold.
 """
 
 from __future__ import annotations
@@ -36,7 +41,11 @@ from execrl.prompting import PromptConfig, chat_prompt, extract_code
 from execrl.rewards import completion_text
 from execrl.sandbox.programs import ProgramRun, run_programs
 
-OPPONENTS = ("base", "policy")
+OPPONENTS = ("base",)
+POLICY_OPPONENT_RETIRED = (
+    "code_game.opponent: policy is no longer an opponent: the policy's predictions were never trained, and as a "
+    "wrong prediction is the policy's win, it gained by predicting worse; use base (a frozen copy of the base model)"
+)
 COMPARISONS = ("normalized", "exact")
 DEFAULT_PROGRAM_TEMPLATE = (
     "Write a short Python program on the task below that prints a result. Another player will read "
@@ -52,7 +61,7 @@ class CodeGameSettings:
     """The opponent, its prompt and sampling, and how its predictions are judged."""
 
     opponent: str = "base"
-    """`base` (a frozen copy of the model before training) or `policy` (the model being trained)."""
+    """`base`: a frozen copy of the model before training (the only opponent; see the module)."""
     program_template: str = DEFAULT_PROGRAM_TEMPLATE
     """The policy's prompt, with {prompt} (a train problem's statement)."""
     opponent_template: str = DEFAULT_OPPONENT_TEMPLATE
@@ -60,6 +69,7 @@ class CodeGameSettings:
     opponent_temperature: float = 0.0
     """Sampling temperature of predictions (0: greedy)."""
     max_prediction_tokens: int = 64
+    """The most tokens the opponent writes."""
     comparison: str = "normalized"
     """`normalized`: equal after collapsing runs of white space and stripping the ends; `exact`."""
     require_deterministic: bool = True
@@ -71,8 +81,14 @@ class CodeGameSettings:
     silent_loses: bool = True
     """A program that ran and printed nothing loses: empty output is the one any opponent can
     predict, though a weak opponent may never answer it (false: judge its prediction as usual)."""
+    long_output_loses: bool = True
+    """A program that ran and printed more than `max_prediction_tokens` tokens (its output as
+    `comparison` reads it, in the policy's tokenizer) loses: the opponent cannot write a prediction
+    that long, so such output could never be predicted (false: judge its prediction as usual)."""
 
     def __post_init__(self) -> None:
+        if self.opponent == "policy":
+            raise ValueError(POLICY_OPPONENT_RETIRED)
         if self.opponent not in OPPONENTS:
             raise ValueError(f"code_game.opponent must be one of {OPPONENTS}, got {self.opponent!r}")
         if self.comparison not in COMPARISONS:
@@ -110,10 +126,17 @@ def prediction_text(completion: str) -> str:
 
 
 def prediction_matches(prediction: str, output: str, comparison: str = "normalized") -> bool:
-    predicted = prediction_text(prediction)
-    if comparison == "exact":
-        return predicted.strip("\n") == output.strip("\n")
-    return normalize_output(predicted) == normalize_output(output)
+    return compared_output(prediction_text(prediction), comparison) == compared_output(output, comparison)
+
+
+def compared_output(output: str, comparison: str = "normalized") -> str:
+    """The text a prediction must match to be right about `output` (the shortest it can be)."""
+    return output.strip("\n") if comparison == "exact" else normalize_output(output)
+
+
+def output_tokens(output: str, comparison: str, tokenizer) -> int:
+    """How many tokens the opponent needs at least to write `output` as `comparison` reads it."""
+    return len(tokenizer(compared_output(output, comparison), add_special_tokens=False)["input_ids"])
 
 
 def deterministic(first: ProgramRun, second: ProgramRun) -> ProgramRun:
@@ -129,21 +152,32 @@ def deterministic(first: ProgramRun, second: ProgramRun) -> ProgramRun:
     )
 
 
-def game_reward(run: ProgramRun, predicted_right: bool, settings: CodeGameSettings, exec_settings: ExecRewardSettings) -> float:
+def game_reward(
+    run: ProgramRun,
+    predicted_right: bool,
+    settings: CodeGameSettings,
+    exec_settings: ExecRewardSettings,
+    too_long: bool = False,
+) -> float:
+    """The policy's reward for one program; `too_long`: its output is longer than the opponent may write."""
     if not run.ran:
         # Not running must never pay more than losing the game.
         return min(execution_reward(run, exec_settings), settings.loss)
     if settings.silent_loses and not run.printed:
         return settings.loss
+    if settings.long_output_loses and too_long:
+        return settings.loss
     return settings.loss if predicted_right else settings.win
 
 
-def game_metrics(runs: list[ProgramRun], right: list[bool], rewards: list[float]) -> dict[str, float]:
-    """Run outcomes, the opponent's accuracy on programs that ran, and the game's reward."""
+def game_metrics(runs: list[ProgramRun], right: list[bool], rewards: list[float], too_long: list[bool]) -> dict[str, float]:
+    """Run outcomes, the opponent's accuracy on programs that ran, how many printed more than it may
+    write (of all programs), and the game's reward."""
     metrics = run_metrics(runs)
     ran = [ok for run, ok in zip(runs, right, strict=True) if run.ran]
     if ran:
         metrics["code_game/opponent_accuracy"] = sum(ran) / len(ran)
+    metrics["code_game/long_output_rate"] = sum(too_long) / len(runs)
     metrics["code_game/nondeterministic_rate"] = sum(r.error_type == "Nondeterministic" for r in runs) / len(runs)
     metrics["code_game/reward"] = sum(rewards) / len(rewards)
     return metrics
@@ -153,7 +187,9 @@ class CodeGameRewards(OnlineTask):
     """The code game as TRL reward functions: runs each program, asks the opponent, scores the game.
 
     `predict(prompts, temperature, max_tokens)` returns one completion text per opponent prompt;
-    `bind(trainer)` makes it from the trainer when `make_predictor` needs one (the policy opponent).
+    `bind(trainer)` makes it from the trainer (`make_predictor(trainer)`). The tokenizer that
+    measures output against `max_prediction_tokens` is the one `prompt` was given (the trainer's;
+    the frozen opponent is a copy of the same model).
     """
 
     def __init__(
@@ -184,6 +220,15 @@ class CodeGameRewards(OnlineTask):
     def opponent_prompt(self, code: str) -> str:
         return opponent_prompt(code, self.settings, self.prompt_config, self.tokenizer)
 
+    def too_long(self, runs: list[ProgramRun]) -> list[bool]:
+        """Whether each program ran and printed more than the opponent may write."""
+        if not self.settings.long_output_loses:
+            return [False] * len(runs)
+        if self.tokenizer is None:
+            raise RuntimeError("code_game.long_output_loses counts tokens: the game's prompts were built without a tokenizer")
+        limit, comparison = self.settings.max_prediction_tokens, self.settings.comparison
+        return [run.ran and (run.stdout_truncated or output_tokens(run.stdout, comparison, self.tokenizer) > limit) for run in runs]
+
     def play(self, completions: list) -> tuple[list[ProgramRun], list[bool], list[str]]:
         """Each completion's run (deterministic or not), whether the opponent got it right, and its prediction."""
         codes = [extract_code(completion_text(c), self.reasoning_format) for c in completions]
@@ -205,9 +250,13 @@ class CodeGameRewards(OnlineTask):
     def reward_functions(self) -> tuple[list[Callable], list[float]]:
         def code_game(completions, log_metric=None, **kwargs):
             runs, right, _ = self.play(completions)
-            rewards = [game_reward(r, ok, self.settings, self.exec_settings) for r, ok in zip(runs, right, strict=True)]
+            too_long = self.too_long(runs)
+            rewards = [
+                game_reward(r, ok, self.settings, self.exec_settings, long)
+                for r, ok, long in zip(runs, right, too_long, strict=True)
+            ]
             if log_metric is not None:
-                for name, value in game_metrics(runs, right, rewards).items():
+                for name, value in game_metrics(runs, right, rewards, too_long).items():
                     log_metric(name, value)
             return rewards
 
@@ -235,26 +284,11 @@ def whole_model_loading():
         deepspeed.set_hf_deepspeed_config(config)
 
 
-def opponent_predictor(settings: CodeGameSettings, base_model: str, grpo_settings) -> Callable:
-    """`trainer -> predict(prompts, temperature, max_tokens)` for the configured opponent.
-
-    `policy` samples the model being trained (`execrl.grpo.PolicySampler`: vLLM when training
-    uses it, whose completion length is then the training one). `base` loads a frozen copy of
-    `base_model` once, beside the trained one, and samples it with transformers.
-    """
+def opponent_predictor(settings: CodeGameSettings, base_model: str) -> Callable:
+    """`trainer -> predict(prompts, temperature, max_tokens)` for the configured opponent: a frozen
+    copy of `base_model`, loaded once beside the trained one and sampled with transformers."""
 
     def for_trainer(trainer):
-        if settings.opponent == "policy":
-            import dataclasses
-
-            from execrl.grpo import PolicySampler
-
-            def predict(prompts, temperature, max_tokens):
-                opponent = dataclasses.replace(grpo_settings, max_completion_length=max_tokens)
-                return PolicySampler(trainer, opponent).texts(prompts, temperature)
-
-            return predict
-
         from transformers import AutoModelForCausalLM
 
         from execrl.generation.transformers_backend import generate_token_ids

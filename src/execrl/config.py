@@ -76,6 +76,16 @@ def check_retired(config: dict[str, Any]) -> None:
     for key, section in sections:
         if isinstance(section, dict) and section.get("budget") in RETIRED:
             raise ConfigError(RETIRED[section["budget"]].replace("srrl.budget", key, 1))
+    from execrl.code_game import POLICY_OPPONENT_RETIRED
+
+    games = [("code_game", config.get("code_game"))]
+    games += [(f"method_variants.{name}.overrides.code_game", (variant or {}).get("overrides", {}).get("code_game"))
+              for name, variant in (config.get("method_variants") or {}).items()]
+    games += [(f"method_overrides.{name}.code_game", (overrides or {}).get("code_game"))
+              for name, overrides in (config.get("method_overrides") or {}).items()]
+    for key, section in games:
+        if isinstance(section, dict) and section.get("opponent") == "policy":
+            raise ConfigError(POLICY_OPPONENT_RETIRED.replace("code_game", key, 1))
 
 
 def check_references(config: dict[str, Any]) -> None:

@@ -4,8 +4,10 @@ advantages are role-conditioned (`execrl.spiral`).
 TRL's trainer takes a fixed number of completions per step and makes their advantages by
 normalising rewards within groups of `num_generations`. Self-play fits the first through
 `rollout_func`: each step plays rounds of games until it has at least as many turns as the step
-has completions, and hands TRL a seeded draw of exactly that many turns (prompt = the player's
-observation, completion = its reply). It does not fit the second: a turn's advantage is its
+has completions, and hands TRL a seeded, uniform draw of exactly that many turns (prompt = the
+player's observation, completion = its reply): the batch's size stays the configured one (seed
+002's 8 completions), and each turn of the step's games has the same chance to be trained on
+(docs/self-play.md says why). It does not fit the second: a turn's advantage is its
 return minus its role's running baseline, not a group's mean. `SelfPlayGRPOTrainer` overrides
 the one method that makes advantages, to put RAE's in their place; the loss, clipping, LoRA,
 checkpoints and logging stay TRL's.

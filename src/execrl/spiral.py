@@ -2,8 +2,9 @@
 
 One policy plays both roles of a two-player zero-sum game (`execrl.games`). Every turn is a
 training sample: its prompt is the observation of the player to move, its completion the model's
-reply, and its return the final outcome of that player's game (+1 / 0 / -1; an illegal answer
-loses). Role-conditioned advantage estimation (RAE) subtracts from that return a running baseline
+reply, and its return the final outcome of that player's game (+1 / 0 / -1), or -1 for an illegal
+answer whatever the game's outcome (under `illegal_move: lose` it loses the game; under `random` a
+random legal move is played for it, and the game goes on). Role-conditioned advantage estimation (RAE) subtracts from that return a running baseline
 of the same game and role, because roles are not symmetric (the first mover of tic-tac-toe wins
 more often): without it, a role's expected return would be credited to its every move.
 
@@ -76,7 +77,8 @@ class SPIRALSettings:
     """Decay of each (game, role) baseline's exponential moving average (the paper's alpha)."""
     illegal_move: str = "lose"
     """A reply without a legal move: `lose` (its player loses, the other wins) or `random` (a random
-    legal move is played instead; the turn still counts as illegal in the metrics)."""
+    legal move is played instead and the game goes on; the turn still counts as illegal in the
+    metrics, and its reward is the illegal-move penalty, -1, not the game's return)."""
     answer_pattern: str = DEFAULT_ANSWER_PATTERN
     """Regex with one group, the move; the last match in a reply is its answer."""
     answer_template: str = DEFAULT_ANSWER_TEMPLATE

@@ -334,7 +334,7 @@ def online_task(method: str, settings: dict, executor, model: str):
             executor,
             settings["code_game"],
             settings["exec"],
-            opponent_predictor(settings["code_game"], model, settings["grpo"]),
+            opponent_predictor(settings["code_game"], model),
             settings["prompt"],
             reasoning_format,
         )

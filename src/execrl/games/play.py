@@ -5,7 +5,10 @@ or vLLM sampler plugs in) or a fixed `Opponent`. Each round, opponents move wher
 move, then every game waiting for a policy is advanced with one call per distinct policy (in
 self-play, both roles of every game share one call). A policy's turn is recorded (who, the prompt,
 the completion, its answer and move, legal or not), and when its game ends every turn is credited
-with its player's final return.
+with its player's final return, except an illegal answer: it gets `ILLEGAL_MOVE_PENALTY` (a lost
+game's return), also under `illegal_move: random`, where the substitute move is played and the game
+goes on. Credited with the final return, an illegal answer whose random substitute went on to win
+would be trained as a good reply.
 
 Each game draws its chance (the deal), its random opponent moves and its random substitutes from
 its own `random.Random(f"{seed}/{index}")`, so a game is reproducible from the seed and its index
@@ -31,6 +34,8 @@ from execrl.games.moves import AnswerFormat, parse_move
 from execrl.games.opponents import Opponent
 
 ILLEGAL_MOVE_RULES = ("lose", "random")
+ILLEGAL_MOVE_PENALTY = -1.0
+"""The reward of a turn whose answer named no legal move: a lost game's return, whatever the game's outcome."""
 OBSERVATIONS = ("full", "compact")
 
 
@@ -86,7 +91,8 @@ class Turn:
     legal: bool
     """Whether the answer named a legal move."""
     reward: float
-    """The final return of this turn's player (+1 win, 0 draw, -1 loss)."""
+    """The final return of this turn's player (+1 win, 0 draw, -1 loss); `ILLEGAL_MOVE_PENALTY` when
+    the answer was illegal."""
     payload: Any = None
     """What the sampler returned beside the text (`Sampled.payload`), if anything."""
 
@@ -187,7 +193,9 @@ class _Table:
             game=self.game.name,
             seed=self.seed,
             policy_roles=tuple(role for role, seat in enumerate(self.seats) if not isinstance(seat, Opponent)),
-            turns=tuple(Turn(**turn, reward=returns[turn["player"]]) for turn in self.turns),
+            turns=tuple(
+                Turn(**turn, reward=returns[turn["player"]] if turn["legal"] else ILLEGAL_MOVE_PENALTY) for turn in self.turns
+            ),
             returns=returns,
             final_state=self.state,
             forfeited_by=self.forfeited_by,
