@@ -80,12 +80,14 @@ METHODS: dict[str, Method] = {
                 ("code_game/opponent_accuracy", "opponent's accuracy (programs that ran)"),
                 ("program/run_rate", "programs that ran"),
                 ("program/output_chars", "characters printed (programs that ran)"),
+                ("code_game/long_output_rate", "output longer than the opponent may write"),
                 ("code_game/reward", "game reward"),
             ),
             figure_caption=(
                 "code_game: per training step, how often the opponent predicted the output of the policy's programs "
-                "that ran, the share of programs that ran (deterministically), how much they printed, and the mean "
-                "reward (+1 a wrong prediction, -1 a right one, the execution reward for programs that did not run)."
+                "that ran, the share of programs that ran (deterministically), how much they printed, the share whose output "
+                "was longer than the opponent may write (a loss), and the mean reward (+1 a wrong prediction, -1 a "
+                "right one or too long an output, the execution reward for programs that did not run)."
             ),
         ),
         Method(
