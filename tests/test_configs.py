@@ -345,9 +345,10 @@ def test_seed_000s_refinement_prompt_shows_the_execution_trace():
 
 
 def test_seed_000s_grpo_is_tiny_grpos_step_in_trls_terms(tmp_path):
-    """config/config.yaml's GRPO reaches TRL's GRPOConfig as tiny-grpo's step: KL weight 0.01,
-    clipping 0.2, per-sequence averaging, gradient clipping at 1.0, and each round of 16 prompts x 8
-    completions split into mini-batches of 16 completions, one update each."""
+    """config/config.yaml's GRPO reaches TRL's GRPOConfig as tiny-grpo's step: KL weight 0.01 on the
+    plain k3 estimate, clipping 0.2, per-sequence averaging, gradient clipping at 1.0, no dropout,
+    no importance-sampling correction, full weights, and each round of 16 prompts x 8 completions
+    split into mini-batches of 16 completions, one update each."""
     from trl import GRPOConfig
 
     from execrl.training import device_kwargs
@@ -360,6 +361,10 @@ def test_seed_000s_grpo_is_tiny_grpos_step_in_trls_terms(tmp_path):
     assert args.generation_batch_size == 128 and args.per_device_train_batch_size == 16
     assert args.steps_per_generation == 8 and args.gradient_accumulation_steps == 1
     assert args.max_steps == 800  # 100 generation rounds
+    # where TRL's defaults would change the algorithm, tiny-grpo's choice: plain k3 KL, old log-probs
+    # without dropout, no vLLM importance-sampling correction, and every weight trained
+    assert (args.use_bias_correction_kl, args.disable_dropout, args.vllm_importance_sampling_correction) == (False, True, False)
+    assert merged("config.yaml")["models"]["qwen2.5-3b-instruct"]["finetuning"] == "full"
 
 
 def partitions_fitting(job: dict) -> list[str]:

@@ -194,3 +194,125 @@ def test_steps_per_generation_must_split_a_rounds_completions():
         settings.per_device_batch(1)
     assert GRPOSettings(num_generations=8, prompts_per_step=16, steps_per_generation=8).per_device_batch(2) == 8
     assert GRPOSettings(num_generations=8, prompts_per_step=16).per_device_batch(2) == 64
+
+
+# ------------------------------------------------- TRL settings that change tiny-grpo's algorithm
+
+
+def settings_trainer(tiny_model, tmp_path, lora_dropout: float = 0.0, **grpo):
+    """A GRPOTrainer built from GRPOSettings through `execrl.trainer_config` (as train_grpo builds
+    it), on the tiny model with a LoRA adapter; nothing is sampled."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
+    from execrl.trainer_config import grpo_config
+
+    peft = LoRASettings(r=4, lora_alpha=8, lora_dropout=lora_dropout, target_modules=["q_proj", "v_proj"]).peft_config()
+    peft.init_lora_weights = False  # an adapter that already changes the output, so its dropout shows
+    settings = GRPOSettings(num_generations=2, prompts_per_step=2, max_completion_length=8, use_vllm=False,
+                            gradient_checkpointing=False, eval_every=0, **grpo)  # fmt: skip
+    args = grpo_config(settings, processes=1, reward_weights=[1.0], checkpoint_dir=tmp_path / "checkpoints")
+    torch.manual_seed(0)
+    return GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny_model),
+        reward_funcs=lambda completions, **kwargs: [0.0] * len(completions),
+        args=args,
+        train_dataset=Dataset.from_list([{"prompt": "x"}] * 4),
+        processing_class=AutoTokenizer.from_pretrained(tiny_model),
+        peft_config=peft,
+    )
+
+
+def loss_inputs(trainer, advantages, seed: int = 0) -> dict:
+    """One training batch as `_generate_and_score_completions` hands it to the loss: random prompt
+    and completion ids, and reference log-probs away from the policy's (so the KL is not 0)."""
+    generator = torch.Generator().manual_seed(seed)
+    rows, vocab = len(advantages), trainer.processing_class.vocab_size
+    prompt_ids = torch.randint(3, vocab, (rows, 5), generator=generator)
+    completion_ids = torch.randint(3, vocab, (rows, 6), generator=generator)
+    ones = torch.ones_like
+    with torch.no_grad():
+        logps, _, _ = trainer._get_per_token_logps_and_entropies(
+            trainer.model, torch.cat([prompt_ids, completion_ids], 1), ones(torch.cat([prompt_ids, completion_ids], 1)), 6
+        )
+    return {"prompt_ids": prompt_ids, "prompt_mask": ones(prompt_ids), "completion_ids": completion_ids,
+            "completion_mask": ones(completion_ids), "advantages": torch.tensor(advantages, dtype=torch.float32),
+            "ref_per_token_logps": logps + 0.5 * torch.randn(logps.shape, generator=generator)}  # fmt: skip
+
+
+def loss_and_gradient(trainer, inputs) -> tuple[float, torch.Tensor]:
+    trainer.model.train()
+    trainer.model.zero_grad()
+    trainer.current_gradient_accumulation_steps = 1  # as the training loop sets it for each update
+    loss = trainer._compute_loss(trainer.model, inputs)
+    loss.backward()
+    grads = [p.grad.flatten() for n, p in trainer.model.named_parameters() if p.requires_grad and p.grad is not None]
+    return loss.item(), torch.cat(grads)
+
+
+def dropout_probabilities(model) -> list[float]:
+    return [m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+
+
+def test_disable_dropout_zeroes_the_trained_models_dropout(tiny_model, tmp_path):
+    """grpo.disable_dropout reaches GRPOConfig and sets every dropout of the trained model (LoRA's
+    included) to 0, so two forward passes in train mode agree, as tiny-grpo's eval-mode old
+    log-probs agree with its first update's; TRL's default keeps LoRA's dropout 0.05."""
+    kept = settings_trainer(tiny_model, tmp_path / "kept", lora_dropout=0.05)
+    off = settings_trainer(tiny_model, tmp_path / "off", lora_dropout=0.05, disable_dropout=True)
+    assert (kept.args.disable_dropout, off.args.disable_dropout) == (False, True)
+    assert 0.05 in dropout_probabilities(kept.model)
+    assert dropout_probabilities(off.model) and set(dropout_probabilities(off.model)) == {0.0}
+    for trainer, same in ((kept, False), (off, True)):
+        inputs = loss_inputs(trainer, [1.0, -1.0])
+        ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
+        trainer.model.train()
+        with torch.no_grad():
+            first, second = (trainer._get_per_token_logps_and_entropies(trainer.model, ids, torch.ones_like(ids), 6)[0]
+                             for _ in range(2))  # fmt: skip
+        assert torch.equal(first, second) is same
+
+
+def test_bias_corrected_kl_changes_the_kl_gradient_not_its_value(tiny_model, tmp_path):
+    """grpo.use_bias_correction_kl reaches GRPOConfig; on-policy the ratio is 1, so the loss is the
+    same, but TRL's default multiplies the k3 KL by the differentiable ratio and its gradient is
+    another than tiny-grpo's plain k3 (advantages 0: the gradient is the KL term's alone)."""
+    corrected = settings_trainer(tiny_model, tmp_path / "corrected", beta=0.1, loss_type="grpo")
+    plain = settings_trainer(tiny_model, tmp_path / "plain", beta=0.1, loss_type="grpo", use_bias_correction_kl=False)
+    assert (corrected.args.use_bias_correction_kl, plain.args.use_bias_correction_kl) == (True, False)
+    plain.model.load_state_dict(corrected.model.state_dict())
+    inputs = loss_inputs(corrected, [0.0, 0.0])
+    corrected_loss, corrected_grad = loss_and_gradient(corrected, inputs)
+    plain_loss, plain_grad = loss_and_gradient(plain, inputs)
+    assert corrected_loss == pytest.approx(plain_loss, rel=1e-5) and plain_loss > 0
+    assert not torch.allclose(corrected_grad, plain_grad, rtol=1e-3, atol=1e-7)
+
+
+def test_vllm_importance_sampling_correction_weights_the_loss_when_on(tiny_model, tmp_path):
+    """grpo.vllm_importance_sampling_correction and its mode and bounds reach GRPOConfig; with vLLM
+    sampling, TRL's loss multiplies each completion's token losses by the ratio its generation step
+    computed (0: a sequence masked for a ratio above clip_max), and without the correction it does
+    not. The ratio is given here as vLLM's sampling would hand it over (no vLLM runs in this test)."""
+    on = settings_trainer(tiny_model, tmp_path / "on", loss_type="grpo", vllm_importance_sampling_clip_max=2.0)
+    off = settings_trainer(tiny_model, tmp_path / "off", loss_type="grpo", vllm_importance_sampling_correction=False,
+                           vllm_importance_sampling_mode="token_truncate")  # fmt: skip
+    assert (on.args.vllm_importance_sampling_correction, on.args.vllm_importance_sampling_mode) == (True, "sequence_mask")
+    assert (on.args.vllm_importance_sampling_clip_max, on.args.vllm_importance_sampling_clip_min) == (2.0, None)
+    assert (off.args.vllm_importance_sampling_correction, off.args.vllm_importance_sampling_mode) == (False, "token_truncate")
+    off.model.load_state_dict(on.model.state_dict())
+    for trainer in (on, off):
+        trainer.use_vllm = True  # as a trainer sampling with vLLM
+    inputs = {**loss_inputs(on, [1.0, -1.0]), "importance_sampling_ratio": torch.tensor([[1.0], [0.0]])}
+    masked, _ = loss_and_gradient(on, inputs)
+    uncorrected, _ = loss_and_gradient(off, inputs)
+    first_only, _ = loss_and_gradient(off, {**inputs, **{k: inputs[k][:1] for k in inputs if k != "ref_per_token_logps"},
+                                            "ref_per_token_logps": inputs["ref_per_token_logps"][:1]})  # fmt: skip
+    # the masked second completion leaves the loss: what is left is half the first one's loss
+    assert masked == pytest.approx(first_only / 2, rel=1e-4)
+    assert masked != pytest.approx(uncorrected, rel=1e-3)
+
+
+def test_importance_sampling_mode_outside_trls_fails_naming_the_key():
+    with pytest.raises(ValueError, match="grpo.vllm_importance_sampling_mode"):
+        GRPOSettings(vllm_importance_sampling_mode="sequence_clip")

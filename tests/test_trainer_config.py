@@ -42,19 +42,17 @@ SEED_000_TINY_GRPO = {
     "max_steps": 800,  # 100 rounds of 8 updates
 }
 SEED_000_LAYOUT = {"per_update": 16, "updates_per_generation": 8}  # 8 updates of 16 completions a round
-# What seed 000's config yields today where TRL's defaults change tiny-grpo's algorithm (issue 36,
-# item 1 lists each): tiny-grpo has the plain k3 KL, no vLLM importance-sampling correction, the
-# old log-probs in eval mode (no dropout) and full weights.
+# Where TRL's defaults change tiny-grpo's algorithm, seed 000 takes tiny-grpo's choice (docs/training.md,
+# "Seed 000's step against tiny-grpo"): the plain k3 KL, no vLLM importance-sampling correction, the
+# old log-probs without dropout, and every weight trained (no PEFT config).
 SEED_000_TRL_DEFAULTS_TODAY = {
-    "use_bias_correction_kl": True,  # tiny-grpo: False (plain k3)
-    "vllm_importance_sampling_correction": True,  # tiny-grpo: none
-    "vllm_importance_sampling_mode": "sequence_mask",
-    "vllm_importance_sampling_clip_max": 3.0,
-    "disable_dropout": False,  # tiny-grpo: old log-probs without dropout
-    "mask_truncated_completions": False,
-    "importance_sampling_level": "token",
+    "use_bias_correction_kl": False,  # tiny-grpo's approx_kl_divergence: plain k3
+    "vllm_importance_sampling_correction": False,  # tiny-grpo: none
+    "disable_dropout": True,  # tiny-grpo: old log-probs in eval mode
+    "mask_truncated_completions": False,  # tiny-grpo trains on truncated completions too
+    "importance_sampling_level": "token",  # tiny-grpo's ratio is per token
 }
-SEED_000_PEFT_TODAY = {"class": "LoraConfig", "r": 16, "lora_dropout": 0.05}  # tiny-grpo: every weight
+SEED_000_PEFT_TODAY = None  # tiny-grpo: every weight
 
 # Seed 002 (config/seed-002-self-play.yaml): lr 2e-5, 90 steps, 2 generations, 8 completions per
 # device, vLLM context 2048.
@@ -142,6 +140,9 @@ def test_every_training_job_prints_its_complete_trainer_config(workdir, plans, n
         launch = shown["launch"]
         assert launch["processes"] == int(re.search(r"--num_processes (\d+)", command).group(1))
         assert launch["per_update"] == launch["micro_batch"] * launch["accumulation"] * launch["processes"]
+        if cls is GRPOConfig:  # the round the job samples on its processes, not the printing process's one
+            trainer = shown["trainer_config"]
+            assert trainer["generation_batch_size"] == launch["micro_batch"] * launch["processes"] * trainer["steps_per_generation"]
         assert (shown["peft"] is None) is ('"lora": null' in command)
         assert (launch["zero_stage"] == 3) is ("zero3" in command)
 
@@ -158,7 +159,7 @@ def test_seed_000_is_tiny_grpos_step_where_the_readme_says_so(workdir, plans, ca
         assert {k: trainer[k] for k in SEED_000_TINY_GRPO} == SEED_000_TINY_GRPO, job["method"]
         assert {k: launch[k] for k in SEED_000_LAYOUT} == SEED_000_LAYOUT
         assert {k: trainer[k] for k in SEED_000_TRL_DEFAULTS_TODAY} == SEED_000_TRL_DEFAULTS_TODAY
-        assert {k: job["peft"][k] for k in SEED_000_PEFT_TODAY} == SEED_000_PEFT_TODAY
+        assert job["peft"] is SEED_000_PEFT_TODAY and job["finetuning"] == "full"
         assert trainer["use_vllm"] and launch["vllm_mode"] == "colocate"
 
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from execrl.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
 
 VLLM_MODES = ("colocate", "server")
+IMPORTANCE_SAMPLING_MODES = ("sequence_mask", "sequence_truncate", "token_mask", "token_truncate")
+"""TRL 1.16's vllm_importance_sampling_mode values."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,15 @@ class GRPOSettings:
     its replay buffer). None: TRL's default, one round per optimiser step."""
     max_grad_norm: float = 1.0
     """Clip the gradient's global norm at this before each update."""
+    use_bias_correction_kl: bool = True
+    """TRL's default: the KL term times the policy/old-policy ratio; False: plain k3 (tiny-grpo's)."""
+    disable_dropout: bool = False
+    """True: the trained model's dropout probabilities are 0 (tiny-grpo's eval-mode old log-probs)."""
+    vllm_importance_sampling_correction: bool = True
+    """TRL's default: weight each completion by the trainer/vLLM log-prob ratio (only with vLLM)."""
+    vllm_importance_sampling_mode: str = "sequence_mask"
+    vllm_importance_sampling_clip_max: float | None = 3.0
+    vllm_importance_sampling_clip_min: float | None = None
     save_steps: int = 25
     eval_every: int = 25
     """Interval evaluation every this many steps (0: none)."""
@@ -66,6 +77,11 @@ class GRPOSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.vllm_importance_sampling_mode not in IMPORTANCE_SAMPLING_MODES:
+            raise ValueError(
+                f"grpo.vllm_importance_sampling_mode must be one of {IMPORTANCE_SAMPLING_MODES}, "
+                f"got {self.vllm_importance_sampling_mode!r}"
+            )
         if self.vllm_mode not in VLLM_MODES:
             raise ValueError(f"grpo.vllm_mode must be one of {VLLM_MODES}, got {self.vllm_mode!r}")
         if not 0 < self.vllm_gpu_memory_utilization <= 1:
@@ -127,6 +143,12 @@ class GRPOSettings:
             "learning_rate": self.learning_rate,
             "lr_scheduler_type": "constant",
             "max_grad_norm": self.max_grad_norm,
+            "use_bias_correction_kl": self.use_bias_correction_kl,
+            "disable_dropout": self.disable_dropout,
+            "vllm_importance_sampling_correction": self.vllm_importance_sampling_correction,
+            "vllm_importance_sampling_mode": self.vllm_importance_sampling_mode,
+            "vllm_importance_sampling_clip_max": self.vllm_importance_sampling_clip_max,
+            "vllm_importance_sampling_clip_min": self.vllm_importance_sampling_clip_min,
             "beta": self.beta,
             "epsilon": self.epsilon,
             "loss_type": self.loss_type,

@@ -39,12 +39,18 @@ def grpo_config(
 
     from execrl.training import resumable_run_kwargs
 
-    return GRPOConfig(
+    config = GRPOConfig(
         **settings.trl_args(processes, micro_batch, accumulation),
         reward_weights=list(reward_weights),
         **settings.vllm_args(processes),
         **resumable_run_kwargs(Path(checkpoint_dir), settings.save_steps, settings.seed, wandb, run_name),
     )
+    if config.world_size != processes:
+        # GRPOConfig sizes the generation round by the processes of the process building it (1
+        # outside a launcher, as when a job's config is printed on a login node): the round the
+        # job samples on its `processes` processes.
+        config.generation_batch_size = config.per_device_train_batch_size * processes * config.steps_per_generation
+    return config
 
 
 def dpo_config(
