@@ -63,29 +63,29 @@ def _check_overrides(config: dict, where: str, method, sections: dict) -> None:
             raise ConfigError(f"{where}.{section}: unknown key(s) {', '.join(unknown)}")
 
 
+def _section_everywhere(config: dict[str, Any], section: str) -> list[tuple[str, Any]]:
+    """A section as the config gives it, and as each method variant and method override does,
+    with the path that names it."""
+    places = [(section, config.get(section))]
+    places += [(f"method_variants.{name}.overrides.{section}", (variant or {}).get("overrides", {}).get(section))
+               for name, variant in (config.get("method_variants") or {}).items()]
+    places += [(f"method_overrides.{name}.{section}", (overrides or {}).get(section))
+               for name, overrides in (config.get("method_overrides") or {}).items()]
+    return [(path, value) for path, value in places if isinstance(value, dict)]
+
+
 def check_retired(config: dict[str, Any]) -> None:
     """Values this version retired, named with what replaces them. Runs before the schema's check,
     whose message would only list the values it knows."""
+    from execrl.code_game import POLICY_OPPONENT_RETIRED
     from execrl.token_budget import RETIRED
 
-    sections = [("srrl.budget", config.get("srrl"))]
-    sections += [(f"method_variants.{name}.overrides.srrl.budget", (variant or {}).get("overrides", {}).get("srrl"))
-                 for name, variant in (config.get("method_variants") or {}).items()]
-    sections += [(f"method_overrides.{name}.srrl.budget", (overrides or {}).get("srrl"))
-                 for name, overrides in (config.get("method_overrides") or {}).items()]
-    for key, section in sections:
-        if isinstance(section, dict) and section.get("budget") in RETIRED:
-            raise ConfigError(RETIRED[section["budget"]].replace("srrl.budget", key, 1))
-    from execrl.code_game import POLICY_OPPONENT_RETIRED
-
-    games = [("code_game", config.get("code_game"))]
-    games += [(f"method_variants.{name}.overrides.code_game", (variant or {}).get("overrides", {}).get("code_game"))
-              for name, variant in (config.get("method_variants") or {}).items()]
-    games += [(f"method_overrides.{name}.code_game", (overrides or {}).get("code_game"))
-              for name, overrides in (config.get("method_overrides") or {}).items()]
-    for key, section in games:
-        if isinstance(section, dict) and section.get("opponent") == "policy":
-            raise ConfigError(POLICY_OPPONENT_RETIRED.replace("code_game", key, 1))
+    for path, srrl in _section_everywhere(config, "srrl"):
+        if srrl.get("budget") in RETIRED:
+            raise ConfigError(RETIRED[srrl["budget"]].replace("srrl.budget", f"{path}.budget", 1))
+    for path, code_game in _section_everywhere(config, "code_game"):
+        if code_game.get("opponent") == "policy":
+            raise ConfigError(POLICY_OPPONENT_RETIRED.replace("code_game", path, 1))
 
 
 def check_references(config: dict[str, Any]) -> None:
