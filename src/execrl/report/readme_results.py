@@ -186,7 +186,7 @@ def comparisons_section(summary: dict) -> list[str]:
             fmt_signed(value["delta"]), fmt_interval(value["ci_low"], value["ci_high"], signed=True), value["verdict"],
             _budget_text(record),
         ])  # fmt: skip
-    columns = [f"comparison ({main} pass@1)", "pass@1", "Δ", "95% paired CI", "verdict", "budget and tokens sampled in training"]
+    columns = [f"comparison ({main} pass@1)", "pass@1", "Δ", "95% paired CI", "verdict", "budget and tokens in training"]
     return _table(columns, rows)
 
 
@@ -203,13 +203,14 @@ def windows_table(windows: list[dict]) -> list[str]:
 
 
 def tokens_section(summary: dict) -> list[str]:
-    """Tokens each online run sampled in training: prompt, generated, total."""
+    """Tokens each online run used in training: prompt (read), generated, total."""
     runs = (summary.get("token_budget") or {}).get("per_run") or []
     if not runs:
         return []
     rows = [[r["method"], str(r["seed"]), f"{r['steps']:g}", _tokens(r.get("prompt_tokens")),
              _tokens(r.get("completion_tokens", r.get("generated_tokens"))), _tokens(r.get("tokens"))] for r in runs]  # fmt: skip
-    return ["Tokens sampled in training (TRL's logged counts; generated tokens estimated as in the report):", "",
+    return ["Tokens in training (generated: the completion tokens counted as `num_generated_tokens`, estimated from TRL's "
+            "mean completion length for runs that did not log it; prompt: TRL's `num_tokens` less those):", "",
             *_table(["method", "seed", "steps", "prompt tokens", "generated tokens", "tokens in all"], rows)]  # fmt: skip
 
 
