@@ -94,7 +94,7 @@ rule plot_training_curves:
     resources:
         **job_resources("report"),
     params:
-        grpo=config["grpo"],
+        grpo=RESULT_CONFIG["grpo"],
         method_overrides=get_method_overrides(),
         variants=config["method_variants"],
     script:
