@@ -8,10 +8,22 @@ plain literal become new tests of the same shape. The mutation follows EvalPlus 
 2023): ints, floats, strings, lists, tuples, sets and dicts are mutated by type, recursively,
 with sizes kept within bounds of the visible inputs.
 
-A problem takes part when it has a reference and *call-shaped* tests: ``call`` tests, or
-``assert`` tests that are all ``assert ENTRY(<literals>) == <literal>`` for one function.
-Anything else (stdio programs, asserts around ``set(...)`` or ``math.isclose``) keeps no plus
-tests, and the manifest says why.
+A problem takes part when it has a reference that passes its own visible tests and
+*call-shaped* tests: ``call`` tests, or ``assert`` tests that are all
+``assert ENTRY(<literals>) == <literal>`` for one function. Anything else (stdio programs,
+asserts around ``set(...)`` or ``math.isclose``, a reference the visible tests reject) keeps no
+plus tests, and the manifest says why, problem by problem.
+
+A held-out test must not accuse a correct program:
+
+- the reference runs twice on every input, the second time under another ``PYTHONHASHSEED``
+  (:data:`RECHECK_HASH_SEED`), so an output that depends on set or dict order of strings is
+  dropped with other nondeterminism;
+- where a data set has *alternative correct solutions* (another solution of the same task that
+  passes the visible tests: MBPP's other file, or a renamed builtin reference, see
+  :mod:`execrl.watch.alternatives`), an input on which one of them disagrees with the reference
+  is dropped. The manifest gives the *false-positive floor*, the share of those alternatives that
+  fail some held-out test, before this filter and after it.
 """
 
 from __future__ import annotations
@@ -20,8 +32,9 @@ import ast
 import math
 import random
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from execrl.problems import Problem
@@ -29,6 +42,13 @@ from execrl.sandbox.programs import run_programs
 
 MARKER = "@@plus-result@@ "
 """Prefix of the line the driver prints; the reference's own output cannot be mistaken for it."""
+
+RECHECK_HASH_SEED = 1
+"""``PYTHONHASHSEED`` of the reference's second run on each input. The executor that judges
+candidates uses 0 (``execrl.sandbox.Executor``'s default); an output that changes with the seed
+(the order of a set of strings) is not a test a correct program can be held to."""
+
+REFERENCE_FAILS = "reference fails its visible tests"
 
 
 @dataclass(frozen=True)
@@ -304,6 +324,20 @@ class PlusTestReport:
     tests_per_problem: Counter
     skipped: Counter
     reference_runs: int = 0
+    skipped_problems: dict[str, str] = field(default_factory=dict)
+    """Problem id → why it got no held-out tests (every skipped problem)."""
+    unstable_inputs: int = 0
+    """Inputs dropped because the reference's two runs disagreed (nondeterminism, hash seed)."""
+    alternatives_given: int = 0
+    """Alternative solutions offered for problems that take part."""
+    alternatives_checked: int = 0
+    """Those that pass their problem's visible tests: correct, so no held-out test may fail them."""
+    split_inputs: int = 0
+    """Held-out tests dropped because an alternative correct solution disagrees with the reference."""
+    failing_before: list[str] = field(default_factory=list)
+    """Problems whose alternative fails a held-out test made without the alternatives' filter."""
+    failing_after: list[str] = field(default_factory=list)
+    """Problems whose alternative fails one of the held-out tests kept."""
 
     def to_dict(self, n_problems: int) -> dict[str, Any]:
         with_tests = sum(n for k, n in self.tests_per_problem.items() if k > 0)
@@ -313,8 +347,21 @@ class PlusTestReport:
             "plus_tests": sum(k * n for k, n in self.tests_per_problem.items()),
             "tests_per_problem": {str(k): n for k, n in sorted(self.tests_per_problem.items())},
             "skipped": dict(sorted(self.skipped.items())),
+            "skipped_problems": dict(sorted(self.skipped_problems.items())),
             "reference_runs": self.reference_runs,
+            "unstable_inputs": self.unstable_inputs,
+            "alternatives_given": self.alternatives_given,
+            "alternatives_checked": self.alternatives_checked,
+            "split_inputs": self.split_inputs,
+            "false_positive_floor_before": _share(len(self.failing_before), self.alternatives_checked),
+            "false_positive_floor_after": _share(len(self.failing_after), self.alternatives_checked),
+            "failing_before": sorted(self.failing_before),
+            "failing_after": sorted(self.failing_after),
         }
+
+
+def _share(count: int, total: int) -> float | None:
+    return count / total if total else None
 
 
 def make_plus_tests(
@@ -322,47 +369,140 @@ def make_plus_tests(
     executor,
     settings: PlusTestSettings,
     progress: Callable[[int], None] | None = None,
+    *,
+    alternatives: Mapping[str, Sequence[str]] | None = None,
+    recheck_executor=None,
 ) -> tuple[list[Problem], PlusTestReport]:
     """Each problem with ``plus_tests`` filled in (empty where it has no usable reference).
 
-    The reference runs twice on every mutated input (a second run catches nondeterminism),
-    every kept test is checked once more by running the reference against it through the
-    sandbox's ordinary judge, and tests it does not pass are dropped."""
+    The reference first runs on its visible tests (a problem whose reference fails them gets
+    none). It then runs twice on every mutated input: in `executor` and in `recheck_executor`,
+    whose ``PYTHONHASHSEED`` must differ (by default one like `executor`, same workers and limits,
+    under :data:`RECHECK_HASH_SEED`); inputs where the two runs disagree are dropped. Every
+    candidate test is checked by running the reference against it through the sandbox's ordinary
+    judge, and so is each alternative correct solution (`alternatives`: problem id → programs;
+    those that fail the visible tests are not correct and are not used): a test the reference or
+    any of them fails is dropped. The first ``tests_per_problem`` tests left are kept, and the
+    alternatives are judged once more on what was kept, for the false-positive floor after the
+    filter."""
+    alternatives = alternatives or {}
     report = PlusTestReport(Counter(), Counter())
-    planned: list[tuple[int, str, tuple]] = []
     shapes: dict[int, CallShape] = {}
     for index, problem in enumerate(problems):
         reason = _unusable(problem)
         shape = reason or call_shape(problem)
         if isinstance(shape, str):
-            report.skipped[shape] += 1
+            _skip(report, problem, shape)
             continue
         shapes[index] = shape
+
+    # The reference and each alternative on the visible tests: what is correct here.
+    offered = {index: _distinct(problems[index], alternatives.get(problems[index].id, ())) for index in shapes}
+    visible = [(index, problems[index].reference, True) for index in shapes]
+    visible += [(index, code, False) for index, codes in offered.items() for code in codes]
+    verdicts = executor.run_batch([(problems[index], code) for index, code, _ in visible])
+    correct: dict[int, list[str]] = {index: [] for index in shapes}
+    for (index, code, is_reference), verdict in zip(visible, verdicts):
+        if is_reference:
+            if verdict.status != "pass":
+                _skip(report, problems[index], REFERENCE_FAILS)
+                del shapes[index]
+        elif verdict.status == "pass":
+            correct[index].append(code)
+    report.alternatives_given = sum(len(offered[index]) for index in shapes)
+    report.alternatives_checked = sum(len(correct[index]) for index in shapes)
+
+    planned: list[tuple[int, str, tuple]] = []
+    for index, shape in shapes.items():
+        problem = problems[index]
         rng = random.Random(f"{settings.seed}\n{problem.id}")
         for args in mutated_inputs(shape, settings, rng):
             planned.append((index, driver_program(problem.reference, shape.entry_point, args), args))
     codes = [code for _, code, _ in planned]
-    first = run_programs(executor, codes + codes)
-    report.reference_runs = len(first)
-    runs = list(zip(first[: len(codes)], first[len(codes) :]))
+    owned = None if recheck_executor is not None else _recheck_executor(executor)
+    with owned if owned is not None else nullcontext(recheck_executor) as second:
+        first = run_programs(executor, codes)
+        again = run_programs(second, codes) if codes else []
+    report.reference_runs = len(first) + len(again)
     candidates: dict[int, list[Any]] = {index: [] for index in shapes}
-    for (index, _, args), (one, two) in zip(planned, runs):
+    for (index, _, args), one, two in zip(planned, first, again):
         if not (one.ran and two.ran) or one.stdout_truncated or two.stdout_truncated:
             continue
+        if expected_output([one.stdout], settings) is not None and expected_output([one.stdout, two.stdout], settings) is None:
+            report.unstable_inputs += 1
+            continue
         expected = expected_output([one.stdout, two.stdout], settings)
-        if expected is not None and len(candidates[index]) < settings.tests_per_problem:
+        if expected is not None:
             candidates[index].append(plus_test(problems[index], shapes[index].entry_point, args, expected))
-    out = list(problems)
+
+    # Every candidate test judged on the reference and on each correct alternative.
     checks = [(index, replace(problems[index], tests=tests)) for index, tests in candidates.items() if tests]
-    verdicts = executor.run_batch([(problem, problem.reference) for _, problem in checks])
-    for (index, checked), verdict in zip(checks, verdicts):
-        kept = [t for t, o in zip(checked.tests, verdict.test_outcomes) if o.get("status") == "pass"]
-        out[index] = replace(problems[index], plus_tests=kept)
+    judged = [(index, checked, code) for index, checked in checks for code in (problems[index].reference, *correct[index])]
+    outcomes = executor.run_batch([(checked, code) for _, checked, code in judged])
+    passes: dict[int, list[list[bool]]] = {index: [] for index, _ in checks}
+    for (index, checked, _), verdict in zip(judged, outcomes):
+        passes[index].append(_passed(verdict, len(checked.tests)))
+    out = list(problems)
+    for index, checked in checks:
+        reference, *others = passes[index]
+        ok = [i for i, passed in enumerate(reference) if passed]
+        kept = [i for i in ok if all(other[i] for other in others)]
+        report.split_inputs += len(ok) - len(kept)
+        out[index] = replace(problems[index], plus_tests=[checked.tests[i] for i in kept[: settings.tests_per_problem]])
+        # Without the filter, the first tests the reference passes would have been kept.
+        if any(not other[i] for other in others for i in ok[: settings.tests_per_problem]):
+            report.failing_before.append(problems[index].id)
+
+    # The kept tests judged once more on the alternatives, as a candidate meets them.
+    final = [(index, replace(out[index], tests=out[index].plus_tests, plus_tests=[]), code)
+             for index in shapes if out[index].plus_tests for code in correct[index]]  # fmt: skip
+    failing = set()
+    for (index, _, _), verdict in zip(final, executor.run_batch([(p, code) for _, p, code in final])):
+        if verdict.status != "pass":
+            failing.add(problems[index].id)
+    report.failing_after = sorted(failing)
     for index in shapes:
         report.tests_per_problem[len(out[index].plus_tests)] += 1
         if progress:
             progress(index)
     return out, report
+
+
+def _skip(report: PlusTestReport, problem: Problem, reason: str) -> None:
+    report.skipped[reason] += 1
+    report.skipped_problems[problem.id] = reason
+
+
+def _distinct(problem: Problem, codes: Sequence[str]) -> list[str]:
+    """The alternatives that are not the reference itself (up to formatting), once each."""
+    seen, out = {_normalized(problem.reference or "")}, []
+    for code in codes:
+        key = _normalized(code)
+        if key not in seen:
+            seen.add(key)
+            out.append(code)
+    return out
+
+
+def _normalized(code: str) -> str:
+    try:
+        return ast.dump(ast.parse(code))
+    except (SyntaxError, ValueError):
+        return code.strip()
+
+
+def _passed(verdict, n_tests: int) -> list[bool]:
+    """Per test, whether the program passed it (a test with no outcome did not pass)."""
+    outcomes = list(verdict.test_outcomes)[:n_tests]
+    passed = [o.get("status") == "pass" for o in outcomes]
+    return passed + [False] * (n_tests - len(passed))
+
+
+def _recheck_executor(executor):
+    """An executor like `executor` (its workers and limits) under :data:`RECHECK_HASH_SEED`."""
+    from execrl.sandbox import Executor
+
+    return Executor(workers=executor.workers, limits=executor.limits, hash_seed=RECHECK_HASH_SEED)
 
 
 def _unusable(problem: Problem) -> str | None:
