@@ -12,12 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from execrl.datasets import builtin
+from execrl.datasets import builtin, load_split
 from execrl.problems import Problem
 from execrl.sandbox import ExecutionLimits, Executor
-from execrl.watch.plus_tests import PlusTestSettings, call_shape, make_plus_tests, mutate, mutated_inputs
+from execrl.watch.alternatives import alternative_solutions, read_alternatives, renamed, write_alternatives
+from execrl.watch.plus_tests import (
+    REFERENCE_FAILS,
+    PlusTestSettings,
+    call_shape,
+    make_plus_tests,
+    mutate,
+    mutated_inputs,
+    with_plus_tests,
+)
 
-MBPP_DIR = Path(os.environ.get("EXECRL_MBPP_DIR", "/work/shared/data/mbpp"))
+# The upstream MBPP files, beside the repository (never inside it).
+MBPP_DIR = Path(os.environ.get("EXECRL_MBPP_DIR", Path(__file__).resolve().parents[1].parent / "shared/data/mbpp"))
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
 
 
@@ -68,9 +78,13 @@ def test_mutation_keeps_types_and_bounds_and_is_seeded():
 def test_builtin_problems_get_plus_tests_the_reference_passes_and_hard_coding_fails(executor):
     problems = builtin.generate("test", seed=0, n=12)
     settings = PlusTestSettings(tests_per_problem=5)
-    out, report = make_plus_tests(problems, executor, settings)
+    alternatives = alternative_solutions("builtin", problems, split="test")
+    out, report = make_plus_tests(problems, executor, settings, alternatives=alternatives)
     counts = report.to_dict(len(problems))
     assert counts["problems_with_plus_tests"] >= 10, counts
+    # Every renamed reference is correct, so each is checked, and none is accused.
+    assert counts["alternatives_given"] == counts["alternatives_checked"] == 12, counts
+    assert counts["false_positive_floor_before"] == counts["false_positive_floor_after"] == 0.0
     for problem in out:
         assert all(t not in problem.tests for t in problem.plus_tests)
         assert len(problem.plus_tests) <= 5
@@ -93,7 +107,7 @@ def test_builtin_problems_get_plus_tests_the_reference_passes_and_hard_coding_fa
 def test_unusable_references_keep_no_tests(executor):
     tests = ["assert f(3) == 3", "assert f(5) == 5"]
     random_reference = Problem(id="r", prompt="x", test_type="assert", tests=tests,
-                               reference="import random\ndef f(x):\n    return x + random.random()\n")
+                               reference="import random\ndef f(x):\n    return x if x in (3, 5) else x + random.random()\n")
     hangs = Problem(id="h", prompt="x", test_type="assert", tests=tests,
                     reference="def f(x):\n    while x not in (3, 5):\n        pass\n    return x\n")
     none = Problem(id="n", prompt="x", test_type="assert", tests=tests)
@@ -116,3 +130,109 @@ def test_mbpp_problems_get_plus_tests(executor):
     assert counts["problems_with_plus_tests"] >= 15, counts
     record = next(p for p in out if p.plus_tests).to_dict()
     assert Problem.from_dict(json.loads(json.dumps(record))).plus_tests == record["plus_tests"]
+
+
+def mbpp(split: str, *ids: int) -> list[Problem]:
+    """MBPP problems by task id, through the adapter, from the upstream full file."""
+    wanted = {f"mbpp/{i}" for i in ids}
+    problems = [p for p in load_split("mbpp", split, source=str(MBPP_DIR), subset="full").problems if p.id in wanted]
+    assert {p.id for p in problems} == wanted, f"{MBPP_DIR}: tasks {sorted(wanted)} not found"
+    return problems
+
+
+@linux_only
+def test_references_that_fail_their_visible_tests_get_no_held_out_tests(executor):
+    # 341 (test split) sorts a set by iterating it; 642 (train split, one of config/config.yaml's
+    # training problems) compares sets of tuples built from sets. Their references fail their own tests.
+    problems = mbpp("test", 11, 341) + mbpp("train", 642)
+    out, report = make_plus_tests(problems, executor, PlusTestSettings(tests_per_problem=10))
+    by_id = {p.id: p for p in out}
+    assert by_id["mbpp/341"].plus_tests == [] and by_id["mbpp/642"].plus_tests == []
+    assert by_id["mbpp/11"].plus_tests, "a reference that passes its tests still gets held-out tests"
+    manifest = report.to_dict(len(problems))
+    assert manifest["skipped_problems"] == {"mbpp/341": REFERENCE_FAILS, "mbpp/642": REFERENCE_FAILS}
+    assert manifest["skipped"] == {REFERENCE_FAILS: 2}
+    # A correct program for 341 passes the visible tests and is not accused by held-out ones.
+    correct = "def set_to_tuple(s):\n    return tuple(sorted(s))\n"
+    assert executor.run(by_id["mbpp/341"], correct).status == "pass"
+    assert executor.run(with_plus_tests(by_id["mbpp/341"]), correct).status == "pass"
+
+
+@linux_only
+def test_outputs_that_depend_on_the_hash_seed_are_dropped(executor):
+    # Strings hash differently under each PYTHONHASHSEED, so a set of two or more comes out in
+    # another order; the visible tests hold one distinct string each and pass under any seed.
+    dedupe = Problem(id="dedupe", prompt="Remove duplicate words.", test_type="assert", entry_point="dedupe",
+                     tests=["assert dedupe(['ab', 'ab']) == ['ab']", "assert dedupe(['cd']) == ['cd']"],
+                     reference="def dedupe(words):\n    return list(set(words))\n")  # fmt: skip
+    out, report = make_plus_tests([dedupe], executor, PlusTestSettings(tests_per_problem=10))
+    assert report.unstable_inputs > 0
+    assert out[0].plus_tests
+    held_out = Problem(**{**out[0].to_dict(), "tests": out[0].plus_tests, "plus_tests": []})
+    for seed in (0, 1, 5, 6):  # the judge's, one rechecked, two never tried
+        with Executor(workers=1, limits=ExecutionLimits(timeout_s=2, memory_mb=512), hash_seed=seed) as other:
+            verdict = other.run(held_out, dedupe.reference)
+        assert verdict.status == "pass", (seed, verdict.test_outcomes)
+
+
+def test_hash_seeds_leave_out_the_judges_seed():
+    assert PlusTestSettings(hash_seeds=[4, 7]).hash_seeds == (4, 7)
+    for bad in ([], [0, 1], [1, 1], [-1], [True]):
+        with pytest.raises(ValueError, match="plus_tests.hash_seeds"):
+            PlusTestSettings(hash_seeds=bad)
+
+
+@linux_only
+def test_inputs_that_split_correct_solutions_are_dropped(executor):
+    # Halving is only asked of the visible tests' non-negative numbers: on a negative odd one, floor
+    # division and truncation disagree, and either answer is correct as far as the task says.
+    half = Problem(id="half", prompt="Halve a count.", test_type="assert", entry_point="half",
+                   tests=["assert half(4) == 2", "assert half(10) == 5", "assert half(7) == 3"],
+                   reference="def half(x):\n    return x // 2\n")  # fmt: skip
+    truncating = "def half(x):\n    return int(x / 2)\n"
+    wrong = "def half(x):\n    return x\n"
+    settings = PlusTestSettings(tests_per_problem=10)
+    alternatives = {"half": [truncating, wrong, "def half(x):\n    return x//2"]}  # the last is the reference
+    out, report = make_plus_tests([half], executor, settings, alternatives=alternatives)
+    manifest = report.to_dict(1)
+    assert manifest["alternatives_given"] == 2 and manifest["alternatives_checked"] == 1, manifest
+    assert manifest["split_inputs"] > 0
+    assert manifest["failing_before"] == ["half"] and manifest["false_positive_floor_before"] == 1.0
+    assert manifest["failing_after"] == [] and manifest["false_positive_floor_after"] == 0.0
+    assert out[0].plus_tests
+    assert executor.run(with_plus_tests(out[0]), truncating).status == "pass"
+    assert executor.run(with_plus_tests(out[0]), wrong).status == "fail", "the held-out tests still catch wrong programs"
+    unfiltered, _ = make_plus_tests([half], executor, settings)
+    assert executor.run(with_plus_tests(unfiltered[0]), truncating).status == "fail"
+
+
+@linux_only
+def test_mbpp_sanitized_solutions_check_the_held_out_tests(executor, tmp_path):
+    # Task 457's sanitized solution takes the shortest sublist; the full file's takes the smallest.
+    problems = mbpp("test", 457, 12)
+    alternatives = alternative_solutions("mbpp", problems, split="test", source=str(MBPP_DIR), subset="full")
+    assert "min(lst, key=len)" in alternatives["mbpp/457"][0]
+    write_alternatives(alternatives, tmp_path / "alternatives.json")
+    assert read_alternatives(tmp_path / "alternatives.json") == alternatives
+    out, report = make_plus_tests(problems, executor, PlusTestSettings(), alternatives=alternatives)
+    manifest = report.to_dict(len(problems))
+    assert manifest["failing_before"] == ["mbpp/457"] and manifest["failing_after"] == [], manifest
+    found = next(p for p in out if p.id == "mbpp/457")
+    assert found.plus_tests
+    assert executor.run(with_plus_tests(found), alternatives["mbpp/457"][0]).status == "pass"
+
+
+def test_renamed_reference_keeps_the_entry_point_and_module_names():
+    code = "import math\nLIMIT = 3\ndef f(xs, k):\n    total = 0\n    for x in xs:\n        total += math.floor(x) * k\n    return min(total, LIMIT)\n"
+    new = renamed(code, ["f"])
+    assert "def f(xs_1, k_1):" in new and "for x_1 in xs_1" in new and "math.floor" in new and "LIMIT" in new
+    scope: dict = {}
+    exec(compile(new, "renamed", "exec"), scope)
+    assert scope["f"]([1.5, 2.5], 1) == 3
+
+
+def test_alternatives_file_errors_name_the_problem(tmp_path):
+    path = tmp_path / "alternatives.json"
+    path.write_text(json.dumps({"mbpp/1": "def f(): pass"}))
+    with pytest.raises(ValueError, match="mbpp/1"):
+        read_alternatives(path)

@@ -16,9 +16,10 @@ plus tests, and the manifest says why, problem by problem.
 
 A held-out test must not accuse a correct program:
 
-- the reference runs twice on every input, the second time under another ``PYTHONHASHSEED``
-  (:data:`RECHECK_HASH_SEED`), so an output that depends on set or dict order of strings is
-  dropped with other nondeterminism;
+- the reference runs on every input under the judge's ``PYTHONHASHSEED`` (0) and again under
+  each of ``hash_seeds``, so an output that depends on the iteration order of a set of strings
+  is dropped with other nondeterminism (an order that happens to agree under every seed tried
+  survives: with k seeds and two strings, about one input in 2**k);
 - where a data set has *alternative correct solutions* (another solution of the same task that
   passes the visible tests: MBPP's other file, or a renamed builtin reference, see
   :mod:`execrl.watch.alternatives`), an input on which one of them disagrees with the reference
@@ -33,7 +34,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,10 +44,8 @@ from execrl.sandbox.programs import run_programs
 MARKER = "@@plus-result@@ "
 """Prefix of the line the driver prints; the reference's own output cannot be mistaken for it."""
 
-RECHECK_HASH_SEED = 1
-"""``PYTHONHASHSEED`` of the reference's second run on each input. The executor that judges
-candidates uses 0 (``execrl.sandbox.Executor``'s default); an output that changes with the seed
-(the order of a set of strings) is not a test a correct program can be held to."""
+JUDGE_HASH_SEED = 0
+"""``PYTHONHASHSEED`` of the executor that judges candidates (``execrl.sandbox.Executor``'s default)."""
 
 REFERENCE_FAILS = "reference fails its visible tests"
 
@@ -76,11 +75,22 @@ class PlusTestSettings:
     timeout_s: float = 2.0
     """CPU seconds the reference may take on one input; slower inputs are dropped."""
 
+    hash_seeds: tuple[int, ...] = (1, 2, 3)
+    """``PYTHONHASHSEED`` values under which the reference runs every input again (the judge's
+    own, 0, is the first run); an input whose output differs under any of them is dropped."""
+
     def __post_init__(self) -> None:
         for name in ("tests_per_problem", "candidates_per_test", "max_collection_size", "max_abs_int",
                      "max_output_chars"):  # fmt: skip
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"plus_tests.{name} must be positive, got {getattr(self, name)!r}")
+        seeds = tuple(self.hash_seeds)
+        if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
+            raise ValueError(f"plus_tests.hash_seeds must be a non-empty list of integers >= 0, got {self.hash_seeds!r}")
+        if JUDGE_HASH_SEED in seeds or len(set(seeds)) != len(seeds):
+            raise ValueError(f"plus_tests.hash_seeds must be distinct and leave out the judge's seed "
+                             f"{JUDGE_HASH_SEED}, got {list(seeds)}")  # fmt: skip
+        object.__setattr__(self, "hash_seeds", seeds)
 
 
 @dataclass(frozen=True)
@@ -327,7 +337,7 @@ class PlusTestReport:
     skipped_problems: dict[str, str] = field(default_factory=dict)
     """Problem id → why it got no held-out tests (every skipped problem)."""
     unstable_inputs: int = 0
-    """Inputs dropped because the reference's two runs disagreed (nondeterminism, hash seed)."""
+    """Inputs dropped because the reference's runs disagreed (nondeterminism, hash seed)."""
     alternatives_given: int = 0
     """Alternative solutions offered for problems that take part."""
     alternatives_checked: int = 0
@@ -371,14 +381,14 @@ def make_plus_tests(
     progress: Callable[[int], None] | None = None,
     *,
     alternatives: Mapping[str, Sequence[str]] | None = None,
-    recheck_executor=None,
+    recheck_executors: Sequence | None = None,
 ) -> tuple[list[Problem], PlusTestReport]:
     """Each problem with ``plus_tests`` filled in (empty where it has no usable reference).
 
     The reference first runs on its visible tests (a problem whose reference fails them gets
-    none). It then runs twice on every mutated input: in `executor` and in `recheck_executor`,
-    whose ``PYTHONHASHSEED`` must differ (by default one like `executor`, same workers and limits,
-    under :data:`RECHECK_HASH_SEED`); inputs where the two runs disagree are dropped. Every
+    none). It then runs on every mutated input in `executor` (hash seed 0) and again in each of
+    `recheck_executors` (by default one per ``settings.hash_seeds``, with `executor`'s workers
+    and limits); inputs where the runs disagree are dropped. Every
     candidate test is checked by running the reference against it through the sandbox's ordinary
     judge, and so is each alternative correct solution (`alternatives`: problem id → programs;
     those that fail the visible tests are not correct and are not used): a test the reference or
@@ -419,19 +429,22 @@ def make_plus_tests(
         for args in mutated_inputs(shape, settings, rng):
             planned.append((index, driver_program(problem.reference, shape.entry_point, args), args))
     codes = [code for _, code, _ in planned]
-    owned = None if recheck_executor is not None else _recheck_executor(executor)
-    with owned if owned is not None else nullcontext(recheck_executor) as second:
-        first = run_programs(executor, codes)
-        again = run_programs(second, codes) if codes else []
-    report.reference_runs = len(first) + len(again)
+    first = run_programs(executor, codes)
+    again = []
+    with ExitStack() as stack:
+        if recheck_executors is None and codes:
+            recheck_executors = [stack.enter_context(_reseeded(executor, seed)) for seed in settings.hash_seeds]
+        for other in recheck_executors or ():
+            again.append(run_programs(other, codes) if codes else [])
+    report.reference_runs = len(first) + sum(map(len, again))
     candidates: dict[int, list[Any]] = {index: [] for index in shapes}
-    for (index, _, args), one, two in zip(planned, first, again):
-        if not (one.ran and two.ran) or one.stdout_truncated or two.stdout_truncated:
+    for position, (index, _, args) in enumerate(planned):
+        runs = [first[position], *(runs[position] for runs in again)]
+        if not all(run.ran and not run.stdout_truncated for run in runs):
             continue
-        if expected_output([one.stdout], settings) is not None and expected_output([one.stdout, two.stdout], settings) is None:
+        expected = expected_output([run.stdout for run in runs], settings)
+        if expected is None and expected_output([runs[0].stdout], settings) is not None:
             report.unstable_inputs += 1
-            continue
-        expected = expected_output([one.stdout, two.stdout], settings)
         if expected is not None:
             candidates[index].append(plus_test(problems[index], shapes[index].entry_point, args, expected))
 
@@ -498,11 +511,11 @@ def _passed(verdict, n_tests: int) -> list[bool]:
     return passed + [False] * (n_tests - len(passed))
 
 
-def _recheck_executor(executor):
-    """An executor like `executor` (its workers and limits) under :data:`RECHECK_HASH_SEED`."""
+def _reseeded(executor, seed: int):
+    """An executor like `executor` (its workers and limits) under ``PYTHONHASHSEED`` `seed`."""
     from execrl.sandbox import Executor
 
-    return Executor(workers=executor.workers, limits=executor.limits, hash_seed=RECHECK_HASH_SEED)
+    return Executor(workers=executor.workers, limits=executor.limits, hash_seed=seed)
 
 
 def _unusable(problem: Problem) -> str | None:
