@@ -15,7 +15,7 @@ import pytest
 from execrl.datasets import builtin, load_split
 from execrl.problems import Problem
 from execrl.sandbox import ExecutionLimits, Executor
-from execrl.watch.alternatives import alternative_solutions, read_alternatives, renamed, write_alternatives
+from execrl.watch.alternatives import alternative_solutions, renamed
 from execrl.watch.plus_tests import (
     REFERENCE_FAILS,
     PlusTestSettings,
@@ -23,7 +23,9 @@ from execrl.watch.plus_tests import (
     make_plus_tests,
     mutate,
     mutated_inputs,
+    read_alternatives,
     with_plus_tests,
+    write_alternatives,
 )
 
 # The upstream MBPP files, beside the repository (never inside it).

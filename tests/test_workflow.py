@@ -104,8 +104,13 @@ def test_run_produces_report_from_its_own_numbers(finished_run):
             {"make_plus_tests", "annotate_plus_tests", "evaluate_pass_at_k_plus", "summarize_plus_tests", "render_report"},
             UPSTREAM_OF_GENERATION | {"generate_candidates", "annotate_candidates", "evaluate_pass_at_k"},
         ),
+        (
+            {"plus_tests": {"hash_seeds": [1, 2]}},
+            {"make_plus_tests", "annotate_plus_tests", "evaluate_pass_at_k_plus", "summarize_plus_tests", "render_report"},
+            UPSTREAM_OF_GENERATION | {"prepare_alternatives", "generate_candidates", "annotate_candidates", "evaluate_pass_at_k"},
+        ),
     ],
-    ids=["temperature", "timeout", "k", "sft-learning-rate", "plus-tests-seed"],
+    ids=["temperature", "timeout", "k", "sft-learning-rate", "plus-tests-seed", "plus-tests-hash-seeds"],
 )
 def test_config_change_reruns_only_what_it_invalidates(finished_run, overlay, must_run, must_not_run):
     planned = set(planned_jobs(finished_run, overlay))

@@ -146,6 +146,7 @@ class Rule:
 _RUN = ("dataset", "model", "method", "seed")
 RULES: dict[str, Rule] = {
     "prepare_dataset": Rule("data", "data", ("dataset", "split")),
+    "prepare_alternatives": Rule("data", "data", ("dataset", "split")),
     "stage_model": Rule("data", "data", ("model",)),
     "train_tokenizer": Rule("data", "warm start", ("dataset", "model")),
     "init_tiny_model": Rule("data", "warm start", ("dataset", "model")),

@@ -229,6 +229,10 @@ def get_problems(wildcards):
     return f"results/data/{wildcards.dataset}/{wildcards.split}.jsonl"
 
 
+def get_alternatives(wildcards):
+    return f"results/data/{wildcards.dataset}/{wildcards.split}.alternatives.json"
+
+
 def get_plus_problems(wildcards):
     return f"results/data/{wildcards.dataset}/{SEGMENTS.plus}/{wildcards.split}.jsonl"
 

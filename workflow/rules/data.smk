@@ -4,6 +4,7 @@
 
 localrules:
     prepare_dataset,
+    prepare_alternatives,
     stage_model,
 
 
@@ -28,6 +29,31 @@ rule prepare_dataset:
         on_malformed=dataset_setting("on_malformed"),
     script:
         "../scripts/prepare_dataset.py"
+
+
+# Other correct solutions of each problem (MBPP's other file; builtin's renamed references), which
+# held-out tests must not fail: make_plus_tests drops inputs on which they disagree.
+rule prepare_alternatives:
+    input:
+        problems=get_problems,
+    output:
+        "results/data/{dataset}/{split}.alternatives.json",
+    log:
+        "logs/prepare_alternatives/{dataset}/{split}.log",
+    benchmark:
+        "benchmarks/prepare_alternatives/{dataset}/{split}.tsv"
+    conda:
+        "../envs/data.yaml"
+    resources:
+        **job_resources("data"),
+    params:
+        adapter=dataset_setting("adapter"),
+        source=dataset_setting("source"),
+        subset=dataset_setting("subset"),
+        split_name=get_split_name,
+        options=dataset_setting("options"),
+    script:
+        "../scripts/prepare_alternatives.py"
 
 
 rule stage_model:

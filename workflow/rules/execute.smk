@@ -25,6 +25,7 @@ rule annotate_candidates:
 rule make_plus_tests:
     input:
         problems=get_problems,
+        alternatives=get_alternatives,
     output:
         problems="results/data/{dataset}/{plus}/{split}.jsonl",
         manifest="results/data/{dataset}/{plus}/{split}.manifest.json",

@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-from execrl.jsonl import write_json
 from execrl.problems import Problem
 
 OTHER_SUBSET = {"mbpp": {None: "sanitized", "full": "sanitized", "sanitized": "full"}}
@@ -86,20 +84,3 @@ def alternative_solutions(
     wanted = {p.id: p for p in problems}
     loaded = load_split(adapter, split, source=source, subset=other, options=options, on_malformed="skip")
     return {p.id: [p.reference] for p in loaded.problems if p.id in wanted and p.reference}
-
-
-def write_alternatives(alternatives: Mapping[str, list[str]], path: str | Path) -> None:
-    write_json(dict(sorted(alternatives.items())), path)
-
-
-def read_alternatives(path: str | Path) -> dict[str, list[str]]:
-    """An alternatives file (problem id → list of programs); a clear error on anything else."""
-    import json
-
-    record = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(record, dict):
-        raise ValueError(f"{path}: an alternatives file is a JSON object of problem id → list of programs")
-    for key, codes in record.items():
-        if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
-            raise ValueError(f"{path}: problem {key!r}: alternatives must be a list of program strings")
-    return record

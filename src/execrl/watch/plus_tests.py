@@ -30,14 +30,17 @@ A held-out test must not accuse a correct program:
 from __future__ import annotations
 
 import ast
+import json
 import math
 import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
+from execrl.jsonl import write_json
 from execrl.problems import Problem
 from execrl.sandbox.programs import run_programs
 
@@ -530,3 +533,20 @@ def with_plus_tests(problem: Problem) -> Problem:
     """The problem judged on its base tests and its held-out tests together."""
     return replace(problem, tests=list(problem.tests) + list(problem.plus_tests), plus_tests=[])
 
+
+# --- Alternative solutions' file (made by execrl.watch.alternatives) ------------------------------
+
+
+def write_alternatives(alternatives: Mapping[str, list[str]], path: str | Path) -> None:
+    write_json(dict(sorted(alternatives.items())), path)
+
+
+def read_alternatives(path: str | Path) -> dict[str, list[str]]:
+    """An alternatives file (problem id → list of programs); a clear error on anything else."""
+    record = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: an alternatives file is a JSON object of problem id → list of programs")
+    for key, codes in record.items():
+        if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
+            raise ValueError(f"{path}: problem {key!r}: alternatives must be a list of program strings")
+    return record
