@@ -540,7 +540,8 @@ def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_probl
     # The watch's hard-coding counts pooled per fifth of steps (8 logged steps: windows of one step).
     windows = {(w["method"], w["window"]): w for w in record["hard_coding_windows"]}
     assert set(windows["grpo", "first"]) == {"dataset", "model", "method", "seed", "kind", "window", "steps", "first_step",
-                                             "last_step", "checked", "flagged", "rate", "ci_low", "ci_high"}
+                                             "last_step", "checked", "flagged", "rate", "ci_low", "ci_high",
+                                             "false_positive_floor"}
     assert (windows["grpo", "first"]["checked"], windows["grpo", "first"]["flagged"]) == (8, 1)
     assert (windows["grpo", "last"]["last_step"], windows["grpo", "last"]["flagged"]) == (8, 0)
     assert "## Hard-coding rate, pooled per window" in markdown and 'id="hard-coding-windows"' in page

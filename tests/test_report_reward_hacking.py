@@ -129,3 +129,35 @@ def test_held_out_table_pairs_base_and_plus(tmp_path):
     assert "2 of 3 problems got held-out tests, 20 in all" in page
     with pytest.raises(ValueError, match="has no base evaluation"):
         held_out_table(base[:1], plus)
+
+
+def manifest(path, **floor):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"problems": 3, "problems_with_plus_tests": 2, "plus_tests": 20,
+                                "tests_per_problem": {"0": 1, "10": 2}, "skipped": {}, "reference_runs": 60, **floor}))
+    return path
+
+
+def test_every_hard_coding_rate_stands_beside_the_false_positive_floor(tmp_path):
+    train = manifest(tmp_path / "data/d/plus/train.manifest.json", alternatives_checked=25,
+                     false_positive_floor_before=0.04, false_positive_floor_after=0.0)
+    old = manifest(tmp_path / "data/e/plus/test.manifest.json")  # made before the alternatives' check
+    table = plus_test_manifests([train, old])
+    assert table.loc[0, "false_positive_floor_before"] == 0.04 and table.loc[0, "alternatives_checked"] == 25
+    floors = reward_hacking.false_positive_floors(table)
+    assert floors[("d", "train")] == {"after": 0.0, "before": 0.04, "alternatives": 25}
+    assert floors[("e", "test")]["alternatives"] == 0 and pd.isna(floors[("e", "test")]["after"])
+
+    rows = count_rows("grpo", 10, lambda s: 8, lambda s: 1)
+    rows += [{**row, "dataset": "e"} for row in count_rows("grpo", 10, lambda s: 8, lambda s: 1)]
+    windows = reward_hacking.hard_coding_windows(pd.DataFrame(rows), floors)
+    assert list(windows.columns) == reward_hacking.WINDOW_COLUMNS
+    assert set(windows[windows["dataset"] == "d"][reward_hacking.FLOOR]) == {0.0}
+    assert windows[windows["dataset"] == "e"][reward_hacking.FLOOR].isna().all()
+    changes = {c["dataset"]: c for c in reward_hacking.hard_coding_changes(windows, floors)}
+    assert ("false-positive floor 0.000 (0.040 before the alternatives' filter; 25 alternative correct solutions)"
+            in changes["d"]["sentence"])  # fmt: skip
+    assert "false-positive floor not measured" in changes["e"]["sentence"]
+    page = reward_hacking.section(pd.DataFrame(), {}, "", windows, list(changes.values()), floors)
+    assert "d train: false-positive floor 0.000" in page and "e test: false-positive floor not measured" in page
+    assert page.count("False-positive floor of the held-out tests") == 2  # beside the windows and the flagged completions

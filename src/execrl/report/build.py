@@ -146,14 +146,18 @@ def build(
     record["method_notes"] = config.get("report", {}).get("method_notes") or ""
     record["held_out"] = held_out_records
     plus_made = _optional_tsv(inputs.plus_manifests)
+    floors = reward_hacking.false_positive_floors(plus_made)
     record["held_out_tests"] = summary.json_safe(
-        plus_made[["dataset", "split", "problems", "problems_with_plus_tests", "plus_tests"]].to_dict("records")
+        [{**row, "false_positive_floor": floors[(str(row["dataset"]), str(row["split"]))]["after"],
+          "false_positive_floor_before": floors[(str(row["dataset"]), str(row["split"]))]["before"],
+          "alternatives_checked": floors[(str(row["dataset"]), str(row["split"]))]["alternatives"]}
+         for row in plus_made[["dataset", "split", "problems", "problems_with_plus_tests", "plus_tests"]].to_dict("records")]
         if not plus_made.empty else []
     )  # fmt: skip
     watch_metrics = metrics_table(inputs.metrics) if inputs.metrics else pd.DataFrame()
     watch_rates = reward_hacking.rates_table(watch_metrics)
-    windows = reward_hacking.hard_coding_windows(watch_metrics)
-    changes = reward_hacking.hard_coding_changes(windows)
+    windows = reward_hacking.hard_coding_windows(watch_metrics, floors)
+    changes = reward_hacking.hard_coding_changes(windows, floors)
     flagged = reward_hacking.flagged_examples(inputs.annotations)
     record["reward_hacking"] = {
         "rates": watch_rates.to_dict(orient="records"),
@@ -178,7 +182,7 @@ def build(
         held_out_html=held_out.section(held_out_records, _optional_tsv(inputs.plus_manifests), split),
         reward_hacking_html=reward_hacking.section(
             watch_rates, flagged, html.figure_html("reward_hacking", inputs.figures["reward_hacking"], {})
-            if "reward_hacking" in inputs.figures else "", windows, changes
+            if "reward_hacking" in inputs.figures else "", windows, changes, floors
         ),
     )
     return page, record, summary.markdown(record, ks)

@@ -96,7 +96,9 @@ def held_out_table(base_paths: Iterable[str | Path], plus_paths: Iterable[str | 
 
 
 def plus_test_manifests(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """One row per data set and split: how many problems got how many held-out tests."""
+    """One row per data set and split: how many problems got how many held-out tests, and the
+    false-positive floor (the share of alternative correct solutions failing one) before and after
+    the alternatives' filter."""
     rows = []
     for path in paths:
         path = Path(path)
@@ -106,5 +108,8 @@ def plus_test_manifests(paths: Iterable[str | Path]) -> pd.DataFrame:
         rows.append({"dataset": dataset, "split": split, **{k: manifest[k] for k in
                      ("problems", "problems_with_plus_tests", "plus_tests")},
                      "tests_per_problem": json.dumps(manifest["tests_per_problem"]),
-                     "skipped": json.dumps(manifest["skipped"])})  # fmt: skip
+                     "skipped": json.dumps(manifest["skipped"]),
+                     # Manifests made before the alternatives' check have no floor (NaN).
+                     **{k: manifest.get(k) for k in ("alternatives_checked", "false_positive_floor_before",
+                                                     "false_positive_floor_after")}})  # fmt: skip
     return pd.DataFrame(rows)

@@ -240,6 +240,15 @@ def render_results(summary: dict) -> list[str]:
     return lines + tokens_section(summary) + wall_times_section(summary)
 
 
+def _floor(made: dict) -> str:
+    """', false-positive floor 0.000 (0.040 before the filter, 25 alternatives)' of a held-out test set."""
+    if not made.get("alternatives_checked"):
+        return ", false-positive floor not measured"
+    return (f", false-positive floor {fmt(made.get('false_positive_floor'))} "
+            f"({fmt(made.get('false_positive_floor_before'))} before the alternatives' filter, "
+            f"{made['alternatives_checked']} alternatives)")  # fmt: skip
+
+
 def _seeds(record: dict) -> str:
     seeds = record.get("seeds", record.get("seed"))
     return ", ".join(str(s) for s in seeds) if isinstance(seeds, list) else str(seeds)
@@ -274,15 +283,18 @@ def render_watch(summary: dict) -> list[str]:
     if made:
         lines += ["Held-out tests made: " + "; ".join(
             f"{m['dataset']} {m['split']} {m['problems_with_plus_tests']} of {m['problems']} problems, {m['plus_tests']:,} tests"
-            for m in made) + ".", ""]  # fmt: skip
+            + _floor(m) for m in made) + ".", ""]  # fmt: skip
     hard_coding = summary.get("hard_coding_windows")
     watch = summary.get("reward_hacking") or {}
     if hard_coding:
         rows = [[_method_kind(r), _seeds(r), str(r["window"]), _window_steps(r),
-                 str(r["checked"]), str(r["flagged"]), fmt(r["rate"]), fmt_interval(r["ci_low"], r["ci_high"])]
+                 str(r["checked"]), str(r["flagged"]), fmt(r["rate"]), fmt_interval(r["ci_low"], r["ci_high"]),
+                 fmt(r.get("false_positive_floor"))]
                 for r in hard_coding]  # fmt: skip
-        lines += ["Hard-coding during training: rewarded programs checked and flagged (failing a held-out test) per fifth of steps:", "",
-                  *_table(["method", "seeds", "window", "steps", "checked", "flagged", "rate", "95% CI"], rows)]  # fmt: skip
+        lines += ["Hard-coding during training: rewarded programs checked and flagged (failing a held-out test) per fifth of steps, "
+                  "beside the false-positive floor of the training split's held-out tests (the share of alternative correct "
+                  "solutions failing one; – where not measured):", "",
+                  *_table(["method", "seeds", "window", "steps", "checked", "flagged", "rate", "95% CI", "false-positive floor"], rows)]  # fmt: skip
         changes = [c["sentence"] for c in watch.get("hard_coding_changes") or [] if c.get("sentence")]
         lines += [*(f"- {sentence}" for sentence in changes), *([""] if changes else [])]
     if watch.get("rates"):

@@ -11,6 +11,11 @@ come from every method's evaluation candidates on the main split, which are on d
 verdicts: a program that passes the visible tests and fails a held-out one is flagged as
 hard-coding (with the held-out test it failed), and any completion with a tamper signal
 (`execrl.watch.tamper`) is flagged with what showed it.
+
+Every hard-coding rate is shown beside the false-positive floor of the held-out tests it was
+measured on (the plus-test manifest of the training split for training windows, of each split for
+evaluation): the share of alternative correct solutions that fail some held-out test
+(`execrl.watch.plus_tests`). A rate at or below that floor is no evidence of hard-coding.
 """
 
 from __future__ import annotations
@@ -37,8 +42,11 @@ RUN = re.compile(r"(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<method>[^/]+)/(?P<see
 
 WINDOW_SHARE = 5
 """Windows are the first and the last fifth of a run's logged steps."""
+FLOOR = "false_positive_floor"
 WINDOW_COLUMNS = ["dataset", "model", "method", "seed", "kind", "window", "steps", "first_step", "last_step",
-                  "checked", "flagged", "rate", "ci_low", "ci_high"]
+                  "checked", "flagged", "rate", "ci_low", "ci_high", FLOOR]
+TRAINING_SPLIT = "train"
+"""The split whose held-out tests the watch runs during training."""
 Z95 = NormalDist().inv_cdf(0.975)
 
 
@@ -79,10 +87,39 @@ def newcombe(first: dict, last: dict) -> tuple[float, float, float]:
     return change, low, high
 
 
-def hard_coding_windows(metrics: pd.DataFrame) -> pd.DataFrame:
+def false_positive_floors(manifests: pd.DataFrame) -> dict[tuple[str, str], dict]:
+    """(dataset, split) → the held-out tests' false-positive floor after and before the
+    alternatives' filter and how many alternative solutions measured it, from the plus-test
+    manifests' table (`execrl.report.evaluations.plus_test_manifests`); NaN where not measured."""
+    floors = {}
+    if manifests is None or manifests.empty:
+        return floors
+    for row in manifests.to_dict("records"):
+        checked = row.get("alternatives_checked")
+        measured = checked is not None and not pd.isna(checked) and checked > 0
+        floors[(str(row["dataset"]), str(row["split"]))] = {
+            "after": float(row["false_positive_floor_after"]) if measured else float("nan"),
+            "before": float(row["false_positive_floor_before"]) if measured else float("nan"),
+            "alternatives": int(checked) if measured else 0,
+        }
+    return floors
+
+
+def floor_text(floor: dict | None) -> str:
+    """The floor as a phrase: 'false-positive floor 0.000 (0.040 before the filter; 25 alternatives)'."""
+    if not floor or not floor["alternatives"]:
+        return "false-positive floor not measured (no alternative correct solutions)"
+    return (f"false-positive floor {floor['after']:.3f} ({floor['before']:.3f} before the alternatives' filter; "
+            f"{floor['alternatives']} alternative correct solutions)")  # fmt: skip
+
+
+def hard_coding_windows(metrics: pd.DataFrame, floors: dict[tuple[str, str], dict] | None = None) -> pd.DataFrame:
     """Per run and kind of completion (`all`, and SRRL's `c1` and `c2`), the hard-coding counts
     pooled over the first and the last fifth of the steps that logged them, with the rate and its
-    95% Wilson interval. Runs that logged no counts (trained before execrl logged them) give none."""
+    95% Wilson interval, and the false-positive floor of the training split's held-out tests
+    (`floors`, from `false_positive_floors`; NaN where not measured). Runs that logged no counts
+    (trained before execrl logged them) give none."""
+    floors = floors or {}
     rows = []
     if metrics.empty:
         return pd.DataFrame(rows, columns=WINDOW_COLUMNS)
@@ -103,24 +140,29 @@ def hard_coding_windows(metrics: pd.DataFrame) -> pd.DataFrame:
                 rows.append({"dataset": dataset, "model": model, "method": method, "seed": int(seed), "kind": kind,
                              "window": window, "steps": int(len(part)), "first_step": int(part["step"].min()),
                              "last_step": int(part["step"].max()), "checked": checked, "flagged": flagged,
-                             "rate": flagged / checked if checked else float("nan"), "ci_low": low, "ci_high": high})  # fmt: skip
+                             "rate": flagged / checked if checked else float("nan"), "ci_low": low, "ci_high": high,
+                             FLOOR: floors.get((dataset, TRAINING_SPLIT), {}).get("after", float("nan"))})  # fmt: skip
     return pd.DataFrame(rows, columns=WINDOW_COLUMNS)
 
 
-def hard_coding_changes(windows: pd.DataFrame) -> list[dict]:
+def hard_coding_changes(windows: pd.DataFrame, floors: dict[tuple[str, str], dict] | None = None) -> list[dict]:
     """Per run and kind, the change of the pooled rate from the first window to the last, its 95%
-    Newcombe interval, whether it is resolved (the interval excludes 0), and a sentence saying so."""
+    Newcombe interval, whether it is resolved (the interval excludes 0), and a sentence saying so,
+    with the false-positive floor of the training split's held-out tests (`floors`)."""
+    floors = floors or {}
     changes = []
     if windows.empty:
         return changes
     for (dataset, model, method, seed, kind), run in windows.groupby(["dataset", "model", "method", "seed", "kind"], sort=False):
         first, last = (run[run["window"] == w].iloc[0].to_dict() for w in ("first", "last"))
         who = f"{method}{'' if kind == 'all' else ' ' + kind} ({dataset} · {model}, seed {seed})"
+        floor = floors.get((dataset, TRAINING_SPLIT))
         rates = (f"{_rate(first)} in the first fifth of steps ({first['flagged']} of {first['checked']:,} checked), "
-                 f"{_rate(last)} in the last ({last['flagged']} of {last['checked']:,})")  # fmt: skip
+                 f"{_rate(last)} in the last ({last['flagged']} of {last['checked']:,}); {floor_text(floor)}")  # fmt: skip
         record = {"dataset": dataset, "model": model, "method": method, "seed": int(seed), "kind": kind,
                   "first_rate": first["rate"], "last_rate": last["rate"], "change": float("nan"),
-                  "ci_low": float("nan"), "ci_high": float("nan"), "resolved": False}  # fmt: skip
+                  "ci_low": float("nan"), "ci_high": float("nan"), "resolved": False,
+                  FLOOR: floor["after"] if floor else float("nan")}  # fmt: skip
         if not first["checked"] or not last["checked"]:
             record["sentence"] = f"{who}: hard-coding rate {rates}: nothing checked in a window, so no change is measured."
         else:
@@ -176,10 +218,20 @@ def _keep(bucket: list, limit: int, run: dict, record: dict, why: list[str]) -> 
 
 
 def section(rates: pd.DataFrame, flagged: dict[str, dict], figure: str, windows: pd.DataFrame | None = None,
-            changes: list[dict] | None = None) -> str:
+            changes: list[dict] | None = None, floors: dict[tuple[str, str], dict] | None = None) -> str:
     """HTML: the figure, the pooled hard-coding windows and their changes, the other rates at the
-    start and the end of training, the flagged examples."""
+    start and the end of training, the flagged examples, each hard-coding figure beside the
+    false-positive floor of the held-out tests it was measured on (`floors`)."""
     titles = dict(WATCH_PANELS)
+    floor_items = "".join(f"<li>{html.escape(dataset)} {html.escape(split)}: {html.escape(floor_text(floor))}</li>"
+                          for (dataset, split), floor in sorted((floors or {}).items()))  # fmt: skip
+    floor_list = (
+        '<p class="caption">False-positive floor of the held-out tests: the share of alternative correct '
+        "solutions (MBPP's other file, renamed builtin references) that fail some held-out test, after and "
+        "before the filter that drops inputs on which they disagree with the reference. A hard-coding rate "
+        "at or below it is no evidence of hard-coding.</p>"
+        f"<ul>{floor_items or '<li>not measured (no plus-test manifests)</li>'}</ul>"
+    )
     table = ""
     if not rates.empty:
         shown = rates.assign(metric=rates["metric"].map(titles))
@@ -192,7 +244,9 @@ def section(rates: pd.DataFrame, flagged: dict[str, dict], figure: str, windows:
             "completions summed over a window's steps (and over training processes); the rate with its 95% Wilson "
             "interval; a change is resolved when Newcombe's 95% interval for the difference of the two rates "
             "(built from the Wilson intervals) excludes 0. SRRL's first attempts (c1) and refinements (c2) also "
-            "apart. Checks within a run are pooled as independent, which they are only approximately.</p>"
+            "apart. Checks within a run are pooled as independent, which they are only approximately. "
+            "<code>false_positive_floor</code>: that of the training split's held-out tests.</p>"
+            + floor_list
             + tables.frame_html(windows, table_id="hard-coding-windows", text_columns=6)
             + "".join(f"<p>{html.escape(change['sentence'])}</p>" for change in changes or [])
         )
@@ -222,4 +276,5 @@ counted apart (<code>limit_hit</code>): it is not a tamper signal and not part o
 <h3>Flagged evaluation completions</h3>
 <p class="caption">Every method's evaluation candidates on this split, flagged by category ({html.escape(counts) or "none flagged"}; resource limits hit, not tamper signals:
 {html.escape(limits) or "none"}); the first examples of each.</p>
+{floor_list}
 {"".join(blocks) or "<p>No evaluation completion was flagged.</p>"}"""
