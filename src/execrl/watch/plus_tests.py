@@ -347,10 +347,10 @@ class PlusTestReport:
     """Those that pass their problem's visible tests: correct, so no held-out test may fail them."""
     split_inputs: int = 0
     """Held-out tests dropped because an alternative correct solution disagrees with the reference."""
-    failing_before: list[str] = field(default_factory=list)
-    """Problems whose alternative fails a held-out test made without the alternatives' filter."""
-    failing_after: list[str] = field(default_factory=list)
-    """Problems whose alternative fails one of the held-out tests kept."""
+    failing_before: Counter = field(default_factory=Counter)
+    """Problem id → its alternatives that fail a held-out test made without the alternatives' filter."""
+    failing_after: Counter = field(default_factory=Counter)
+    """Problem id → its alternatives that fail one of the held-out tests kept."""
 
     def to_dict(self, n_problems: int) -> dict[str, Any]:
         with_tests = sum(n for k, n in self.tests_per_problem.items() if k > 0)
@@ -366,8 +366,8 @@ class PlusTestReport:
             "alternatives_given": self.alternatives_given,
             "alternatives_checked": self.alternatives_checked,
             "split_inputs": self.split_inputs,
-            "false_positive_floor_before": _share(len(self.failing_before), self.alternatives_checked),
-            "false_positive_floor_after": _share(len(self.failing_after), self.alternatives_checked),
+            "false_positive_floor_before": _share(sum(self.failing_before.values()), self.alternatives_checked),
+            "false_positive_floor_after": _share(sum(self.failing_after.values()), self.alternatives_checked),
             "failing_before": sorted(self.failing_before),
             "failing_after": sorted(self.failing_after),
         }
@@ -391,9 +391,9 @@ def make_plus_tests(
     The reference first runs on its visible tests (a problem whose reference fails them gets
     none). It then runs on every mutated input in `executor` (hash seed 0) and again in each of
     `recheck_executors` (by default one per ``settings.hash_seeds``, with `executor`'s workers
-    and limits); inputs where the runs disagree are dropped. Every
-    candidate test is checked by running the reference against it through the sandbox's ordinary
-    judge, and so is each alternative correct solution (`alternatives`: problem id → programs;
+    and limits); inputs where the runs disagree are dropped. Every candidate test is checked by
+    running the reference against it through the sandbox's ordinary judge, and so is each
+    alternative correct solution (`alternatives`: problem id → programs;
     those that fail the visible tests are not correct and are not used): a test the reference or
     any of them fails is dropped. The first ``tests_per_problem`` tests left are kept, and the
     alternatives are judged once more on what was kept, for the false-positive floor after the
@@ -466,17 +466,16 @@ def make_plus_tests(
         report.split_inputs += len(ok) - len(kept)
         out[index] = replace(problems[index], plus_tests=[checked.tests[i] for i in kept[: settings.tests_per_problem]])
         # Without the filter, the first tests the reference passes would have been kept.
-        if any(not other[i] for other in others for i in ok[: settings.tests_per_problem]):
-            report.failing_before.append(problems[index].id)
+        for other in others:
+            if not all(other[i] for i in ok[: settings.tests_per_problem]):
+                report.failing_before[problems[index].id] += 1
 
     # The kept tests judged once more on the alternatives, as a candidate meets them.
     final = [(index, replace(out[index], tests=out[index].plus_tests, plus_tests=[]), code)
              for index in shapes if out[index].plus_tests for code in correct[index]]  # fmt: skip
-    failing = set()
     for (index, _, _), verdict in zip(final, executor.run_batch([(p, code) for _, p, code in final])):
         if verdict.status != "pass":
-            failing.add(problems[index].id)
-    report.failing_after = sorted(failing)
+            report.failing_after[problems[index].id] += 1
     for index in shapes:
         report.tests_per_problem[len(out[index].plus_tests)] += 1
         if progress:
