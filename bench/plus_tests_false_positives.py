@@ -5,8 +5,8 @@ file's code for the same task, where it differs and passes the visible tests; bu
 renamed reference, execrl.watch.alternatives), held-out tests are made at the schema's defaults
 and the share of alternatives that fail some held-out test is printed: before the filter that
 drops inputs on which an alternative disagrees with the reference, and after it (the kept tests
-judged once more). Only problems with an alternative are made (the floor concerns no others),
-unless `--all`. It writes the manifest with `--manifest PATH`.
+judged once more). Only problems with an alternative that differs from the reference (up to
+formatting) are made (the floor concerns no others), unless `--all`. It writes the manifest with `--manifest PATH`.
 
     PYTHONPATH=src .venv/bin/python bench/plus_tests_false_positives.py [--dataset mbpp|builtin]
         [--split test] [--mbpp DIR] [--workers 2] [--all] [--manifest PATH]
@@ -23,7 +23,7 @@ from pathlib import Path
 from execrl.datasets import builtin, load_split
 from execrl.sandbox import ExecutionLimits, Executor
 from execrl.watch.alternatives import alternative_solutions
-from execrl.watch.plus_tests import PlusTestSettings, make_plus_tests
+from execrl.watch.plus_tests import PlusTestSettings, distinct_alternatives, make_plus_tests
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_MBPP = Path(os.environ.get("EXECRL_MBPP_DIR", REPO.parent / "shared" / "data" / "mbpp"))
@@ -46,7 +46,7 @@ def main() -> None:
         problems = builtin.generate(args.split, seed=0)
         alternatives = alternative_solutions("builtin", problems, split=args.split)
     if not args.all:
-        problems = [p for p in problems if p.id in alternatives]
+        problems = [p for p in problems if distinct_alternatives(p, alternatives.get(p.id, ()))]
     settings = PlusTestSettings()
     start = time.monotonic()
     with Executor(workers=args.workers, limits=ExecutionLimits(timeout_s=settings.timeout_s, memory_mb=1024)) as executor:

@@ -410,7 +410,7 @@ def make_plus_tests(
         shapes[index] = shape
 
     # The reference and each alternative on the visible tests: what is correct here.
-    offered = {index: _distinct(problems[index], alternatives.get(problems[index].id, ())) for index in shapes}
+    offered = {index: distinct_alternatives(problems[index], alternatives.get(problems[index].id, ())) for index in shapes}
     visible = [(index, problems[index].reference, True) for index in shapes]
     visible += [(index, code, False) for index, codes in offered.items() for code in codes]
     verdicts = executor.run_batch([(problems[index], code) for index, code, _ in visible])
@@ -488,7 +488,7 @@ def _skip(report: PlusTestReport, problem: Problem, reason: str) -> None:
     report.skipped_problems[problem.id] = reason
 
 
-def _distinct(problem: Problem, codes: Sequence[str]) -> list[str]:
+def distinct_alternatives(problem: Problem, codes: Sequence[str]) -> list[str]:
     """The alternatives that are not the reference itself (up to formatting), once each."""
     seen, out = {_normalized(problem.reference or "")}, []
     for code in codes:
