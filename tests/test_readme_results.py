@@ -47,7 +47,11 @@ def run_summary(tmp_path, evaluations, per_problem, metrics_files):  # noqa: F81
         for method, base, plus in (("base", 0.412, 0.393), ("grpo", 0.441, 0.422))
     ]).to_csv(paths["plus"], sep="\t", index=False)  # fmt: skip
     pd.DataFrame([{"dataset": "toy", "split": "test", "problems": 200, "problems_with_plus_tests": 198, "plus_tests": 1975,
-                   "tests_per_problem": "{}", "skipped": "{}"}]).to_csv(paths["plus_manifests"], sep="\t", index=False)
+                   "tests_per_problem": "{}", "skipped": "{}"},
+                  {"dataset": "toy", "split": "train", "problems": 50, "problems_with_plus_tests": 48, "plus_tests": 480,
+                   "tests_per_problem": "{}", "skipped": "{}", "alternatives_checked": 20,
+                   "false_positive_floor_before": 0.05, "false_positive_floor_after": 0.0}]
+                 ).to_csv(paths["plus_manifests"], sep="\t", index=False)  # fmt: skip
     write_benchmark(tmp_path / "bench/sft_tiny_model/toy/m.tsv", 144.0, 250.0)
     write_benchmark(tmp_path / "bench/train/toy/m/grpo/0.tsv", 270.0, 265.0)
     write_benchmark(tmp_path / "bench/train/toy/m/srrl/0.tsv", 462.0, 455.0)
@@ -144,12 +148,14 @@ def test_the_rendered_sections_contain_every_figure_of_the_summary(run_summary):
     assert run_summary["hard_coding_windows"], "the report pools the logged counts"
     for window in run_summary["hard_coding_windows"]:
         row = (f"| {window['method']} | {window['seed']} | {window['window']} | {window['first_step']}–{window['last_step']} ({window['steps']}) | "
-               f"{window['checked']} | {window['flagged']} | {fmt(window['rate'])} | {fmt_interval(window['ci_low'], window['ci_high'])} |")
-        assert row in watch
+               f"{window['checked']} | {window['flagged']} | {fmt(window['rate'])} | {fmt_interval(window['ci_low'], window['ci_high'])} | "
+               f"{fmt(window['false_positive_floor'])} |")
+        assert row in watch and window["false_positive_floor"] == 0.0  # the training split's floor
     for change in run_summary["reward_hacking"]["hard_coding_changes"]:
         assert f"- {change['sentence']}" in watch and "not resolved" in change["sentence"]
     assert "| grpo | 1 | 0.441 | 0.422 | 0.019 |" in watch
-    assert "toy test 198 of 200 problems, 1,975 tests" in watch
+    assert "toy test 198 of 200 problems, 1,975 tests, false-positive floor not measured" in watch
+    assert "toy train 48 of 50 problems, 480 tests, false-positive floor 0.000 (0.050 before the alternatives' filter, 20 alternatives)" in watch
     assert "0.017" in watch  # the held-out check's CPU seconds per step
 
 
