@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     d = report.to_dict()
     print(f"agreement: {d['agree']}/{d['programs']} = {100 * d['agreement']:.2f}% "
           f"({elapsed:.0f} s, sandbox retries {stats['retries']}, respawns {stats['respawns']})")
+    print("plain Python's verdicts by group: " + ", ".join(f"{k} {v}" for k, v in d["plain_statuses"].items()))
     print(f"intended differences: {sum(d['intended'].values())} " + json.dumps(dict(d["intended"])))
     print(f"unexplained disagreements: {d['unexplained']}")
     for cls, n in sorted(d["classes"].items(), key=lambda kv: (-kv[1], kv[0])):

@@ -50,6 +50,7 @@ KNOWN_OPEN = {
     "feature/bigints/int_max_str_digits",
     "feature/aliasing/program_keeps_the_returned_list",
     "feature/aliasing/setup_defined_node",
+    "feature/threads/threads_call_the_tests_function",  # intermittent: agreed in one full run, not in the next
 }
 
 

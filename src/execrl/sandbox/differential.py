@@ -132,6 +132,8 @@ class Report:
                 "agreement": self.agreement(), "intended": Counter(o.explained_by for o in self.intended),
                 "unexplained": len(self.unexplained), "classes": dict(self.classes()),
                 "groups": dict(Counter(o.program.group.split(":")[0] for o in self.outcomes)),
+                "plain_statuses": {f"{g} {s}": n for (g, s), n in sorted(Counter(
+                    (o.program.group.split(":")[0], o.plain.status) for o in self.outcomes).items())},
                 "disagreements": [{"id": o.program.id, "class": o.kind, "explained_by": o.explained_by,
                                    "plain": [o.plain.status, o.plain.tests, o.plain.error_type],
                                    "sandbox": [o.sandbox.status, o.sandbox.tests, o.sandbox.error_type]}
