@@ -8,11 +8,12 @@ tests and limits), and the per-test verdicts are compared. Disagreements the san
 purpose are listed in :data:`INTENDED` (and in docs/sandbox.md, with the reasons); every
 other one is unexplained.
 
-It holds three things, nothing else: :func:`mutants` (wrong variants of a reference, made
-deterministically with ``ast``), :func:`plain_verdict` (the reference verdict) and
-:func:`compare` (both sides over a list of programs). The corpus itself is assembled by
-``bench/sandbox_differential.py`` and ``tests/test_sandbox_differential.py`` from the
-builtin, HumanEval and MBPP references and ``tests/data/differential/features.py``.
+It holds four things, nothing else: :func:`mutants` (wrong variants of a reference, made
+deterministically with ``ast``), :func:`plain_verdict` (the reference verdict),
+:func:`compare` (both sides over a list of programs) and :func:`load_corpus` (the builtin,
+HumanEval and MBPP references, their mutants and ``tests/data/differential/features.py``),
+used by ``bench/sandbox_differential.py`` and ``tests/test_sandbox_differential.py``. It is a
+measuring instrument: no module of the sandbox imports it, and nothing here runs in a worker.
 
 Plain Python's verdict of one test (``assert`` mode): the program runs as ``__main__`` from
 ``solution.py`` in the working directory, then the setup code and each test in the program's
@@ -38,6 +39,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -380,8 +382,6 @@ class _PipeReader:
     """Drains a pipe in a thread (a program may write more than a pipe buffer holds)."""
 
     def __init__(self, fd: int) -> None:
-        import threading
-
         self.fd, self.chunks = fd, []
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
