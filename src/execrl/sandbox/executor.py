@@ -9,6 +9,7 @@ import os
 import queue
 import secrets
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -228,6 +229,24 @@ def _crashed(n: int) -> ExecutionResult:
                                            for i in range(n)], "WorkerCrashed", msg, f"WorkerCrashed: {msg}")
 
 
+def killed_from_outside(header: dict[str, Any]) -> str | None:
+    """Why a worker's reply shows a sandbox process killed by something other than the
+    candidate's own limits (None when it does not): the judge process died without its
+    CPU-time timer (``SIGPROF``) ending it, or a run was killed by ``SIGKILL`` that neither
+    the forker's CPU-time or wall-clock kill nor ``RLIMIT_CPU``'s hard limit sent (those are
+    the run's ``timeout``). The kernel's OOM killer and an administrator's ``kill -9`` look
+    like this; so does a program that sends ``SIGKILL`` to itself, which the retry turns into
+    its verdict on the second attempt. A memory limit never kills (``RLIMIT_AS`` makes
+    allocations fail: ``MemoryError``), ``RLIMIT_FSIZE`` sends ``SIGXFSZ``."""
+    report = header.get("judge")
+    if isinstance(report, dict) and report.get("died") == "crashed":
+        return "the judge process died"
+    for run in header.get("runs", ()):
+        if run.get("signal") == signal.SIGKILL and not run.get("timeout"):
+            return "a run was killed by SIGKILL"
+    return None
+
+
 def _unjudgeable(n: int, e: Exception) -> ExecutionResult:
     msg = f"the tests of this problem could not be prepared: {type(e).__name__}: {e}"[:600]
     return ExecutionResult("error", 0, n, [{"index": i, "status": "not_run", "error_type": None, "message": None}
@@ -313,6 +332,9 @@ class Executor:
         self._prepared: dict[int, tuple[Problem, Prepared, tuple]] = {}
         self._closed = False
         self.respawns = 0
+        self.retries = 0
+        """Candidates run again because a sandbox process died under them (the worker, its
+        forker, its judge or the run killed from outside): each is retried once."""
         self._finalizer = weakref.finalize(self, _shutdown, self._handles)
         started = [self._spawn() for _ in range(workers)]
         try:
@@ -475,6 +497,8 @@ class Executor:
                         if att_j >= 2:
                             done(j, _crashed(len(items[j][0].tests)))
                         else:
+                            if k == 0:
+                                self._count_retry()
                             retry.append((j, att_j))
                     inflight.clear()
                     continue
@@ -482,6 +506,17 @@ class Executor:
                 if header.get("need_spec"):  # the worker evicted the problem from its cache
                     resend.add(i)
                     retry.appendleft((i, attempt))
+                    continue
+                why = killed_from_outside(header) if attempt == 0 else None
+                if why is not None:
+                    # Not a verdict: run the candidate once more. The worker answered, so it
+                    # stays; the retry gets a fresh run (every run is a fresh fork) and, if the
+                    # judge died, a fresh judge process (the worker starts one when it needs it).
+                    # A second death is the candidate's verdict.
+                    log.warning("sandbox process killed from outside the candidate's limits (%s); "
+                                "retrying the candidate", why)
+                    self._count_retry()
+                    retry.appendleft((i, 1))
                     continue
                 done(i, judge(prepared, header, blobs, lim))
         except BaseException:
@@ -491,7 +526,11 @@ class Executor:
         finally:
             self._idle.put(handle)
 
+    def _count_retry(self) -> None:
+        with self._lock:
+            self.retries += 1
+
     def stats(self) -> dict[str, Any]:
-        return {"workers": self.workers, "respawns": self.respawns,
+        return {"workers": self.workers, "respawns": self.respawns, "retries": self.retries,
                 "jobs": sum(h.jobs for h in self._handles), "isolation": self.isolation,
                 "time": time.time()}

@@ -1,0 +1,126 @@
+"""The sandbox against plain Python (``execrl.sandbox.differential``): the reference side's
+own verdicts, the mutants, and a seeded sample of the differential corpus (references,
+mutants, the whole feature corpus) in which every disagreement is either one the sandbox
+has on purpose (``INTENDED``) or a known open one listed below and in docs/sandbox.md."""
+
+from __future__ import annotations
+
+import ast
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from execrl.problems import Problem
+from execrl.sandbox import ExecutionLimits, Executor
+from execrl.sandbox.differential import INTENDED, MUTANT_KINDS, Program, compare, load_corpus, mutants, plain_verdict
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
+
+DATA = Path(__file__).parent / "data"
+FEATURES = DATA / "differential" / "features.py"
+LIMITS = ExecutionLimits(timeout_s=3, memory_mb=1024)
+
+KNOWN_OPEN = {
+    # false fails of correct programs the sandbox still has (issue 35, section 4); fixes belong
+    # to the judge process (_judge.py, _worker.py). These are open, not intended.
+    "feature/exceptions/json_decode_error_caught_by_test",
+    "feature/exceptions/statistics_error_caught_by_test",
+    "feature/exceptions/nested_exception_class",
+    "feature/exceptions/attributes_of_own_exception",
+    "feature/exceptions/key_error_text",
+    "feature/exceptions/exception_chaining",
+    "feature/dunder/hashable_points_in_a_set",
+    "feature/dunder/format_spec",
+    "feature/dunder/contains_bool_call",
+    "feature/dunder/float_subclass_methods",
+    "feature/dunder/returns_a_builtin_type",
+    "feature/enums/int_enum",
+    "feature/numpy/array_equal_and_allclose",
+    "feature/numpy/scalars",
+    "feature/numpy/matrix_ops",
+    "feature/generators/side_effects_in_order",
+    "feature/generators/big_generator_argument",
+    "feature/generators/yield_from_and_return",
+    "feature/files/test_writes_program_reads",
+    "feature/files/program_writes_test_reads",
+    "feature/processes/fork_then_sys_exit_in_child",
+    "feature/recursion/depth_995",
+    "feature/bigints/int_max_str_digits",
+    "feature/aliasing/program_keeps_the_returned_list",
+    "feature/aliasing/setup_defined_node",
+    "feature/threads/threads_call_the_tests_function",  # intermittent: agreed in one full run, not in the next
+}
+
+
+def _problem(tests, test_type="assert", setup=""):
+    return Problem(id="p", prompt="p", test_type=test_type, tests=tests, setup_code=setup)
+
+
+@pytest.mark.parametrize("code,tests,expected", [
+    ("def f(x):\n    return x + 1\n", ["assert f(1) == 2", "assert f(2) == 9", "assert f(None) == 1"],
+     ("fail", ["pass", "fail", "error"])),
+    ("def f(x)\n    return x\n", ["assert f(1) == 1"], ("syntax_error", ["not_run"])),
+    ("import no_such_module\n", ["assert True", "assert True"], ("error", ["not_run", "not_run"])),
+    ("import sys\n\ndef f():\n    sys.exit(0)\n", ["assert f() is None", "assert True"], ("error", ["error", "not_run"])),
+    ("import os\n\ndef f():\n    os.kill(os.getpid(), 9)\n", ["assert True", "f()", "assert True"],
+     ("error", ["pass", "error", "not_run"])),
+    ("def f():\n    while True:\n        pass\n", ["assert True", "f()", "assert True"],
+     ("timeout", ["pass", "timeout", "not_run"])),
+])
+def test_plain_verdicts(code, tests, expected):
+    v = plain_verdict(_problem(tests), code, ExecutionLimits(timeout_s=1, memory_mb=512))
+    assert (v.status, v.tests) == expected
+
+
+def test_plain_stdio_verdicts_and_hash_seed():
+    words = "pear apple fig kiwi plum"
+    # the order a set of these strings iterates in with PYTHONHASHSEED=0
+    p = _problem([{"input": words + "\n", "output": "apple fig pear plum kiwi\n"},
+                  {"input": "a\n", "output": "b\n"}], "stdio")
+    v = plain_verdict(p, "print(' '.join(set(input().split())))\n", LIMITS)
+    assert (v.status, v.tests) == ("fail", ["pass", "fail"])
+
+
+def test_mutants_are_deterministic_wrong_variants():
+    code = ("def f(xs, k):\n    total = 0\n    for i in range(len(xs)):\n        if xs[i] > k:\n"
+            "            total += xs[i] * 2\n        else:\n            total -= 1\n    return total\n")
+    first = mutants(code, "seed", per_program=5)
+    assert first == mutants(code, "seed", per_program=5)
+    assert sorted(kind for kind, _ in first) == sorted(MUTANT_KINDS)
+    original = ast.unparse(ast.parse(code))
+    assert all(ast.unparse(ast.parse(m)) != original for _, m in first)
+    tests = ["assert f([1, 5, 7], 4) == 23", "assert f([], 0) == 0", "assert f([3], 4) == -1"]
+    assert plain_verdict(_problem(tests), code, LIMITS).status == "pass"
+    assert all(plain_verdict(_problem(tests), m, LIMITS).status != "pass" for _, m in first)
+
+
+def test_known_open_and_intended_name_corpus_programs():
+    ids = {p.id for p in load_corpus(FEATURES, builtin=(), humaneval=False, mutants_per_program=0)}
+    assert KNOWN_OPEN <= ids
+    assert all(reason for reason in INTENDED.values())
+
+
+def test_a_seeded_sample_has_no_unexplained_disagreement():
+    """60 references of the builtin test split, HumanEval and tests/data's ordinary programs,
+    with one mutant each, and every program of the feature corpus."""
+    refs = load_corpus(None, builtin=("test",), ordinary=DATA / "ordinary_solutions.jsonl", mutants_per_program=0)
+    rng = random.Random(35)
+    chosen = rng.sample(refs, 60)
+    programs = load_corpus(FEATURES, builtin=(), humaneval=False, mutants_per_program=0)
+    for ref in chosen:
+        programs.append(ref)
+        programs += [Program(f"{ref.id}~{kind}", f"mutant:{kind}:{ref.group}", ref.problem, code)
+                     for kind, code in mutants(ref.code, f"35:{ref.id}")]
+    assert sum(p.group.startswith("mutant") for p in programs) >= 50
+    with Executor(workers=2, limits=LIMITS) as ex:
+        report = compare(programs, ex, LIMITS)
+    unexplained = {o.program.id: (o.kind, o.plain.tests, o.sandbox.tests) for o in report.unexplained}
+    new = {k: v for k, v in unexplained.items() if k not in KNOWN_OPEN}
+    assert new == {}
+    assert all(o.explained_by in INTENDED for o in report.intended)
+    # everything outside the known open list agrees, mutants (failing verdicts) included
+    judged = [o for o in report.outcomes if o.program.id not in KNOWN_OPEN]
+    assert sum(o.agree for o in judged) >= len(judged) - len(report.intended)
+    assert any(o.plain.status == "fail" and o.agree for o in judged if o.program.group.startswith("mutant"))
