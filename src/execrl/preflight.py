@@ -134,11 +134,14 @@ def tokens_per_word(model_dir: Path) -> float:
 
 
 def model_config_of(source: str, configs_dir: Path | None):
-    """The transformers config of a hub model: `configs_dir/SOURCE/config.json` when carried (the
-    offline GPU node; an -Instruct model shares its base's shape), else the hub's (AutoConfig)."""
+    """The transformers config of a hub model: `configs_dir/config.json` (a staged model's folder),
+    `configs_dir/SOURCE/config.json` (configs carried to an offline GPU node; an -Instruct model
+    shares its base's shape), else the hub's (AutoConfig)."""
     from transformers import AutoConfig
 
     if configs_dir is not None:
+        if (configs_dir / "config.json").is_file():
+            return AutoConfig.from_pretrained(str(configs_dir))
         for name in (source, source.removesuffix("-Instruct")):
             path = configs_dir / name / "config.json"
             if path.is_file():
@@ -491,19 +494,21 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def preflight(args) -> tuple[dict, int]:
-    """The report and the exit status."""
+def run(config: dict, models: list[str] | None = None, device: str = "auto", work: Path | None = None,
+        model_configs: Path | None = None, model_dirs: dict[str, Path] | None = None, capacity_gb: float | None = None,
+        timeout_s: float = 1800, configfiles: list[str] = ()) -> dict:
+    """The preflight of the merged workflow `config`'s training jobs (of `models`, default all):
+    the report, whose `failures` list is empty when every check passes and every job fits.
+    `model_dirs`: folders holding a hub model's config.json (the workflow's staged models);
+    `model_configs`: a folder of carried ones (SOURCE/config.json); else the hub's."""
     import torch
 
     from execrl.cluster import ClusterError, target_gpu
-    from execrl.config import DEFAULT_CONFIG, REPO, merged_config
 
-    base = args.base or (REPO / DEFAULT_CONFIG)
-    config = merged_config(args.configfile, base=base)
-    cpu = args.device == "cpu" or (args.device == "auto" and not torch.cuda.is_available())
+    cpu = device == "cpu" or (device == "auto" and not torch.cuda.is_available())
     if not cpu and not torch.cuda.is_available():
         raise PreflightError("--device gpu: torch.cuda.is_available() is False")
-    jobs = planned_jobs(config, args.models)
+    jobs = planned_jobs(config, models)
     gpu_jobs = [j for j in jobs if not trains_on_cpu(config, j.model)]
     planned_gpu = None
     if gpu_jobs and not cpu:
@@ -516,12 +521,12 @@ def preflight(args) -> tuple[dict, int]:
         "mode": "cpu" if cpu else "gpu",
         "device": "cpu" if cpu else torch.cuda.get_device_name(0),
         "memory_source": "process resident set (VmRSS/VmHWM)" if cpu else "torch.cuda allocator",
-        "configfiles": [str(p) for p in args.configfile],
+        "configfiles": [str(p) for p in configfiles],
         "checks": [c.as_dict() for c in checks],
         "jobs": [],
         "not_measured": "vLLM (each step samples with transformers' generate; colocated vLLM is counted as planned)",
     }
-    work_root = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="execrl-preflight-"))
+    work_root = Path(work) if work else Path(tempfile.mkdtemp(prefix="execrl-preflight-"))
     gpus = 0 if cpu else torch.cuda.device_count()
     try:
         for job in jobs:
@@ -530,9 +535,12 @@ def preflight(args) -> tuple[dict, int]:
                 report["jobs"].append({"job": job.name, "status": "skipped", "reason": reason})
                 continue
             print(f"preflight: {job.name} ...", file=sys.stderr, flush=True)
-            report["jobs"].append(run_job(config, job, cpu, work_root, args.model_configs, args.capacity_gb, gpus, args.timeout_s))
+            configs = model_configs
+            if model_dirs and job.model in model_dirs:
+                configs = Path(model_dirs[job.model])
+            report["jobs"].append(run_job(config, job, cpu, work_root, configs, capacity_gb, gpus, timeout_s))
     finally:
-        if not args.work:
+        if not work:
             shutil.rmtree(work_root, ignore_errors=True)
     failures = [f"check {c.name}: {c.detail}" for c in checks if c.status == FAIL]
     for job in report["jobs"]:
@@ -541,22 +549,45 @@ def preflight(args) -> tuple[dict, int]:
         elif job["status"] == "failed":
             failures.append(f"job {job['job']} failed: {job['reason']} (log: {job.get('log')})")
     report["failures"] = failures
-    return report, 1 if failures else 0
+    return report
+
+
+def write_report(report: dict, output: Path | None) -> None:
+    """Print the table (stdout) and failures (stderr); write the JSON to `output`."""
+    print(table(report), flush=True)
+    if output:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_text(json.dumps(report, indent=2, sort_keys=True))
+    for failure in report["failures"]:
+        print(f"preflight: {failure}", file=sys.stderr, flush=True)
+
+
+def preflight_model(config: dict, model: str, output: Path, model_dir: str | None = None) -> None:
+    """The workflow's `preflight` rule: the jobs of `model` on this node, the report to `output`;
+    raises PreflightFailed naming each failure (the rule fails, and training that depends on it waits)."""
+    dirs = {model: Path(model_dir)} if model_dir else None
+    report = run(config, [model], model_dirs=dirs)
+    write_report(report, output)
+    if report["failures"]:
+        raise PreflightFailed("; ".join(report["failures"]))
+
+
+class PreflightFailed(RuntimeError):
+    """A check failed, or a job does not fit or failed."""
 
 
 def main(argv: list[str] | None = None) -> None:
+    from execrl.config import DEFAULT_CONFIG, REPO, merged_config
+
     args = parser().parse_args(argv)
     try:
-        report, status = preflight(args)
+        config = merged_config(args.configfile, base=args.base or (REPO / DEFAULT_CONFIG))
+        report = run(config, args.models, args.device, args.work, args.model_configs, None, args.capacity_gb,
+                     args.timeout_s, [str(p) for p in args.configfile])
     except (PreflightError, ValueError) as error:
         sys.exit(f"preflight: {error}")
-    print(table(report))
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(report, indent=2, sort_keys=True))
-    for failure in report["failures"]:
-        print(f"preflight: {failure}", file=sys.stderr)
-    sys.exit(status)
+    write_report(report, args.output)
+    sys.exit(1 if report["failures"] else 0)
 
 
 if __name__ == "__main__":
