@@ -24,12 +24,15 @@ mkdir -p "$DIR"
 PINNED=(trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 xxhash==4.1.0)
 # DeepSpeed's runtime requirements a machine with torch/transformers/accelerate may lack (small).
 DEEPSPEED_DEPS=(hjson py-cpuinfo einops msgpack ninja pydantic pydantic-core annotated-types typing-inspection)
+# Installed only where the machine's own do not satisfy the pins: datasets caps fsspec at 2026.9.0,
+# pydantic needs typing-extensions >= 4.16.
+FALLBACKS=(fsspec==2026.9.0 typing-extensions)
 if ((PYARROW)); then PINNED+=(pyarrow==26.0.1); fi
 
 PLATFORM=(--platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64
   --platform manylinux_2_34_x86_64 --python-version 3.12 --implementation cp --abi cp312 --abi abi3 --abi none
   --only-binary=:all:)
-for requirement in "${PINNED[@]}" "${DEEPSPEED_DEPS[@]}"; do
+for requirement in "${PINNED[@]}" "${DEEPSPEED_DEPS[@]}" "${FALLBACKS[@]}"; do
   "$PIP" download --quiet --no-deps "${PLATFORM[@]}" --dest "$DIR" "$requirement"
 done
 # DeepSpeed: a wheel of its Python code, built here (its setup.py imports torch: build isolation off,
