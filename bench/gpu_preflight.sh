@@ -32,10 +32,17 @@ mkdir -p "$OUT_DIR"
 
 # What execrl's training path imports that such a machine may lack.
 missing=$("$PYTHON" - <<'PY'
+import importlib.metadata
 import importlib.util
-print(" ".join(name for module, name in [("trl", "trl"), ("datasets", "datasets"), ("deepspeed", "deepspeed"),
-                                         ("dill", "dill"), ("multiprocess", "multiprocess"), ("xxhash", "xxhash")]
-               if importlib.util.find_spec(module) is None))
+names = [name for name in ("trl", "datasets", "deepspeed", "dill", "multiprocess", "xxhash")
+         if importlib.util.find_spec(name) is None]
+# datasets 5.2 needs pyarrow >= 24 (prepare_gpu_wheels.sh --pyarrow carries it).
+try:
+    if int(importlib.metadata.version("pyarrow").split(".")[0]) < 24:
+        names.append("pyarrow>=24")
+except importlib.metadata.PackageNotFoundError:
+    names.append("pyarrow>=24")
+print(" ".join(names))
 PY
 )
 if [[ -n "$missing" ]]; then
@@ -45,7 +52,11 @@ if [[ -n "$missing" ]]; then
   fi
   echo "installing from $WHEELS: $missing"
   # deepspeed's setup metadata names no compiled op: nothing builds here.
-  DS_BUILD_OPS=0 "$PYTHON" -m pip install --quiet --no-index --find-links "$WHEELS" $missing
+  DS_BUILD_OPS=0 "$PYTHON" -m pip install --quiet --no-index --find-links "$WHEELS" $missing || {
+    echo "pip could not install $missing from $WHEELS alone (a pyarrow older than 24 needs" \
+      "bench/prepare_gpu_wheels.sh --pyarrow)" >&2
+    exit 2
+  }
 fi
 "$PYTHON" - <<'PY'
 import importlib.metadata as m

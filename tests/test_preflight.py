@@ -2,6 +2,7 @@
 that does not fit, the environment checks, and `preflight.required` in the workflow's DAG."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -12,15 +13,8 @@ from conftest import EMBEDDED, REPO, copy_workflow, run_snakemake, segments
 from execrl.cluster import Gpu
 from execrl.preflight_env import FAIL, NOT_APPLICABLE, OK, driver_check, environment_checks, gpu_check
 
-# The embedded default at shapes that step in seconds: a smaller tiny model, two prompts of two
-# completions, DPO pairs of 64 tokens. DPO and GRPO (SRRL runs GRPO's trainer with its rollout).
-SMALL = {
-    "experiment": {"methods": ["base", "dpo", "grpo"]},
-    "tiny_model": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
-                   "intermediate_size": 64, "max_position_embeddings": 96},
-    "grpo": {"prompts_per_step": 2, "num_generations": 2, "max_completion_length": 16},
-    "dpo": {"per_device_train_batch_size": 2, "max_length": 64},
-}
+# The embedded default at shapes that step in seconds (bench/gpu_preflight.sh --cpu's overlay).
+SMALL = yaml.safe_load((REPO / "bench" / "preflight" / "cpu.yaml").read_text())
 
 
 def preflight(tmp_path, overlay, *args):
@@ -36,9 +30,12 @@ def preflight(tmp_path, overlay, *args):
 
 @pytest.mark.slow
 def test_cpu_mode_steps_every_job_and_writes_the_table(tmp_path):
-    result, output = preflight(tmp_path, SMALL)
+    """bench/gpu_preflight.sh --cpu: the offline script's call, in CPU mode on the embedded default."""
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
+    result = subprocess.run(["bash", "bench/gpu_preflight.sh", "--cpu"], cwd=REPO, capture_output=True, text=True,
+                            timeout=900, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    report = json.loads(output.read_text())
+    report = json.loads((tmp_path / "preflight-cpu.json").read_text())
     assert report["mode"] == "cpu" and report["failures"] == []
     assert {c["name"]: c["status"] for c in report["checks"]}["gpu_vs_plan"] == NOT_APPLICABLE
     jobs = {job["job"]: job for job in report["jobs"]}
@@ -50,11 +47,14 @@ def test_cpu_mode_steps_every_job_and_writes_the_table(tmp_path):
         assert job["measured"]["tokens_per_s"] > 0
         terms = {row["term"]: row for row in job["terms"]}
         assert terms["weights"]["measured_gb"] > 0 and terms["weights"]["planned_gb"] > 0
-        assert job["planned"]["micro_batch"] * job["planned"]["accumulation"] >= 1
         assert name in result.stdout  # the table
-    # GRPO's planned sequence is capped by the tiny model's context window; its prompts fill it.
+        assert (tmp_path / "work-cpu" / "jobs" / name.replace("/", "__") / "job.log").is_file()
+    # GRPO's planned sequence is capped by the tiny model's context window (96); its prompts fill it:
+    # 4 sequences of 80 prompt tokens and up to 16 completion tokens.
     assert jobs["tiny/grpo"]["planned"]["sequence_tokens"] == 96
-    assert jobs["tiny/grpo"]["measured"]["step_tokens"] >= 4 * 64
+    assert jobs["tiny/grpo"]["measured"]["step_tokens"] >= 4 * 70
+    # DPO: 2 pairs truncated to 64 tokens each side.
+    assert jobs["tiny/dpo"]["measured"]["step_tokens"] >= 4 * 60
 
 
 @pytest.mark.slow
@@ -77,6 +77,27 @@ def test_variants_of_one_shape_run_once():
     # srrl_separate differs from srrl in srrl.groups only: the same step.
     assert set(jobs) == {"tiny/dpo", "tiny/grpo", "tiny/srrl"}
     assert jobs["tiny/srrl"].same_shape == ["srrl_separate"]
+
+
+def test_config_without_snakemake_fills_the_same_defaults():
+    """The offline GPU node has no Snakemake: the preflight lays the files over one another and
+    fills the schema's defaults itself, as Snakemake's validate does."""
+    from execrl.config import merged_config
+    from execrl.preflight import merged_without_snakemake
+
+    base = REPO / "config" / "config.yaml"
+    for overlays in ([], [REPO / EMBEDDED], [REPO / "bench" / "preflight" / "gpu.yaml"]):
+        assert merged_without_snakemake(overlays, base) == merged_config(overlays, base=base)
+
+
+def test_carried_model_configs_have_the_planned_shapes():
+    from execrl.memory_plan import SHIPPED_SHAPES, Architecture
+    from execrl.preflight import model_config_of
+
+    carried = REPO / "bench" / "preflight" / "model_configs"
+    for source in ("Qwen/Qwen2.5-3B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"):
+        config = model_config_of(source, carried).to_dict()
+        assert Architecture.from_config(config) == Architecture.from_config(SHIPPED_SHAPES[source])
 
 
 def test_compare_names_the_term_that_overran_its_plan():
@@ -124,6 +145,17 @@ def train_inputs(workdir, required):
     return block.split("output:")[0], result.stdout
 
 
+def planned_params(workdir, required):
+    """Output path → {rule, params} of every job of the embedded default's report (forced)."""
+    (workdir / "config" / "test.yaml").write_text(yaml.safe_dump({"preflight": {"required": required}}))
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "workflow_plan.py"), str(workdir), "results/report.html", EMBEDDED,
+         "config/test.yaml"], cwd=workdir, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(result.stdout)
+
+
 def test_preflight_required_makes_training_wait_for_the_report(tmp_path):
     workdir = copy_workflow(tmp_path)
     model = segments(workdir, EMBEDDED).model["tiny"]
@@ -132,3 +164,34 @@ def test_preflight_required_makes_training_wait_for_the_report(tmp_path):
     assert report in inputs and "rule preflight:" in plan
     inputs, plan = train_inputs(workdir, required=False)
     assert report not in inputs and "rule preflight:" not in plan
+
+
+def test_preflight_required_reruns_nothing(tmp_path):
+    """The switch only adds the preflight job: every other job keeps its path and params."""
+    workdir = copy_workflow(tmp_path)
+    off, on = planned_params(workdir, False), planned_params(workdir, True)
+    added = set(on) - set(off)
+    assert {on[path]["rule"] for path in added} == {"preflight"}
+    assert {path: on[path] for path in off} == off
+
+
+def test_a_hub_model_is_built_from_its_config_with_random_weights(tmp_path):
+    """The GPU mode's model: a carried config.json (here a one-layer Qwen2), random weights, and a
+    tokenizer that AutoTokenizer loads as the model's type and that makes tokens of filler words."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from execrl.preflight import build_model, tokens_per_word
+
+    shape = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 32, "intermediate_size": 64,
+             "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 5000,
+             "max_position_embeddings": 256, "tie_word_embeddings": True, "eos_token_id": 4999}
+    carried = tmp_path / "configs" / "Org" / "Model"
+    carried.mkdir(parents=True)
+    (carried / "config.json").write_text(json.dumps(shape))
+    config = {"models": {"m": {"source": "Org/Model-Instruct", "params_b": 1.0}}}
+    folder = build_model(config, "m", tmp_path / "built", tmp_path / "configs")
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    assert model.config.vocab_size == 5000 and model.config.num_hidden_layers == 1
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert model.config.eos_token_id == tokenizer.eos_token_id != 4999
+    assert 1 <= tokens_per_word(folder) <= 3

@@ -9,8 +9,8 @@
 2. Every training job shape the config plans (each model of `experiment.models` with each trained
    method; method variants whose sections that size a step (grpo, dpo, lora) are the same as
    another's share its shape and run once): a model with random weights from the model's config
-   (no weights downloaded: the hub's or a carried config.json on a GPU, the workflow's tiny model
-   on the CPU), one optimizer step through `execrl.train_job` under `accelerate launch` as the
+   (no weights downloaded: a staged, carried or the hub's config.json on a GPU, the config's
+   `tiny_model` shape on the CPU) and a tokenizer trained here on filler text, one optimizer step through `execrl.train_job` under `accelerate launch` as the
    `train` rule runs it (`execrl.preflight_step`): the same TRL trainer, the plan's micro-batch ×
    accumulation and ZeRO stage, LoRA or all weights, prompts and completions at the planned length.
 3. A table of planned and measured memory per term and tokens/s per job, written as JSON; the exit
@@ -183,11 +183,15 @@ def build_model(config: dict, model: str, out_dir: Path, configs_dir: Path | Non
 # --- the data: prompts and pairs at the planned length ----------------------------------------------------------
 
 
+# Filler words of letters only (Qwen2's tokenizer splits digits one by one).
+FILLER = ["".join(chr(97 + (i * 7 + k * 11) % 26) for k in range(3 + i % 3)) + chr(97 + i // 26 % 26) for i in range(300)]
+
+
 def words(count: int, seed: int) -> str:
     import random
 
     rng = random.Random(seed)
-    return " ".join(f"t{rng.randrange(2, 400)}" for _ in range(max(count, 1)))
+    return " ".join(rng.choice(FILLER) for _ in range(max(count, 1)))
 
 
 def write_problems(path: Path, count: int, prompt_words: int) -> Path:
@@ -396,6 +400,10 @@ def run_job(config: dict, job: Job, cpu: bool, work: Path, configs_dir: Path | N
     probe_out = job_dir / "probe.json"
     command, sequences = launch_command(config, planning, job, layout, processes, cpu, model_dir, job_dir, probe_out)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if not cpu:  # one process per visible GPU, as train_job checks (Slurm sets it for the train rule)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = visible.split(",") if visible else [str(i) for i in range(gpus)]
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(ids[:processes])
     started = time.perf_counter()
     log = job_dir / "job.log"
     with log.open("w") as handle:
