@@ -265,7 +265,7 @@ def job_settings(config: dict, job: Job, processes_run: int, processes_planned: 
     """train_job's `--settings` as the train rule builds them (seed 0), with GRPO_PROBE/DPO_PROBE,
     and the step's prompts cut to `processes_run` of `processes_planned` processes (each keeps its
     planned completions per step)."""
-    from execrl.run_paths import training_settings
+    from execrl.run_paths import method_rows, training_settings
 
     settings = training_settings(config, job.method, model=job.model)
     if "grpo" in settings:
@@ -279,9 +279,8 @@ def job_settings(config: dict, job: Job, processes_run: int, processes_planned: 
         settings["dpo"] = {**settings["dpo"], **DPO_PROBE}
     if "srrl" in settings and settings["srrl"].get("budget") != "completions":
         settings["srrl"] = {**settings["srrl"], "budget": "completions"}  # no GRPO run to take a budget from
-    first = next(iter(s for s in settings if s in ("grpo", "dpo") and settings[s] is not None), None)
-    if first:
-        settings[first] = {**settings[first], "seed": 0}
+    first = method_rows(config)[job.method].settings[0]  # where the train rule puts the seed
+    settings[first] = {**settings[first], "seed": 0}
     return settings
 
 
