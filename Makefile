@@ -16,7 +16,7 @@ TORCH_PIN := $(shell sed -n 's/^cpu = \["\(torch==[^"]*\)"\]$$/\1/p' pyproject.t
 # Stops `make env` where torch came out as a CUDA build (its metadata requires NVIDIA's libraries).
 CPU_TORCH_CHECK := import importlib.metadata as m, sys; cuda = [r for r in m.requires("torch") or () if r.startswith(("nvidia-", "cuda-"))]; sys.exit("make env: torch " + m.version("torch") + " is a CUDA build (it requires " + cuda[0] + "), not the CPU build of TORCH_INDEX=$(TORCH_INDEX)" if cuda else None)
 
-.PHONY: report test env lint clean
+.PHONY: report test env lint clean preflight
 
 $(BIN)/snakemake: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,15 @@ report: env
 
 test: env
 	$(BIN)/python -m pytest
+
+# `make preflight`: every training job of the configs, one measured optimizer step each on this
+# machine (execrl.preflight): GPU jobs where CUDA is available, else the tiny model's on the CPU.
+# Optional: neither `make test` nor `make report` needs it. On an offline GPU machine without this
+# environment: bash bench/gpu_preflight.sh --wheels DIR.
+PREFLIGHT_CONFIGS ?= $(EMBEDDED) $(OVERLAYS)
+preflight: env
+	PYTHONPATH=src $(BIN)/python -m execrl.preflight $(addprefix --configfile ,$(PREFLIGHT_CONFIGS)) \
+		--output results/preflight/make.json
 
 lint: env
 	$(BIN)/snakemake --lint --configfile $(EMBEDDED)

@@ -24,6 +24,7 @@ RUNTIME_SETTINGS = {
     "execution": ("workers",),
     "wandb": ("mode", "project"),
     "grpo": ("vllm_server_gpus", "vllm_server_gpu_memory_utilization", "vllm_server_timeout_s"),
+    "preflight": ("required",),
 }
 """Settings that cannot change a result (logging, parallelism): they never reach a rule's
 `params:` nor a checkpoint's key, so changing them reruns nothing."""

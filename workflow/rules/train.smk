@@ -12,6 +12,8 @@ rule train:
         model=get_base_model_input,
         # Under a token budget (srrl.budget), SRRL's budget is what GRPO's run used: it waits for it.
         token_budget=get_token_budget_source,
+        # With preflight.required, the model's preflight (rules/preflight.smk) passed on this cluster.
+        preflight=get_preflight_report,
     output:
         trained=directory("results/models/{dataset}/{model}/{method}/{seed}/trained"),
         metrics="results/training/{dataset}/{model}/{method}/{seed}/metrics.jsonl",

@@ -1,0 +1,654 @@
+"""Preflight: prove on the node, in minutes, that each planned training job fits and runs.
+
+    python -m execrl.preflight --configfile config/config.yaml [--configfile OVERLAY ...] \\
+        [--output results/preflight/MODEL.json] [--models MODEL ...] [--device auto|cpu|gpu]
+
+1. Environment checks (`execrl.preflight_env`): driver against torch's CUDA, the GPU against the
+   plan's `gpu_model`, compilers and Python headers for Triton/DeepSpeed, NCCL (not applicable
+   in CPU mode).
+2. Every training job shape the config plans (each model of `experiment.models` with each trained
+   method; method variants whose sections that size a step (grpo, dpo, lora) are the same as
+   another's share its shape and run once): a model with random weights from the model's config
+   (no weights downloaded: a staged, carried or the hub's config.json on a GPU, the config's
+   `tiny_model` shape on the CPU) and a tokenizer trained here on filler text, one optimizer step through `execrl.train_job` under `accelerate launch` as the
+   `train` rule runs it (`execrl.preflight_step`): the same TRL trainer, the plan's micro-batch ×
+   accumulation and ZeRO stage, LoRA or all weights, prompts and completions at the planned length.
+3. A table of planned and measured memory per term and tokens/s per job, written as JSON; the exit
+   status is non-zero when a check fails, a job does not fit (named with the term that overran its
+   plan most), or a job fails.
+
+What is not measured: vLLM (the step samples with transformers' generate; a plan's colocated vLLM
+share is added to the measured peak as planned), and on a GPU node with fewer GPUs than the plan's
+processes, a ZeRO-3 job runs on the GPUs there are, sharding over fewer (a per-GPU upper bound).
+
+CPU mode runs the jobs of models that train on the CPU (the tiny model), planned as if on a GPU
+of the cluster's type, measured by the process's resident set; GPU jobs are listed as skipped.
+Planning itself is `execrl.memory_plan.training_job_layout`, the function the workflow sizes jobs by.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from execrl.preflight_env import FAIL, Check, environment_checks
+
+GB = 1e9
+# The method's sections that decide a training step's shape (and so its memory).
+SHAPE_SECTIONS = ("grpo", "dpo", "lora")
+# Settings of the probed job that change how long it runs, never one step's memory: no interval
+# evaluation, no checkpoint, no vLLM (not installed on the offline GPU node; not measured).
+GRPO_PROBE = {"eval_every": 0, "save_steps": 1_000_000, "use_vllm": False}
+DPO_PROBE = {"eval_every": 0, "save_steps": 1_000_000}
+# Plan terms the probe measures together: (measured term, plan terms it compares with).
+MEASURED_TERMS = (
+    ("weights", ("weights", "frozen_copies")),
+    ("optimizer_state", ("gradients", "optimizer")),
+    ("activations", ("activations",)),
+)
+
+
+class PreflightError(RuntimeError):
+    """A job that could not be prepared or launched."""
+
+
+@dataclasses.dataclass
+class Job:
+    """One training job shape: the model and method as the config names them."""
+
+    model: str
+    method: str
+    trains_as: str  # the registry method train_job runs
+    same_shape: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}/{self.method}"
+
+
+def planned_jobs(config: dict, models: list[str] | None = None) -> list[Job]:
+    """Every training job of the config, one per shape (method variants that size a step alike
+    share one)."""
+    from execrl.methods import trained_methods
+    from execrl.run_paths import method_rows, registry_name, training_settings
+
+    rows = method_rows(config)
+    jobs: list[Job] = []
+    seen: dict[tuple, Job] = {}
+    for model in models or config["experiment"]["models"]:
+        if model not in config["models"]:
+            raise ValueError(f"--models: {model!r} is not under models: (known: {', '.join(config['models'])})")
+        for method in trained_methods(config["experiment"]["methods"], rows):
+            settings = training_settings(config, method, model)
+            key = (model, registry_name(config, method),
+                   json.dumps({s: settings.get(s) for s in SHAPE_SECTIONS}, sort_keys=True))
+            if key in seen:
+                seen[key].same_shape.append(method)
+                continue
+            seen[key] = Job(model, method, registry_name(config, method))
+            jobs.append(seen[key])
+    return jobs
+
+
+def trains_on_cpu(config: dict, model: str) -> bool:
+    """Models the workflow trains on the CPU (no memory plan): the tiny model and those below 0.1B."""
+    from execrl.resources import stage_resources
+
+    spec = config["models"][model]
+    return spec["source"] == "tiny" or stage_resources("train", spec["params_b"])["gpu"] == 0
+
+
+# --- the model: random weights from a config, and a tokenizer built here -------------------------------------
+
+
+# The tokenizer of a model built here: byte-level BPE trained on the filler words prompts are made
+# of (execrl.tiny_model.train_tokenizer, as the workflow's tiny model). A hub model's vocabulary is
+# larger; ids the random model samples beyond the tokenizer's decode to nothing.
+TOKENIZER_VOCAB = 4096
+
+
+def filler_tokenizer(vocab_size: int, out_dir: Path):
+    """A tokenizer trained on `words` text, saved to `out_dir`. No tokenizer is downloaded."""
+    from execrl.tiny_model import train_tokenizer
+
+    return train_tokenizer([words(400, seed) for seed in range(64)], vocab_size, out_dir)
+
+
+def tokens_per_word(model_dir: Path) -> float:
+    """How many tokens the model's tokenizer makes of one filler word (to size prompts)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    sample = words(2000, 12345)
+    return len(tokenizer(sample)["input_ids"]) / 2000
+
+
+def model_config_of(source: str, configs_dir: Path | None):
+    """The transformers config of a hub model: `configs_dir/config.json` (a staged model's folder),
+    `configs_dir/SOURCE/config.json` (configs carried to an offline GPU node; an -Instruct model
+    shares its base's shape), else the hub's (AutoConfig)."""
+    from transformers import AutoConfig
+
+    if configs_dir is not None:
+        if (configs_dir / "config.json").is_file():
+            return AutoConfig.from_pretrained(str(configs_dir))
+        for name in (source, source.removesuffix("-Instruct")):
+            path = configs_dir / name / "config.json"
+            if path.is_file():
+                return AutoConfig.from_pretrained(str(path.parent))
+    return AutoConfig.from_pretrained(source)
+
+
+def build_model(config: dict, model: str, out_dir: Path, configs_dir: Path | None) -> Path:
+    """A model folder with random weights and a tokenizer of its vocabulary size, for `model`."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if (out_dir / "config.json").is_file():
+        return out_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spec = config["models"][model]
+    if spec["source"] == "tiny":
+        from execrl.tiny_model import TinyModelConfig, init_model
+
+        fields = {f.name for f in dataclasses.fields(TinyModelConfig)}
+        shape = TinyModelConfig(**{k: v for k, v in config["tiny_model"].items() if k in fields})
+        filler_tokenizer(shape.vocab_size, out_dir)
+        init_model(out_dir, shape, seed=0, out_dir=out_dir)
+        return out_dir
+    model_config = model_config_of(spec["source"], configs_dir)
+    tokenizer = filler_tokenizer(min(TOKENIZER_VOCAB, model_config.vocab_size), out_dir)
+    model_config.update({"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
+                         "pad_token_id": tokenizer.pad_token_id})
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    with torch.device(device):  # initialised where it is fast; saved in the config's dtype
+        weights = AutoModelForCausalLM.from_config(model_config, dtype=torch.bfloat16)
+    weights.save_pretrained(str(out_dir))
+    del weights
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return out_dir
+
+
+# --- the data: prompts and pairs at the planned length ----------------------------------------------------------
+
+
+# Filler words of letters only (Qwen2's tokenizer splits digits one by one).
+FILLER = ["".join(chr(97 + (i * 7 + k * 11) % 26) for k in range(3 + i % 3)) + chr(97 + i // 26 % 26) for i in range(300)]
+
+
+def words(count: int, seed: int) -> str:
+    import random
+
+    rng = random.Random(seed)
+    return " ".join(rng.choice(FILLER) for _ in range(max(count, 1)))
+
+
+def write_problems(path: Path, count: int, prompt_words: int) -> Path:
+    """`count` assert-tested problems whose prompts are `prompt_words` filler words long."""
+    with path.open("w") as handle:
+        for i in range(count):
+            handle.write(json.dumps({
+                "id": f"preflight-{i}", "prompt": words(prompt_words, i), "test_type": "assert",
+                "tests": ["assert f() == 1"], "entry_point": "f",
+            }) + "\n")
+    return path
+
+
+def write_pairs(path: Path, count: int, length_words: int) -> Path:
+    """`count` preference pairs: a prompt of `length_words` // 2 filler words, completions of
+    `length_words` (longer than DPO's max_length, which truncates them to it)."""
+    with path.open("w") as handle:
+        for i in range(count):
+            handle.write(json.dumps({
+                "prompt": words(length_words // 2, i), "chosen": words(length_words, 1000 + i),
+                "rejected": words(length_words, 2000 + i),
+            }) + "\n")
+    return path
+
+
+# --- planning: the workflow's plan of each job ------------------------------------------------------------------
+
+
+def planning_config(config: dict, job: Job, model_dir: Path, cpu: bool) -> dict:
+    """The config the job is planned under. A model that trains on the CPU has no plan; in CPU mode
+    it is planned as a local model of the size the plan handles (the plan reads its built
+    config.json), its context window capping the planned sequence."""
+    if not cpu:
+        return config
+    planned = copy.deepcopy(config)
+    spec = planned["models"][job.model]
+    spec.update(source=str(model_dir), params_b=max(spec["params_b"], 0.1))
+    positions = json.loads((model_dir / "config.json").read_text()).get("max_position_embeddings")
+    if positions and not planned["grpo"].get("vllm_max_model_length"):
+        planned["grpo"]["vllm_max_model_length"] = positions
+    return planned
+
+
+def plan_of(config: dict, job: Job, model_dir: Path | None):
+    """The job's `TrainingLayout` (`execrl.memory_plan.training_job_layout`)."""
+    from execrl.memory_plan import training_job_layout
+
+    return training_job_layout(config, job.model, job.method, model_dir)
+
+
+def sequence_plan(config: dict, job: Job) -> dict:
+    """Planned tokens of one sequence: GRPO's prompt and completion, DPO's max_length."""
+    from execrl.memory_plan import PROMPT_TOKENS
+    from execrl.methods import METHODS
+    from execrl.run_paths import method_section
+
+    if METHODS[job.trains_as].online:
+        grpo = method_section(config, job.method, "grpo")
+        length = grpo["max_completion_length"] + PROMPT_TOKENS
+        if grpo.get("vllm_max_model_length"):
+            length = min(length, grpo["vllm_max_model_length"])
+        return {"sequence_tokens": length, "prompt_tokens": max(length - grpo["max_completion_length"], 8)}
+    dpo = method_section(config, job.method, "dpo")
+    return {"sequence_tokens": dpo["max_length"], "prompt_tokens": dpo["max_length"] // 2}
+
+
+# --- one job --------------------------------------------------------------------------------------------------
+
+
+def job_settings(config: dict, job: Job, processes_run: int, processes_planned: int) -> dict:
+    """train_job's `--settings` as the train rule builds them (seed 0), with GRPO_PROBE/DPO_PROBE,
+    and the step's prompts cut to `processes_run` of `processes_planned` processes (each keeps its
+    planned completions per step)."""
+    from execrl.run_paths import method_rows, training_settings
+
+    settings = training_settings(config, job.method, model=job.model)
+    if "grpo" in settings:
+        settings["grpo"] = {**settings["grpo"], **GRPO_PROBE}
+        if processes_run != processes_planned:
+            prompts = settings["grpo"]["prompts_per_step"] * processes_run
+            if prompts % processes_planned:
+                raise PreflightError(f"{job.name}: grpo.prompts_per_step does not split over {processes_planned} processes")
+            settings["grpo"]["prompts_per_step"] = prompts // processes_planned
+    if "dpo" in settings:
+        settings["dpo"] = {**settings["dpo"], **DPO_PROBE}
+    if "srrl" in settings and settings["srrl"].get("budget") != "completions":
+        settings["srrl"] = {**settings["srrl"], "budget": "completions"}  # no GRPO run to take a budget from
+    first = method_rows(config)[job.method].settings[0]  # where the train rule puts the seed
+    settings[first] = {**settings[first], "seed": 0}
+    return settings
+
+
+def launch_command(config: dict, planning: dict, job: Job, layout, processes: int, cpu: bool, model_dir: Path,
+                   work: Path, probe_out: Path) -> tuple[list[str], int]:
+    """The `accelerate launch ... -m execrl.preflight_step` command of the job, as the train rule
+    builds its own (accelerate config of the plan's ZeRO stage, dtype, offload, micro-batching),
+    and the number of sequences one step trains on."""
+    from execrl.launch import accelerate_config_of_stage
+    from execrl.methods import METHODS
+    from execrl.run_paths import method_section
+
+    settings = job_settings(config, job, processes, layout.processes)
+    seq = sequence_plan(planning, job)
+    per_word = tokens_per_word(model_dir)
+    online = METHODS[job.trains_as].online
+    if online:
+        grpo = method_section(config, job.method, "grpo")
+        prompts = settings["grpo"]["prompts_per_step"]
+        data = write_problems(work / "problems.jsonl", max(prompts * 2, 8), int(seq["prompt_tokens"] / per_word))
+        sequences = prompts * grpo["num_generations"]
+    else:
+        dpo = settings["dpo"]
+        pairs = dpo["per_device_train_batch_size"] * dpo["gradient_accumulation_steps"] * processes
+        data = write_pairs(work / "pairs.jsonl", pairs, int(seq["sequence_tokens"] / per_word) + 1)
+        sequences = 2 * pairs
+    eval_problems = write_problems(work / "eval.jsonl", 2, 16)
+    accelerate = accelerate_config_of_stage("cpu" if cpu else "gpu", layout.zero_stage)
+    options = [] if cpu else ["--mixed_precision", layout.plan.dtype]
+    if layout.offload_optimizer:
+        options += ["--offload_optimizer_device", "cpu"]
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate), *options,
+        "--num_processes", str(processes), "--num_machines", "1", "--main_process_port", "0",
+        "-m", "execrl.preflight_step", "--probe-out", str(probe_out),
+        job.trains_as, "--model", str(model_dir), "--settings", json.dumps(settings, sort_keys=True),
+        "--data", str(data), "--eval-problems", str(eval_problems),
+        "--micro-batch", str(layout.micro_batch), "--accumulation", str(layout.accumulation),
+        "--output", str(work / "trained"), "--metrics", str(work / "metrics.jsonl"),
+        "--checkpoint-root", str(work / "checkpoints"), "--run-name", job.name,
+        "--sandbox-workers", "1", "--threads", str(max(1, (os.cpu_count() or 2) // max(processes, 1))),
+    ]
+    return command, sequences
+
+
+def compare(layout, probe: dict, capacity_gb: float) -> dict:
+    """Planned against measured GB per term, the measured peak against `capacity_gb`, and the
+    term that overran its plan most when the job does not fit."""
+    terms = layout.plan.terms
+    base = probe["baseline"]["allocated"]
+    begin = probe["train_begin"]["allocated"]
+    after = probe["after_step"]["allocated"]
+    peak = probe["peak"]["allocated"]
+    measured = {
+        "weights": (begin - base) / GB,
+        "optimizer_state": max(after - begin, 0) / GB,
+        "activations": max(peak - after, 0) / GB,
+    }
+    rows = []
+    for name, plan_terms in MEASURED_TERMS:
+        planned = sum(terms.get(t, 0.0) for t in plan_terms)
+        rows.append({"term": name, "plan_terms": list(plan_terms), "planned_gb": planned, "measured_gb": measured[name]})
+    unmeasured = {t: gb for t, gb in terms.items() if not any(t in p for _, p in MEASURED_TERMS)}
+    for term, gb in unmeasured.items():
+        rows.append({"term": term, "plan_terms": [term], "planned_gb": gb, "measured_gb": None})
+    # Above the process's baseline before the model loaded (on the CPU the resident set of the
+    # imported libraries; on a GPU the allocator's nothing).
+    reserved = (probe["peak"]["reserved"] - probe["baseline"]["reserved"]) / GB
+    needed = reserved + sum(unmeasured.values())
+    result = {
+        "terms": rows,
+        "planned_total_gb": layout.plan.total_gb,
+        "measured_peak_allocated_gb": (peak - base) / GB,
+        "measured_peak_reserved_gb": reserved,
+        "unmeasured_planned_gb": sum(unmeasured.values()),
+        "capacity_gb": capacity_gb,
+        "fits": needed <= capacity_gb,
+    }
+    if not result["fits"]:
+        over = max((r for r in rows if r["measured_gb"] is not None), key=lambda r: (r["measured_gb"] - r["planned_gb"], r["measured_gb"]))
+        result["term"] = over["term"]
+        result["reason"] = (
+            f"needs {needed:.3g} GB (peak reserved {reserved:.3g} GB"
+            f"{f' + {sum(unmeasured.values()):.3g} GB planned, not measured' if unmeasured else ''}) of {capacity_gb:.3g} GB; "
+            f"term {over['term']}: measured {over['measured_gb']:.3g} GB, planned {over['planned_gb']:.3g} GB"
+        )
+    return result
+
+
+def run_job(config: dict, job: Job, cpu: bool, work: Path, configs_dir: Path | None, capacity_gb: float | None,
+            gpus: int, timeout_s: float) -> dict:
+    """Plan, build, launch and compare one job; its record for the table and the JSON."""
+    from execrl.memory_plan import DoesNotFit
+
+    record: dict = {"job": job.name, "method": job.method, "trains_as": job.trains_as, "model": job.model,
+                    "same_shape_as": job.same_shape}
+    model_dir = build_model(config, job.model, work / "models" / job.model, configs_dir)
+    planning = planning_config(config, job, model_dir, cpu)
+    try:
+        layout = plan_of(planning, job, model_dir)
+    except DoesNotFit as error:
+        return {**record, "status": "does_not_fit", "term": "plan", "reason": f"the plan fits no node: {error}"}
+    if layout is None:
+        return {**record, "status": "skipped", "reason": "no memory plan (trains on the CPU)"}
+    processes = layout.processes if cpu else min(layout.processes, gpus)
+    record.update(
+        planned={"processes": layout.processes, "zero_stage": layout.zero_stage, "micro_batch": layout.micro_batch,
+                 "accumulation": layout.accumulation, "offload_optimizer": layout.offload_optimizer,
+                 "dtype": layout.plan.dtype, "gpu": layout.node.gpu.name, "gpu_memory_gb": layout.plan.gpu_memory_gb,
+                 "terms_gb": dict(layout.plan.terms), "describe": layout.describe(), **sequence_plan(planning, job)},
+        processes_run=processes,
+    )
+    job_dir = work / "jobs" / job.name.replace("/", "__")
+    shutil.rmtree(job_dir, ignore_errors=True)
+    job_dir.mkdir(parents=True)
+    probe_out = job_dir / "probe.json"
+    command, sequences = launch_command(config, planning, job, layout, processes, cpu, model_dir, job_dir, probe_out)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if not cpu:  # one process per visible GPU, as train_job checks (Slurm sets it for the train rule)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = visible.split(",") if visible else [str(i) for i in range(gpus)]
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(ids[:processes])
+    started = time.perf_counter()
+    log = job_dir / "job.log"
+    with log.open("w") as handle:
+        handle.write(shlex.join(command) + "\n")
+        handle.flush()
+        try:
+            result = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env, timeout=timeout_s)
+            code = result.returncode
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+    record["wall_seconds"] = time.perf_counter() - started
+    record["log"] = str(log)
+    if code != 0 or not probe_out.is_file():
+        tail = log.read_text().splitlines()[-15:]
+        oom = any("out of memory" in line.lower() for line in tail)
+        return {**record, "status": "does_not_fit" if oom else "failed", "term": "activations" if oom else None,
+                "reason": f"the step exited with {code}" + (" (out of memory)" if oom else ""), "log_tail": tail}
+    probe = json.loads(probe_out.read_text())
+    if capacity_gb is None:
+        capacity_gb = _capacity_gb(cpu)
+    comparison = compare(layout, probe, capacity_gb)
+    tokens = probe.get("step_tokens")
+    record.update(
+        measured={"device": probe["device"], "memory_source": probe["memory_source"], "step_seconds": probe["step_seconds"],
+                  "step_tokens": tokens, "tokens_per_s": tokens / probe["step_seconds"] if tokens else None,
+                  "sequences": sequences, "raw_bytes": {k: probe[k] for k in ("baseline", "train_begin", "after_step", "peak")}},
+        **comparison,
+    )
+    record["status"] = "fits" if comparison["fits"] else "does_not_fit"
+    return record
+
+
+def _capacity_gb(cpu: bool) -> float:
+    """The device's memory: the visible GPU's total, or the host's (MemTotal) in CPU mode."""
+    if not cpu:
+        import torch
+
+        return torch.cuda.get_device_properties(0).total_memory / GB
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024 / GB
+    return float("inf")
+
+
+# --- the table -------------------------------------------------------------------------------------------------
+
+
+def _gb(value) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def table(report: dict) -> str:
+    """Checks, then planned against measured per job and term, in plain text."""
+    lines = [f"preflight on {report['device']} ({report['mode']} mode; memory: {report['memory_source']})", "", "checks:"]
+    for check in report["checks"]:
+        lines.append(f"  {check['status']:<5} {check['name']:<22} {check['detail']}")
+    lines.append("")
+    header = f"{'job':<36} {'term':<16} {'planned GB':>11} {'measured GB':>12}"
+    lines.append(header)
+    lines.append("-" * len(header))
+    for job in report["jobs"]:
+        if "terms" not in job:
+            lines.append(f"{job['job']:<36} {job['status']}: {job.get('reason', '')}")
+            continue
+        for row in job["terms"]:
+            lines.append(f"{job['job']:<36} {row['term']:<16} {_gb(row['planned_gb']):>11} {_gb(row['measured_gb']):>12}")
+        lines.append(f"{job['job']:<36} {'total / peak':<16} {_gb(job['planned_total_gb']):>11} "
+                     f"{_gb(job['measured_peak_allocated_gb']):>12}  (reserved {_gb(job['measured_peak_reserved_gb'])}, "
+                     f"capacity {_gb(job['capacity_gb'])})")
+        m, p = job["measured"], job["planned"]
+        speed = f"{m['tokens_per_s']:.0f} tokens/s" if m["tokens_per_s"] else "tokens/s not logged"
+        lines.append(f"{job['job']:<36} {job['status']}: {p['processes']} process(es) planned, {job['processes_run']} run, "
+                     f"ZeRO {p['zero_stage']}, micro-batch {p['micro_batch']} x {p['accumulation']}, "
+                     f"{p['sequence_tokens']} tokens; step {m['step_seconds']:.1f} s, {speed}")
+    return "\n".join(lines)
+
+
+# --- the command -----------------------------------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m execrl.preflight", description=__doc__.split("\n")[0])
+    parser.add_argument("--configfile", action="append", default=[], type=Path,
+                        help="config files laid over config/config.yaml, as snakemake --configfile")
+    parser.add_argument("--base", type=Path, default=None, help="the base config (default: config/config.yaml of the checkout)")
+    parser.add_argument("--models", nargs="+", help="only these models (names under models:)")
+    parser.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+                        help="gpu: GPU jobs on this node's GPUs; cpu: jobs of models that train on the CPU; auto: gpu when CUDA is available")
+    parser.add_argument("--output", type=Path, help="write the report as JSON here")
+    parser.add_argument("--work", type=Path, help="folder for models, data and job logs (default: a temporary one, removed)")
+    parser.add_argument("--model-configs", type=Path,
+                        help="folder of carried config.json files, MODEL_SOURCE/config.json (offline nodes); else the hub's")
+    parser.add_argument("--capacity-gb", type=float,
+                        help="memory a job may use (default: the visible GPU's total; CPU mode: the host's)")
+    parser.add_argument("--timeout-s", type=float, default=1800, help="limit of one job's step")
+    return parser
+
+
+def run(config: dict, models: list[str] | None = None, device: str = "auto", work: Path | None = None,
+        model_configs: Path | None = None, model_dirs: dict[str, Path] | None = None, capacity_gb: float | None = None,
+        timeout_s: float = 1800, configfiles: list[str] = ()) -> dict:
+    """The preflight of the merged workflow `config`'s training jobs (of `models`, default all):
+    the report, whose `failures` list is empty when every check passes and every job fits.
+    `model_dirs`: folders holding a hub model's config.json (the workflow's staged models);
+    `model_configs`: a folder of carried ones (SOURCE/config.json); else the hub's."""
+    import torch
+
+    from execrl.cluster import ClusterError, target_gpu
+
+    cpu = device == "cpu" or (device == "auto" and not torch.cuda.is_available())
+    if not cpu and not torch.cuda.is_available():
+        raise PreflightError("--device gpu: torch.cuda.is_available() is False")
+    jobs = planned_jobs(config, models)
+    gpu_jobs = [j for j in jobs if not trains_on_cpu(config, j.model)]
+    planned_gpu = None
+    if gpu_jobs and not cpu:
+        try:
+            planned_gpu = target_gpu(config, gpu_jobs[0].model)
+        except ClusterError as error:
+            raise PreflightError(str(error)) from None
+    checks: list[Check] = environment_checks(gpu=not cpu, planned=planned_gpu)
+    report = {
+        "mode": "cpu" if cpu else "gpu",
+        "device": "cpu" if cpu else torch.cuda.get_device_name(0),
+        "memory_source": "process resident set (VmRSS/VmHWM)" if cpu else "torch.cuda allocator",
+        "configfiles": [str(p) for p in configfiles],
+        "checks": [c.as_dict() for c in checks],
+        "jobs": [],
+        "not_measured": "vLLM (each step samples with transformers' generate; colocated vLLM is counted as planned)",
+    }
+    work_root = Path(work) if work else Path(tempfile.mkdtemp(prefix="execrl-preflight-"))
+    gpus = 0 if cpu else torch.cuda.device_count()
+    try:
+        for job in jobs:
+            if cpu != trains_on_cpu(config, job.model):
+                reason = "GPU job: run the preflight on its GPU node" if cpu else "trains on the CPU: no GPU plan"
+                report["jobs"].append({"job": job.name, "status": "skipped", "reason": reason})
+                continue
+            print(f"preflight: {job.name} ...", file=sys.stderr, flush=True)
+            configs = model_configs
+            if model_dirs and job.model in model_dirs:
+                configs = Path(model_dirs[job.model])
+            report["jobs"].append(run_job(config, job, cpu, work_root, configs, capacity_gb, gpus, timeout_s))
+    finally:
+        if not work:
+            shutil.rmtree(work_root, ignore_errors=True)
+    failures = [f"check {c.name}: {c.detail}" for c in checks if c.status == FAIL]
+    for job in report["jobs"]:
+        if job["status"] == "does_not_fit":
+            failures.append(f"job {job['job']} does not fit: term {job.get('term')}: {job['reason']}")
+        elif job["status"] == "failed":
+            failures.append(f"job {job['job']} failed: {job['reason']} (log: {job.get('log')})")
+    report["failures"] = failures
+    return report
+
+
+def write_report(report: dict, output: Path | None) -> None:
+    """Print the table (stdout) and failures (stderr); write the JSON to `output`."""
+    print(table(report), flush=True)
+    if output:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_text(json.dumps(report, indent=2, sort_keys=True))
+    for failure in report["failures"]:
+        print(f"preflight: {failure}", file=sys.stderr, flush=True)
+
+
+def preflight_model(config: dict, model: str, output: Path, model_dir: str | None = None) -> None:
+    """The workflow's `preflight` rule: the jobs of `model` on this node, the report to `output`;
+    raises PreflightFailed naming each failure (the rule fails, and training that depends on it waits)."""
+    dirs = {model: Path(model_dir)} if model_dir else None
+    report = run(config, [model], model_dirs=dirs)
+    write_report(report, output)
+    if report["failures"]:
+        raise PreflightFailed("; ".join(report["failures"]))
+
+
+class PreflightFailed(RuntimeError):
+    """A check failed, or a job does not fit or failed."""
+
+
+def load_config(configfiles: list[Path], base: Path) -> dict:
+    """The config a workflow run with these `--configfile`s gets (`execrl.config.merged_config`);
+    where Snakemake is not installed (the offline GPU node) the files laid over one another with
+    the schema's defaults filled in as Snakemake fills them, not validated."""
+    try:
+        import snakemake.utils  # noqa: F401
+    except ImportError:
+        return merged_without_snakemake(configfiles, base)
+    from execrl.config import merged_config
+
+    return merged_config(configfiles, base=base)
+
+
+def merged_without_snakemake(configfiles: list[Path], base: Path) -> dict:
+    import yaml
+
+    from execrl.config import SCHEMA, check_references
+
+    config: dict = {}
+    for path in [base, *configfiles]:
+        _lay_over(config, yaml.safe_load(Path(path).read_text()) or {})
+    fill_defaults(config, yaml.safe_load(SCHEMA.read_text()))
+    check_references(config)
+    return config
+
+
+def _lay_over(config: dict, overlay: dict) -> None:
+    """Snakemake's update_config: mappings merged key by key, anything else replaced."""
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            _lay_over(config[key], value)
+        else:
+            config[key] = copy.deepcopy(value)
+
+
+def fill_defaults(instance, schema: dict) -> None:
+    """Every missing property that has a `default` in `schema`, recursively (what Snakemake's
+    `validate(set_default=True)` adds)."""
+    if not isinstance(instance, dict):
+        return
+    properties = schema.get("properties", {})
+    for key, sub in properties.items():
+        if key not in instance and "default" in sub:
+            instance[key] = copy.deepcopy(sub["default"])
+        if key in instance:
+            fill_defaults(instance[key], sub)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key, value in instance.items():
+            if key not in properties:
+                fill_defaults(value, extra)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from execrl.config import DEFAULT_CONFIG, REPO
+
+    args = parser().parse_args(argv)
+    try:
+        config = load_config(args.configfile, base=args.base or (REPO / DEFAULT_CONFIG))
+        report = run(config, args.models, args.device, args.work, args.model_configs, None, args.capacity_gb,
+                     args.timeout_s, [str(p) for p in args.configfile])
+    except (PreflightError, ValueError) as error:
+        sys.exit(f"preflight: {error}")
+    write_report(report, args.output)
+    sys.exit(1 if report["failures"] else 0)
+
+
+if __name__ == "__main__":
+    main()

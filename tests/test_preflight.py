@@ -1,0 +1,197 @@
+"""The preflight (execrl.preflight): its CPU mode on the embedded default at small shapes, a job
+that does not fit, the environment checks, and `preflight.required` in the workflow's DAG."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import EMBEDDED, REPO, copy_workflow, run_snakemake, segments
+from execrl.cluster import Gpu
+from execrl.preflight_env import FAIL, NOT_APPLICABLE, OK, driver_check, environment_checks, gpu_check
+
+# The embedded default at shapes that step in seconds (bench/gpu_preflight.sh --cpu's overlay).
+SMALL = yaml.safe_load((REPO / "bench" / "preflight" / "cpu.yaml").read_text())
+
+
+def preflight(tmp_path, overlay, *args):
+    (tmp_path / "small.yaml").write_text(yaml.safe_dump(overlay))
+    output = tmp_path / "preflight.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "execrl.preflight", "--configfile", str(REPO / EMBEDDED), "--configfile",
+         str(tmp_path / "small.yaml"), "--device", "cpu", "--work", str(tmp_path / "work"), "--output", str(output), *args],
+        cwd=REPO, capture_output=True, text=True, timeout=900,
+    )
+    return result, output
+
+
+@pytest.mark.slow
+def test_cpu_mode_steps_every_job_and_writes_the_table(tmp_path):
+    """bench/gpu_preflight.sh --cpu: the offline script's call, in CPU mode on the embedded default."""
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
+    result = subprocess.run(["bash", "bench/gpu_preflight.sh", "--cpu"], cwd=REPO, capture_output=True, text=True,
+                            timeout=900, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads((tmp_path / "preflight-cpu.json").read_text())
+    assert report["mode"] == "cpu" and report["failures"] == []
+    assert {c["name"]: c["status"] for c in report["checks"]}["gpu_vs_plan"] == NOT_APPLICABLE
+    jobs = {job["job"]: job for job in report["jobs"]}
+    assert set(jobs) == {"tiny/dpo", "tiny/grpo"}
+    for name, job in jobs.items():
+        assert job["status"] == "fits", job
+        # One optimizer step of the planned cut of the step, measured.
+        assert job["measured"]["raw_bytes"]["peak"]["allocated"] > job["measured"]["raw_bytes"]["baseline"]["allocated"]
+        assert job["measured"]["tokens_per_s"] > 0
+        terms = {row["term"]: row for row in job["terms"]}
+        assert terms["weights"]["measured_gb"] > 0 and terms["weights"]["planned_gb"] > 0
+        assert name in result.stdout  # the table
+        assert (tmp_path / "work-cpu" / "jobs" / name.replace("/", "__") / "job.log").is_file()
+    # GRPO's planned sequence is capped by the tiny model's context window (96); its prompts fill it:
+    # 4 sequences of 80 prompt tokens and up to 16 completion tokens.
+    assert jobs["tiny/grpo"]["planned"]["sequence_tokens"] == 96
+    assert jobs["tiny/grpo"]["measured"]["step_tokens"] >= 4 * 70
+    # DPO: 2 pairs truncated to 64 tokens each side.
+    assert jobs["tiny/dpo"]["measured"]["step_tokens"] >= 4 * 60
+
+
+@pytest.mark.slow
+def test_a_job_that_does_not_fit_exits_non_zero_naming_job_and_term(tmp_path):
+    overlay = {**SMALL, "experiment": {"methods": ["base", "dpo"]}}
+    result, output = preflight(tmp_path, overlay, "--capacity-gb", "0.001")
+    assert result.returncode == 1
+    assert "job tiny/dpo does not fit: term " in result.stderr
+    job = json.loads(output.read_text())["jobs"][0]
+    assert job["status"] == "does_not_fit" and job["term"] in {"weights", "optimizer_state", "activations"}
+    assert f"term {job['term']}" in result.stderr
+
+
+def test_variants_of_one_shape_run_once():
+    from execrl.config import merged_config
+    from execrl.preflight import planned_jobs
+
+    config = merged_config([REPO / EMBEDDED], base=REPO / "config" / "config.yaml")
+    jobs = {job.name: job for job in planned_jobs(config)}
+    # srrl_separate differs from srrl in srrl.groups only: the same step.
+    assert set(jobs) == {"tiny/dpo", "tiny/grpo", "tiny/srrl"}
+    assert jobs["tiny/srrl"].same_shape == ["srrl_separate"]
+
+
+def test_config_without_snakemake_fills_the_same_defaults():
+    """The offline GPU node has no Snakemake: the preflight lays the files over one another and
+    fills the schema's defaults itself, as Snakemake's validate does."""
+    from execrl.config import merged_config
+    from execrl.preflight import merged_without_snakemake
+
+    base = REPO / "config" / "config.yaml"
+    for overlays in ([], [REPO / EMBEDDED], [REPO / "bench" / "preflight" / "gpu.yaml"]):
+        assert merged_without_snakemake(overlays, base) == merged_config(overlays, base=base)
+
+
+def test_carried_model_configs_have_the_planned_shapes():
+    from execrl.memory_plan import SHIPPED_SHAPES, Architecture
+    from execrl.preflight import model_config_of
+
+    carried = REPO / "bench" / "preflight" / "model_configs"
+    for source in ("Qwen/Qwen2.5-3B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"):
+        config = model_config_of(source, carried).to_dict()
+        assert Architecture.from_config(config) == Architecture.from_config(SHIPPED_SHAPES[source])
+
+
+def test_compare_names_the_term_that_overran_its_plan():
+    from types import SimpleNamespace
+
+    from execrl.preflight import compare
+
+    layout = SimpleNamespace(plan=SimpleNamespace(
+        terms={"weights": 1.0, "gradients": 0.5, "optimizer": 1.0, "activations": 2.0, "colocated_vllm": 3.0,
+               "frozen_copies": 0.0},
+        total_gb=7.5))
+    gb = 10**9
+    probe = {"baseline": {"allocated": 0, "reserved": 0}, "train_begin": {"allocated": 1 * gb},
+             "after_step": {"allocated": 2 * gb}, "peak": {"allocated": 9 * gb, "reserved": 10 * gb}}
+    fits = compare(layout, probe, capacity_gb=80)
+    assert fits["fits"] and "term" not in fits
+    # 10 GB reserved + 3 GB colocated vLLM (planned, not measured) > 12 GB; activations 7 GB against 2 planned.
+    refused = compare(layout, probe, capacity_gb=12)
+    assert not refused["fits"] and refused["term"] == "activations"
+    assert "measured 7 GB, planned 2 GB" in refused["reason"]
+
+
+def test_driver_and_gpu_checks():
+    assert driver_check("13.0", "575.57.08").status == FAIL
+    assert driver_check("13.0", "580.65.06").status == OK
+    assert driver_check(None, None).status == FAIL
+    h100 = Gpu("h100", 80.0, 9.0)
+    assert gpu_check("NVIDIA H100 80GB HBM3", 85_000_000_000, (9, 0), h100).status == OK
+    assert gpu_check("NVIDIA A100-SXM4-40GB", 42_000_000_000, (8, 0), h100).status == FAIL
+    assert gpu_check("Tesla V100", 34_000_000_000, (7, 0), Gpu("v100", 32.0, 7.0)).status == FAIL
+
+
+def test_cpu_mode_reports_gpu_checks_as_not_applicable():
+    checks = {c.name: c.status for c in environment_checks(gpu=False, planned=None)}
+    assert checks["driver_vs_torch_cuda"] == checks["nccl"] == checks["gpu_vs_plan"] == NOT_APPLICABLE
+
+
+def train_inputs(workdir, required):
+    """The inputs of the embedded default's GRPO train job (seed 0) in a dry run's DAG."""
+    (workdir / "config" / "test.yaml").write_text(yaml.safe_dump({"preflight": {"required": required}}))
+    run = segments(workdir, EMBEDDED, "config/test.yaml").run("builtin", "tiny", "grpo", "trained")
+    target = f"results/training/{run}/0/metrics.jsonl"
+    result = run_snakemake(workdir, "-n", "--forceall", target, "--configfile", EMBEDDED, "config/test.yaml")
+    block = next(b for b in result.stdout.split("\nrule ") if b.startswith("train:") or "rule train:" in b)
+    return block.split("output:")[0], result.stdout
+
+
+def planned_params(workdir, required):
+    """Output path → {rule, params} of every job of the embedded default's report (forced)."""
+    (workdir / "config" / "test.yaml").write_text(yaml.safe_dump({"preflight": {"required": required}}))
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "workflow_plan.py"), str(workdir), "results/report.html", EMBEDDED,
+         "config/test.yaml"], cwd=workdir, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(result.stdout)
+
+
+def test_preflight_required_makes_training_wait_for_the_report(tmp_path):
+    workdir = copy_workflow(tmp_path)
+    model = segments(workdir, EMBEDDED).model["tiny"]
+    report = f"results/preflight/{model}.json"
+    inputs, plan = train_inputs(workdir, required=True)
+    assert report in inputs and "rule preflight:" in plan
+    inputs, plan = train_inputs(workdir, required=False)
+    assert report not in inputs and "rule preflight:" not in plan
+
+
+def test_preflight_required_reruns_nothing(tmp_path):
+    """The switch only adds the preflight job: every other job keeps its path and params."""
+    workdir = copy_workflow(tmp_path)
+    off, on = planned_params(workdir, False), planned_params(workdir, True)
+    added = set(on) - set(off)
+    assert {on[path]["rule"] for path in added} == {"preflight"}
+    assert {path: on[path] for path in off} == off
+
+
+def test_a_hub_model_is_built_from_its_config_with_random_weights(tmp_path):
+    """The GPU mode's model: a carried config.json (here a one-layer Qwen2), random weights, and a
+    tokenizer that AutoTokenizer loads as the model's type and that makes tokens of filler words."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from execrl.preflight import build_model, tokens_per_word
+
+    shape = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 32, "intermediate_size": 64,
+             "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 5000,
+             "max_position_embeddings": 256, "tie_word_embeddings": True, "eos_token_id": 4999}
+    carried = tmp_path / "configs" / "Org" / "Model"
+    carried.mkdir(parents=True)
+    (carried / "config.json").write_text(json.dumps(shape))
+    config = {"models": {"m": {"source": "Org/Model-Instruct", "params_b": 1.0}}}
+    folder = build_model(config, "m", tmp_path / "built", tmp_path / "configs")
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    assert model.config.vocab_size == 5000 and model.config.num_hidden_layers == 1
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert model.config.eos_token_id == tokenizer.eos_token_id != 4999
+    assert 1 <= tokens_per_word(folder) <= 3

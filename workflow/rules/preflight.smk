@@ -1,0 +1,28 @@
+# Preflight (execrl.preflight): on the node a model's training jobs get, one measured optimizer
+# step of each of them with random weights, planned against measured memory per term. With
+# `preflight.required` every training job of the model waits for it, so a job that would not fit
+# fails here in minutes, not after its time in the queue.
+
+
+rule preflight:
+    input:
+        model=get_preflight_model_config,
+    output:
+        "results/preflight/{model}.json",
+    log:
+        "logs/preflight/{model}.log",
+    benchmark:
+        "benchmarks/preflight/{model}.tsv"
+    conda:
+        "../envs/train.yaml"
+    threads: 2
+    resources:
+        gpu=preflight_gpus,
+        nodes=1,
+        gpu_model=gpu_model,
+        runtime=60,
+    params:
+        model=model_name,
+        settings=get_preflight_settings,
+    script:
+        "../scripts/preflight.py"
