@@ -52,6 +52,8 @@ TRACE_LIMIT = 2000
 JUDGE_CACHE = 1024
 """Problems whose compiled tests the judge keeps (the controller mirrors this LRU)."""
 _BUILTIN_NAMES = frozenset(dir(builtins))
+_STARTUP_MODULES = frozenset(name for name in sys.modules if not name.startswith("__"))
+"""The modules the judge holds before any problem (the worker's preloaded ones among them)."""
 _JUDGE_MODULES = ("math", "cmath")
 """Always the judge's own modules, whatever the program binds to these names."""
 
@@ -69,7 +71,17 @@ def _normalize(v: Any) -> Any:
         return [_normalize(x) for x in v]
     if isinstance(v, dict):
         return {k: _normalize(x) for k, x in v.items()}
+    t = type(v)
+    if t not in _EXACT_SCALARS:  # call mode compares values: a numpy scalar or an int subclass by its value
+        if t.__module__ == "numpy" and hasattr(v, "item"):
+            return v.item()
+        for base in _EXACT_SCALARS[1:]:
+            if isinstance(v, base):
+                return base(v)
     return v
+
+
+_EXACT_SCALARS = (bool, int, float, complex, str, bytes, type(None))
 
 
 def call_equal(got: Any, expected: Any) -> bool:
@@ -125,7 +137,7 @@ def describe(v: Any) -> str:
         return f"a {Remote._tname.__get__(v)} object ({note}), not a plain value"
     try:
         return _short(repr(v))
-    except Exception:  # noqa: BLE001 - e.g. an int too large to print
+    except BaseException:  # noqa: BLE001 - an int too large to print; a value holding a handle of a run that ended
         return f"<{type(v).__name__}>"
 
 
@@ -140,6 +152,12 @@ class NotPlainValue(AssertionError):
 class CandidateExit(BaseException):
     """``SystemExit``, ``KeyboardInterrupt`` or ``GeneratorExit`` raised by the program: it
     ends the test, and test code cannot catch it with ``except Exception``."""
+
+
+_CANDIDATE_EXITS = {c.__name__: type(c.__name__, (c, CandidateExit), {"__module__": "builtins"})
+                    for c in (SystemExit, KeyboardInterrupt, GeneratorExit)}
+"""The program's ``SystemExit`` (...) as the test sees it: ``except SystemExit`` catches it; one
+that leaves the test stops the tests, as it stops ``python`` (``_Candidate.run_asserts``)."""
 
 
 class Remote:
@@ -265,13 +283,29 @@ class Remote:
 
 
 def _binary(op: str):
+    """An operator between the program's object and another: the program's code computes it
+    only when both operands are the program's. With a value of the test's (``abs(f(x) - y)
+    < 1e-6``) it would hand that value, often the expected one, to the program's operator,
+    which could answer whatever satisfies the test (an object whose ``__sub__`` returns
+    0.0); it raises ``TypeError`` instead, as Python does for operands without the operator
+    (a generator minus a float), so the test is an error."""
+
     def forward(self, other):
+        if not isinstance(other, Remote):
+            raise _refused(op, self, other)
         return self._op(op, self, other)
 
     def reflected(self, other):
+        if not isinstance(other, Remote):
+            raise _refused(op, self, other)
         return self._op(op, other, self)
 
     return forward, reflected
+
+
+def _refused(op: str, remote: Remote, other: Any) -> TypeError:
+    return TypeError(f"operator {op.rstrip('_')!r} between the program's {Remote._tname.__get__(remote)} object "
+                     f"and the test's {type(other).__name__} value is not computed by the program")
 
 
 for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "and", "or", "xor",
@@ -302,7 +336,7 @@ def _shadow_type(base: type) -> type:
     return type(f"{base.__name__}_of_the_program", (base,), {"__getattr__": __getattr__, "__repr__": __repr__})
 
 
-_SHADOWS = {base: _shadow_type(base) for base in (tuple, list, dict, set, frozenset)}
+_SHADOWS = {base: _shadow_type(base) for base in (tuple, list, dict, set, frozenset, int, float, str, bytes, complex)}
 _SHADOW_TYPES = frozenset(_SHADOWS.values())
 
 
@@ -364,6 +398,9 @@ class _JudgeSide(_Side):
             return self.enc(base(v), ex, depth)
         if t is type(sys):
             return {"m": v.__name__}
+        scalar = self.numpy_scalar(v, t)
+        if scalar is not None:
+            return {"N": [scalar[0], self.enc(scalar[1], ex, depth)]}
         name = getattr(v, "__name__", None)
         if isinstance(name, str) and getattr(builtins, name, None) is v:
             return {"B": name}
@@ -401,6 +438,21 @@ class _JudgeSide(_Side):
         if tag == "j":
             return self.lent_object(val)
         raise ProtocolError(f"unknown tag {tag!r}")
+
+    @staticmethod
+    def numpy():
+        """numpy, imported outside the candidate's CPU-time limit (the judge's one-time cost)."""
+        numpy = sys.modules.get("numpy")
+        if numpy is None:
+            import signal
+
+            left = signal.setitimer(signal.ITIMER_PROF, 0)[0]
+            try:
+                import numpy
+            finally:
+                if left:
+                    signal.setitimer(signal.ITIMER_PROF, left)
+        return numpy
 
     @staticmethod
     def make_set(items, frozen):
@@ -547,7 +599,7 @@ class _JudgeSide(_Side):
             if not (isinstance(cls, type) and issubclass(cls, BaseException)):
                 cls = Exception
             elif not issubclass(cls, Exception):
-                cls = CandidateExit
+                cls = _CANDIDATE_EXITS.get(base, CandidateExit)
         try:
             exc = cls(msg)
         except Exception:  # noqa: BLE001 - a builtin class with other constructor arguments
@@ -624,7 +676,7 @@ class _AssertInfo:
 
 
 def _names(tree: ast.AST) -> tuple[set[str], set[str], set[str]]:
-    """The names a tree loads, the names it binds, and the top-level modules it imports."""
+    """The names a tree loads, the names it binds, and the modules it imports (packages too)."""
     loaded: set[str] = set()
     stored: set[str] = set()
     imported: set[str] = set()
@@ -642,12 +694,19 @@ def _names(tree: ast.AST) -> tuple[set[str], set[str], set[str]]:
                 stored.add(n.name)
         elif isinstance(n, ast.Import):
             stored.update((a.asname or a.name).split(".")[0] for a in n.names if a.name != "*")
-            imported.update(a.name.split(".")[0] for a in n.names)
+            for a in n.names:
+                imported.update(_packages(a.name))
         elif isinstance(n, ast.ImportFrom):
             stored.update((a.asname or a.name).split(".")[0] for a in n.names if a.name != "*")
             if n.module and not n.level:
-                imported.add(n.module.split(".")[0])
+                imported.update(_packages(n.module))
     return loaded, stored, imported
+
+
+def _packages(dotted: str) -> list[str]:
+    """The modules ``import a.b.c`` loads: ``a``, ``a.b``, ``a.b.c``."""
+    parts = dotted.split(".")
+    return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
 
 
 def _plain_literal(node: ast.AST) -> bool:
@@ -798,6 +857,24 @@ def _values(v: Any):
             yield from _values(x)
 
 
+def _content(v: Any) -> Any:
+    """What a literal tells the program, whatever its container types: a tuple's items are
+    those of the list ``[1, 2]`` (the program can rebuild one from the other)."""
+    if isinstance(v, (list, tuple)):
+        return ("seq", tuple(_content(x) for x in v))
+    if isinstance(v, (set, frozenset)):
+        return ("set", frozenset(_content(x) for x in v))
+    if isinstance(v, dict):
+        return ("map", frozenset((_content(a), _content(b)) for a, b in v.items()))
+    if isinstance(v, (bytes, bytearray)):
+        return ("bytes", bytes(v))
+    return v
+
+
+def _same_content(v: Any, w: Any) -> bool:
+    return v == w or _content(v) == _content(w)
+
+
 class Problem:
     """A problem as the judge runs it."""
 
@@ -904,7 +981,7 @@ class Problem:
             if plain is None or (name is not None and plain.name != name) or len(calls) >= BATCH_MAX_CALLS:
                 break
             try:
-                if any(any(v == w for w in expected) for a in args for v in _values(a)):
+                if any(any(_same_content(v, w) for w in expected) for a in args for v in _values(a)):
                     break
             except Exception:  # noqa: BLE001 - not a literal this check can hold
                 break
@@ -1034,10 +1111,13 @@ class _Candidate:
         return remote
 
     def module(self, name: str) -> Any:
-        """The judge's own copy of a module the program imported: the standard library's, or
-        one the tests import themselves (any other stays the program's)."""
-        top = name.split(".")[0]
-        if top not in getattr(sys, "stdlib_module_names", ()) and top not in self.problem.imported:
+        """The judge's own copy of a module the program imported: a module of the standard
+        library the judge loaded when it started, or one the tests import themselves, under
+        that very name (any other stays the program's). The judge never imports a module
+        because the program names it: importing runs the module's code (a module object the
+        program names ``unittest.__main__`` would make the judge run test discovery)."""
+        if name not in self.problem.imported and not (
+                name in _STARTUP_MODULES and name.split(".")[0] in getattr(sys, "stdlib_module_names", ())):
             return None
         if name not in self.modules:
             try:
@@ -1101,9 +1181,14 @@ class _Candidate:
         outcomes: list[list] = []
         for test in problem.tests:
             outcome = self.run_test(test, ns)
-            if side.ended is not None:
+            if outcome is None:  # the run ended (or broke the protocol) during this test
                 return self._ended(side.ended, outcomes)
             outcomes.append(outcome)
+            if outcome[0] == "stop":  # SystemExit or KeyboardInterrupt out of a test: Python stops there
+                outcome[0] = "error"
+                return {"tests": outcomes, "stopped": True}
+            if side.ended is not None:  # after the test's verdict (its message may have asked the run)
+                return self._ended(side.ended, outcomes)
         return {"tests": outcomes}
 
     def _ended(self, e: BaseException, outcomes: list) -> dict:
@@ -1124,7 +1209,7 @@ class _Candidate:
             else:
                 exec(self.problem.test_code(test), ns)
         except (_Gone, _Violation):
-            return ["error", None, None, ""]
+            return None
         except AssertionError as e:
             if getattr(e, "execrl_candidate", None) is None:
                 msg = self.assertion_message() if not isinstance(e, NotPlainValue) else str(e)
@@ -1133,7 +1218,7 @@ class _Candidate:
             return ["error", etype, msg, trace]
         except BaseException as e:  # noqa: BLE001 - as in Python: the test raised
             etype, msg, trace = self._error_fields(e, test.source)
-            return ["error", etype, msg, trace]
+            return ["error" if isinstance(e, Exception) else "stop", etype, msg, trace]
         return ["pass", None, None, ""]
 
     def run_plain(self, plain: _PlainCall) -> None:
@@ -1159,7 +1244,7 @@ class _Candidate:
             return etype, _short(msg, 600), _trace(source, trace)
         try:
             msg = _short(str(e), 600)
-        except Exception:  # noqa: BLE001
+        except BaseException:  # noqa: BLE001 - the program's text of a run that ended
             msg = ""
         etype = type(e).__name__
         return etype, msg, _trace(source, f"{etype}: {msg}")
@@ -1180,6 +1265,8 @@ class _Candidate:
             except BaseException as e:  # noqa: BLE001
                 etype, msg, trace = self._error_fields(e, "")
                 outcomes.append(["error", etype, msg, _trace(call, trace)])
+                if not isinstance(e, Exception):  # SystemExit: the tests stop here
+                    return {"tests": outcomes, "stopped": True}
                 continue
             if isinstance(got, Remote):
                 msg = f"expected {describe(expected)}, got {describe(got)}"

@@ -329,7 +329,8 @@ def setup_isolation(cfg: dict) -> dict:
 #   {"f": [...]} frozenset, {"y": hex} bytearray, {"b": hex} bytes, {"c": [re, im]} complex,
 #   {"i": hex} large int, {"r": [start, stop, step]} range, {"C": pairs} Counter,
 #   {"O": pairs} OrderedDict, {"D": [factory, pairs]} defaultdict, {"Q": [items, maxlen]}
-#   deque, {"F": [num, den]} Fraction, {"M": text} Decimal,
+#   deque, {"F": [num, den]} Fraction, {"M": text} Decimal, {"N": [dtype, value]} a numpy
+#   scalar (bool, integer, float or complex: the same numpy type on the other side),
 #   {"@": k} the k-th container of this exchange again (identity: aliasing, cycles, and a
 #   result that *is* an argument), numbered in the order containers are first met;
 #   {"h": [n, type]} an object that stays in the program's process (a handle; its
@@ -368,6 +369,8 @@ _Counter, _OrderedDict, _defaultdict, _deque = (_collections.Counter, _collectio
                                                _collections.defaultdict, _collections.deque)
 _MUTABLE = (_list, _dict, _set, _bytearray, _Counter, _OrderedDict, _defaultdict, _deque)
 _BIG = 1 << 62
+_NUMPY_KINDS = frozenset("biufc")
+"""numpy scalars sent as themselves: booleans, integers, floats, complex numbers."""
 _MAX_DEPTH = 120
 _STRUCT_LEN = struct.Struct(">I")
 MAX_VALUE_BYTES = 1 << 20
@@ -714,12 +717,38 @@ class _Side:
             if tag == "M":
                 from decimal import Decimal
                 return Decimal(_chk_str(val))
+            if tag == "N":
+                dtype, value = _chk_list(val)
+                value = dec(value, ex)
+                if _type(value) not in (_bool, _int, _float, _complex):
+                    raise ProtocolError("bad numpy scalar")
+                kind = self.numpy().dtype(_chk_str(dtype))
+                if kind.kind not in _NUMPY_KINDS:
+                    raise ProtocolError("bad numpy scalar")
+                return kind.type(value)
         except (TypeError, ValueError, ZeroDivisionError) as e:  # unhashable key, bad hex, arity
             raise ProtocolError(f"malformed value: {_text(e, 100)}") from None
         return self.dec_other(tag, val, ex)
 
     def dec_other(self, tag, val, ex):  # pragma: no cover - each side defines it
         raise ProtocolError(f"unknown tag {tag!r}")
+
+    @staticmethod
+    def numpy():
+        """numpy, for a numpy scalar the peer sent (the peer's process has it loaded)."""
+        import numpy
+        return numpy
+
+    @staticmethod
+    def numpy_scalar(v, t):
+        """``[dtype, value]`` of a numpy scalar that travels as one (``{"N": ...}``), else None."""
+        if _getattr(t, "__module__", "") != "numpy":
+            return None
+        kind = _getattr(_getattr(v, "dtype", None), "kind", None)
+        numpy = sys.modules.get("numpy")
+        if kind not in _NUMPY_KINDS or numpy is None or not _isinstance(v, numpy.generic):
+            return None
+        return [_str_copy(v.dtype.str), v.item()]
 
     @staticmethod
     def make_set(items, frozen: bool):
@@ -914,6 +943,9 @@ _OPS.update(len=len, iter=iter, next=next, repr=repr, str=str, hash=hash, format
             divmod=divmod, contains=_operator.contains, truth=None)
 
 
+_SCALAR_BASES = ((_int, _int_copy), (_float, _float_copy), (_str, _str_copy), (_bytes, _bytes_copy),
+                 (_complex, _complex_copy))
+
 def _truth(v):
     """An object's truth value when the program's code does not decide it; a class that
     defines ``__bool__`` or ``__len__`` would, so its objects have none here."""
@@ -943,19 +975,15 @@ class _ChildSide(_Side):
         t = _type(v)
         if t is _JudgeRef:
             return {"j": _JudgeRef._n.__get__(v)}
-        if _isinstance(v, _bool):
-            return _bool(_int_copy(v))
-        if _isinstance(v, _int):
-            return self.enc(_int_copy(v), ex, depth)
-        if _isinstance(v, _float):
-            return _float_copy(v)
-        if _isinstance(v, _str):
-            return _str_copy(v)
-        if _isinstance(v, _bytes):
-            return {"b": _bytes_copy(v).hex()}
-        if _isinstance(v, _complex):
-            c = _complex_copy(v)
-            return {"c": [c.real, c.imag]}
+        mod = _getattr(t, "__module__", "")
+        # a numpy scalar as the same numpy scalar in the judge: ``isinstance(r, int)`` is
+        # false for ``numpy.int64``, ``r is True`` for ``numpy.bool_``, as in Python
+        scalar = self.numpy_scalar(v, t)
+        if scalar is not None:
+            return {"N": [scalar[0], self.enc(scalar[1], ex, depth)]}
+        for base, copy in _SCALAR_BASES:
+            if _isinstance(v, base):  # a subclass (an IntEnum, a str subclass): its plain value, not its type
+                return {"S": [self.lend(v), _type_name(t), self.enc(copy(v), ex, depth)]}
         if depth <= _MAX_DEPTH:
             if _isinstance(v, _dict):  # Counter & co. of a subclass of theirs, or any dict subclass
                 n = self.lend(v)
@@ -969,7 +997,6 @@ class _ChildSide(_Side):
                     if mutable:
                         self.shadows[n] = (v, base, _shallow(v))
                     return {"S": [n, _type_name(t), self.enc(plain, ex, depth)]}
-        mod = _getattr(t, "__module__", "")
         if mod == "numpy" and _hasattr(v, "item") and _getattr(v, "ndim", 1) == 0:
             return self.enc(v.item(), ex, depth)
         if mod == "fractions" and t is _getattr(sys.modules.get("fractions"), "Fraction", None):
@@ -1023,6 +1050,7 @@ class _ChildSide(_Side):
             raise ProtocolError("malformed batch")
         calls = _chk_list(req[2])
         served = 0
+        lent_before = _len(self.lent)
         if self.kinds.get(req[1]) == "f":
             name = req[1]
             target = {"g": name}
@@ -1045,8 +1073,9 @@ class _ChildSide(_Side):
                     break
         if served < _len(calls):
             self.send_text('["z"]')
-        elif _len(req) == 4 and req[3] is True:
-            # the calls of every test, and no object lent: the judge asks nothing more
+        elif _len(req) == 4 and req[3] is True and _len(self.lent) == lent_before:
+            # the calls of every test, and no object lent: the judge asks nothing more (after
+            # a last answer that lent one, the judge may ask about it: it ends the run then)
             self.finish()
 
     def serve_one(self, req) -> str:
@@ -1350,6 +1379,10 @@ def _run_served(code: str, token: str, side: _ChildSide | None = None) -> None:
 
 
 def _run_stdio(code: str, compiled, token: str) -> None:
+    """Run the program as ``__main__``; return only after the harness's own end-of-run record
+    was written. Every other way out ends the process with a non-zero status: a program that
+    wrote a forged record and then made the harness's own record fail (closing the result
+    descriptor, then raising) ends as ``python solution.py`` does, with status 1."""
     sources = {"<solution>": code}
     module = type(sys)("__main__")
     module.__builtins__ = builtins
@@ -1358,17 +1391,40 @@ def _run_stdio(code: str, compiled, token: str) -> None:
     try:
         exec(compiled, module.__dict__)
     except SystemExit as e:
-        if e.code not in (None, 0):
+        status = _exit_status(e)
+        if status:
             _flush()
             _emit(["l", "SystemExit", _text(e.code), f"SystemExit: {_text(e.code)}"])
-            _os_exit(0)
+            _os_exit(status)
     except BaseException as e:  # noqa: BLE001
         _flush()
         _emit(["l", _exc_name(e), _text(e), _format_exc(e, sources)])
-        _os_exit(0)
+        _os_exit(1)
     _exit_as_python_does()
     _flush()
     _emit(["d", 0, token])
+
+
+def _exit_status(e) -> int:
+    """The exit status of ``python solution.py`` that ends with ``SystemExit`` ``e``
+    (CPython's ``_Py_HandleSystemExit``): 0 for ``None``; for an ``int`` (a subclass
+    included: ``bool``) its value as a C ``long`` (-1 when it does not fit) modulo 256; for
+    anything else (``0.0``, ``0j``, ``Decimal(0)``, ``numpy.int64(0)``) 1, after printing it
+    to stderr."""
+    try:
+        code = e.code
+    except BaseException:  # noqa: BLE001 - a subclass's property raised
+        return 1
+    if code is None:
+        return 0
+    if _isinstance(code, _int):
+        value = _int_copy(code)
+        return (value if -(1 << 63) <= value < (1 << 63) else -1) & 0xFF
+    try:
+        sys.stderr.write(_text(code) + "\n")
+    except BaseException:  # noqa: BLE001
+        pass
+    return 1
 
 
 def _exit_as_python_does() -> None:
@@ -1925,8 +1981,8 @@ class Worker:
                 _emit(["l", "SandboxError", _text(e), f"SandboxError: {_text(e)}"])
             except BaseException:  # noqa: BLE001
                 pass
-        finally:
-            _os_exit(0)
+        finally:  # a run that returns here ended without its own end-of-run record
+            _os_exit(1)
 
     def _child(self, spec, code, compiled, rlimits, token, workdir, stdin_fd, timeout, run_fd):
         os.setsid()
@@ -1977,6 +2033,7 @@ class Worker:
                 _emit(crec)
                 _os_exit(0)
         _run_stdio(code, compiled, token)
+        _os_exit(0)  # the harness's own record is written
 
     # ---- after a run -----------------------------------------------------------------
     @staticmethod
