@@ -539,3 +539,44 @@ def test_system_exit_in_a_test_stops_the_tests(ex, name):
     setup = "def g(x):\n    return f(x)\n" if "setup" in name else ""
     r = ex.run(problem(tests, setup=setup), program)
     assert statuses(r) == python_verdicts(program, tests, setup), (name, r.test_outcomes)
+
+
+# The program returns a container it keeps (its own list, an attribute, a memo, a dict of
+# lists): the test's changes to it reach the program, and the program's changes reach the test.
+KEEPS = "_items = [1, 2]\ndef get():\n    return _items\ndef add(x):\n    _items.append(x)\n"
+DICT_OF_LISTS = "D = {'a': [1]}\ndef get():\n    return D\ndef a():\n    return D['a']\n"
+STACK = ("class Stack:\n    def __init__(self):\n        self.items = []\n    def push(self, x):\n"
+         "        self.items.append(x)\n    def pop(self):\n        return self.items.pop()\n")
+KEPT_CASES = {
+    "append_to_the_programs_list": (["r = get()\nr.append(9)\nassert get() == [1, 2]"], KEEPS),
+    "clear_the_programs_list": (["r = get()\nr.clear()\nassert len(get()) == 2"], KEEPS),
+    "the_programs_change_is_seen": (["r = get()\nadd(5)\nassert r == [1, 2]"], KEEPS),
+    "both_ways": (["r = get()\nadd(5)\nr.append(9)\nassert get() == [1, 2, 5]"], KEEPS),
+    "same_object_twice": (["assert get() is not get()"], KEEPS),
+    "an_attribute": (["s = Stack()\ns.push(1)\ns.items.append(7)\nassert s.pop() == 1"], STACK),
+    "a_memo_dict": (["d = memo()\nd['x'] = 1\nassert memo() == {}"], "M = {}\ndef memo():\n    return M\n"),
+    "nested_in_a_fresh_list": (["r = f(1)\nr[0].append(3)\nassert f(1) == [[1]]"],
+                               "M = [[1]]\ndef f(x):\n    return [M[0]]\n"),
+    "list_in_a_kept_dict": (["d = get()\nd['a'].append(2)\nassert a() == [1]"], DICT_OF_LISTS),
+    "earlier_copy_of_a_nested_list": (["x = a()\nd = get()\nd['a'].append(4)\nassert x == [1]"], DICT_OF_LISTS),
+}
+
+
+@pytest.mark.parametrize("name", KEPT_CASES)
+def test_containers_the_program_keeps_are_shared_with_the_test(ex, name):
+    """Each case fails in plain Python (the test's change reaches the program's object); it
+    passed when the judge changed its copy only. The same tests with the verdict reversed
+    (the assert negated) pass, as in Python."""
+    tests, program = KEPT_CASES[name]
+    r = ex.run(problem(tests), program)
+    assert statuses(r) == python_verdicts(program, tests) == ["fail"], (name, r.error_message)
+    negated = [t.rsplit("\n", 1)[0] + "\nassert not (" + t.rsplit("\n", 1)[1][len("assert "):] + ")" if "\n" in t
+               else "assert not (" + t[len("assert "):] + ")" for t in tests]
+    r = ex.run(problem(negated), program)
+    assert statuses(r) == python_verdicts(program, negated) == ["pass"], (name, r.error_message)
+
+
+def test_a_fresh_result_is_the_tests_own(ex):
+    tests = ["r = f(1)\nr.append(3)\nassert f(1) == [1]", "assert f(1) is not f(1)"]
+    program = "def f(x):\n    return [x]\n"
+    assert statuses(ex.run(problem(tests), program)) == python_verdicts(program, tests) == ["pass", "pass"]

@@ -36,12 +36,12 @@ import builtins
 import json
 import sys
 import time
-from collections import deque
+from collections import Counter, OrderedDict, defaultdict, deque
 from typing import Any
 
 if "_Side" not in globals():  # imported as a module (not run in the worker's namespace)
     from execrl.sandbox._worker import (_FD, _STRUCT_LEN, PeerGone, ProtocolError, _dumps, _Exchange, _json_loads,
-                                        _Side, _socket, compile_candidate)
+                                        _shallow, _Side, _socket, _unchanged, compile_candidate)
 
 FLOAT_REL_TOL = 1e-5
 """Relative tolerance for floats in ``stdio`` and ``call`` comparisons (as numpy.allclose)."""
@@ -340,6 +340,18 @@ _SHADOWS = {base: _shadow_type(base) for base in (tuple, list, dict, set, frozen
 _SHADOW_TYPES = frozenset(_SHADOWS.values())
 
 
+_KEPT_DICTS = (dict, Counter, OrderedDict, defaultdict)
+
+
+def _assign(container: Any, value: Any) -> None:
+    """Give a list, dict or set of the judge's the content ``value``."""
+    if isinstance(container, list):
+        container[:] = value
+    else:
+        container.clear()
+        container.update(value)
+
+
 class _SetInRunOrder(set):
     """A set whose iteration order is the one the run's set had (the judge's own insertion
     order cannot always reproduce it), as long as its content is unchanged."""
@@ -384,6 +396,7 @@ class _JudgeSide(_Side):
         self.ended: BaseException | None = None
         self.sources: dict = {}
         self.ahead: deque = deque()  # calls sent ahead in a batch whose answers are still to come
+        self.kept: dict = {}  # n -> what the judge's copy of the program's container n held when last in step
         self.batch_stopped = False  # the run stopped the batch (it then waits for the judge's requests)
 
     # ---- values: what only this side has -------------------------------------------------
@@ -462,22 +475,89 @@ class _JudgeSide(_Side):
             out.__dict__["_execrl_order"] = list(items)
         return out
 
-    def refresh(self, entries) -> None:
-        """New content of the program's container subclasses whose copies the judge holds."""
+    def refresh(self, entries, rex) -> None:
+        """New content of the program's containers whose copies the judge holds (its container
+        subclasses, and the containers it keeps), numbered in the response ``rex`` (the run
+        encodes them after the answer)."""
         if type(entries) is not list:
             raise ProtocolError("malformed refresh")
         for entry in entries:
             if type(entry) is not list or len(entry) != 2:
                 raise ProtocolError("malformed refresh")
             shadow = self.shadows.get(entry[0])
-            value = self.dec(entry[1], _Exchange())
+            value = self.dec(entry[1], rex)
             if shadow is None or not isinstance(shadow, (list, dict, set)):
                 continue
-            if isinstance(shadow, list):
-                shadow[:] = value
-            else:
-                shadow.clear()
-                shadow.update(value)
+            _assign(shadow, value)
+            if entry[0] in self.kept:
+                self.kept[entry[0]] = _shallow(shadow)
+
+    def track(self, pairs, rex, value, first: int):
+        """The containers of an answer that are the program's own objects, held by it too
+        (``[k, n]``: the response's k-th container is its object n): kept in step with them
+        (``refresh``, ``push_kept``). The same object answered again is the same copy, as
+        ``f() is f()`` is true in Python for a list the program keeps."""
+        if type(pairs) is not list:
+            raise ProtocolError("malformed kept containers")
+        same: dict = {}  # id of a new copy -> the copy the judge already holds of that object
+        for pair in pairs:
+            if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not int or type(pair[1]) is not int \
+                    or not first <= pair[0] < len(rex.table):
+                raise ProtocolError("malformed kept containers")
+            k, n = pair
+            copy = rex.table[k]
+            if not isinstance(copy, (list, dict, set)) or type(copy) in _SHADOW_TYPES:
+                raise ProtocolError("a kept container that is not one")
+            old = self.shadows.get(n)
+            if n in self.kept and type(old) is type(copy) and old is not copy:
+                _assign(old, copy)
+                same[id(copy)] = (copy, old)
+                copy = old
+            self.shadows[n] = copy
+            self.kept[n] = _shallow(copy)
+        if same:  # the earlier copies take the place of the new ones in the answer
+            for container in rex.table[first:]:
+                if type(container) is list or type(container) in _KEPT_DICTS:
+                    keys = range(len(container)) if type(container) is list else list(container)
+                    for key in keys:
+                        hit = same.get(id(container[key]))
+                        if hit is not None and hit[0] is container[key]:
+                            container[key] = hit[1]
+            hit = same.get(id(value))
+            if hit is not None and hit[0] is value:
+                value = hit[1]
+            for copy, old in same.values():  # the content the run sent, with the earlier copies in it
+                _assign(old, copy)
+        return value
+
+    def push_kept(self) -> None:
+        """Before a request: the new content of the copies the test changed goes to the
+        program's objects (``r = f(); r.append(9); f()`` sees the 9, as in Python), and the
+        copies the test no longer holds are no longer kept in step."""
+        changed, released = [], []
+        count = sys.getrefcount
+        for n, snap in self.kept.items():  # (``s.items.append(7)`` changes a copy no one holds after)
+            if not _unchanged(snap, self.shadows[n]):
+                changed.append(n)
+        if changed:  # numbered after every kept copy: one inside another goes as itself
+            order = list(self.kept)
+            ex = _Exchange()
+            for n in order:
+                self._number(self.shadows[n], ex)
+            updates = []
+            for n in changed:
+                copy = self.shadows[n]
+                updates.append([ex.seen[id(copy)], self.contents(copy, ex)])
+                self.kept[n] = _shallow(copy)
+            ex = copy = None
+        for n in list(self.kept):
+            if count(self.shadows[n]) <= 2:  # ``self.shadows``, the argument of getrefcount
+                released.append(n)
+        if changed or released:
+            data = _dumps(["u", updates if changed else [], released, order if changed else []]).encode("ascii")
+            self.held += _STRUCT_LEN.pack(len(data) + 1) + b"J" + data
+            for n in released:
+                del self.kept[n], self.shadows[n]
 
     # ---- requests to the run ------------------------------------------------------------
     def call_peer(self, msg, text: str | None = None):
@@ -526,21 +606,26 @@ class _JudgeSide(_Side):
         if self.ended is not None:
             raise self.ended
         try:
+            if self.kept:
+                self.push_kept()
             reply = self.call_peer(msg, text)
             rex = ex.follow()
             if reply[0] == "e":
                 if len(reply) < 8:
                     raise ProtocolError("malformed exception answer")
                 self.apply_updates(reply[5], rex)
-                self.refresh(reply[6])
+                self.refresh(reply[6], rex)
                 # raised after this handler: a MemoryError of the program's is its own
                 raised = self.candidate_exception(reply[1:5] + [reply[7]])
             else:
                 if len(reply) < 4:
                     raise ProtocolError("malformed answer")
+                first = len(rex.table)
                 value = self.dec(reply[1], rex)
                 self.apply_updates(reply[2], rex)
-                self.refresh(reply[3])
+                self.refresh(reply[3], rex)
+                if len(reply) > 5:
+                    value = self.track(reply[5], rex, value, first)
                 return value, (reply[4] if len(reply) > 4 else None)
         except PeerGone:
             self.ended = _Gone()

@@ -528,10 +528,16 @@ class _Side:
                 return reply
             if tag == "x":
                 self.finish()
+            if tag == "u":
+                self.apply_kept(reply)
+                continue
             self.send_text(self.serve_one(reply))
 
     def finish(self):  # pragma: no cover - each side defines it
         raise PeerGone()
+
+    def apply_kept(self, msg):  # pragma: no cover - the program's side defines it
+        raise ProtocolError("unexpected update")
 
     def serve_one(self, req) -> str:  # pragma: no cover - each side defines it
         raise ProtocolError("unexpected request")
@@ -1032,6 +1038,9 @@ class _ChildSide(_Side):
             req = self.recv()
             if req[0] == "x":
                 self.finish()
+            if req[0] == "u":
+                self.apply_kept(req)
+                continue
             if req[0] == "b":
                 self.serve_batch(req)
                 continue
@@ -1062,9 +1071,14 @@ class _ChildSide(_Side):
                     # what ``serve_one`` does for it, without decoding: scalars are their own
                     # values, and a call with no container to copy in has none to copy out
                     try:
-                        text = self._answer(self.g[name](*call[2]), _Exchange(), None)
+                        v = self.g[name](*call[2])
                     except BaseException as e:  # noqa: BLE001 - the program's exception, reported as such
                         text = self._answer_error(e, _Exchange(), None)
+                    else:
+                        ex = _Exchange()
+                        kept = self._kept(v, ex)
+                        text = self._answer(v, ex, None, kept)
+                        del v
                 else:
                     text = self.serve_one(call)
                 self.send_text(text)
@@ -1085,7 +1099,90 @@ class _ChildSide(_Side):
             v = self._perform(req, ex, state)
         except BaseException as e:  # noqa: BLE001 - the program's exception, reported as such
             return self._answer_error(e, ex, state[0])
-        return self._answer(v, ex, state[0])
+        kept = self._kept(v, ex)
+        return self._answer(v, ex, state[0], kept)
+
+    def _kept(self, v, ex: _Exchange) -> list:
+        """The lists, dicts and sets of a result (not the request's own arguments) that the
+        program holds elsewhere too (its own list returned, an attribute, a memo): the judge's
+        copies of these stay in step with them both ways (``apply_kept``, ``_refresh``), as if
+        the test held the program's object. Found from reference counts, less the references
+        inside the result and the harness's own two to the result (the caller's variable and
+        this parameter); a result too large to walk is not looked at."""
+        if _type(v) not in _WALKED:
+            return []
+        args = {_id(o) for o in ex.table}
+        parents: dict = {}
+        found = []
+        visited = set()
+        stack = [v]
+        budget = _KEPT_WALK_LIMIT
+        while stack:
+            o = stack.pop()
+            if _id(o) in visited:
+                continue
+            visited.add(_id(o))
+            t = _type(o)
+            if t in _KEPT_TYPES and _id(o) not in args:
+                found.append(o)
+            items = o.values() if t in _DICT_TYPES else o
+            for x in items:
+                if _type(x) in _WALKED:
+                    parents[_id(x)] = parents.get(_id(x), 0) + 1
+                    stack.append(x)
+            budget -= _len(o)
+            if budget < 0:
+                return []
+        o = x = items = None
+        kept = []
+        count = sys.getrefcount
+        for o in found:  # references: ``found``, ``o``, the argument of getrefcount
+            if count(o) > 3 + parents.get(_id(o), 0) + (2 if o is v else 0):
+                kept.append(o)
+        if not kept:
+            return kept
+        # what the program reaches through a container it holds, it holds too
+        ids = {_id(o) for o in found}
+        marked = {_id(o) for o in kept}
+        stack = _list(kept)
+        while stack:
+            o = stack.pop()
+            for x in (o.values() if _type(o) in _DICT_TYPES else o):
+                if _type(x) in _WALKED and _id(x) in visited and _id(x) not in marked:
+                    marked.add(_id(x))
+                    stack.append(x)
+                    if _id(x) in ids:
+                        kept.append(x)
+        return kept
+
+    def apply_kept(self, msg):
+        """``["u", [[k, content], ...], [n, ...], [n, ...]]``: the test changed its copies of the
+        program's containers (the k-th of the last list; the program's objects take the new
+        content, a kept container in it as itself), and no longer holds those of the second list
+        (no longer kept in step)."""
+        if _len(msg) != 4:
+            raise ProtocolError("malformed update")
+        # the contents are numbered after the kept containers ``msg[3]`` (``{"@": k}``: the k-th)
+        table = []
+        for n in _chk_list(msg[3]):
+            kept = self.shadows.get(n) if _type(n) is _int else None
+            if kept is None or _type(kept[0]) not in _KEPT_TYPES:
+                raise ProtocolError("an update of no kept container")
+            table.append(kept[0])
+        ex = _Exchange()
+        for entry in _chk_list(msg[1]):
+            k, content = _chk_list(entry)
+            if _type(k) is not _int or not 0 <= k < _len(table):
+                raise ProtocolError("an update of no kept container")
+            ex.table = _list(table)
+            self.apply_updates([[k, content]], ex)
+        for n in _chk_list(msg[3]):
+            obj = self.shadows[n][0]
+            self.shadows[n] = (obj, self.shadows[n][1], _shallow(obj))
+        for n in _chk_list(msg[2]):
+            kept = self.shadows.get(n) if _type(n) is _int else None
+            if kept is not None and _type(kept[0]) in _KEPT_TYPES:
+                del self.shadows[n]
 
     def _perform(self, req, ex: _Exchange, state: list):
         op = req[0]
@@ -1170,12 +1267,21 @@ class _ChildSide(_Side):
                 self.shadows[n] = (obj, base, _shallow(obj))
         return out
 
-    def _answer(self, v, ex: _Exchange, snap) -> str:
+    def _answer(self, v, ex: _Exchange, snap, kept=()) -> str:
         rex = ex.follow()
         if _type(v) is _BatchResult:
             head = ["r", self.enc(v.items, rex), self.updates(snap, rex), self._refresh(rex), v.end]
         else:
             head = ["r", self.enc(v, rex), self.updates(snap, rex), self._refresh(rex)]
+            if kept:  # [k, n]: the response's k-th container is the program's object n, kept in step
+                pairs = []
+                for o in kept:
+                    k = rex.seen.get(_id(o))
+                    if k is not None and rex.table[k] is o:
+                        n = self.lend(o)
+                        self.shadows[n] = (o, _dict if _type(o) in _DICT_TYPES else _type(o), _shallow(o))
+                        pairs.append([k, n])
+                head += [None, pairs]
         try:
             text = _dumps(head)
         except (TypeError, ValueError, RecursionError):
@@ -1197,6 +1303,11 @@ class _ChildSide(_Side):
             return _dumps(["e", *_exc_record(e, self.sources), [], [], None])
 
 
+_DICT_TYPES = frozenset({_dict, _Counter, _OrderedDict, _defaultdict})
+_KEPT_TYPES = _DICT_TYPES | {_list, _set}
+"""Containers of a result kept in step with the program's object when the program holds it."""
+_WALKED = _KEPT_TYPES | {_tuple, _frozenset, _deque}
+_KEPT_WALK_LIMIT = 100_000
 _SCALAR_TYPES = frozenset({_str, _int, _float, _bool, _NoneType})
 """What a JSON scalar decodes to: the value itself (``_Side.dec``)."""
 
