@@ -580,3 +580,47 @@ def test_a_fresh_result_is_the_tests_own(ex):
     tests = ["r = f(1)\nr.append(3)\nassert f(1) == [1]", "assert f(1) is not f(1)"]
     program = "def f(x):\n    return [x]\n"
     assert statuses(ex.run(problem(tests), program)) == python_verdicts(program, tests) == ["pass", "pass"]
+
+
+# One CPU-time budget per candidate: the run and the judge together; ``cpu_time_s`` is all of it.
+COLLIDING = "[i * (2 ** 61 - 1) for i in range(60000)]"
+BUDGET_CASES = {
+    # the judge's work alone exceeds the budget: its timer ends it, and that work is the candidate's
+    "judge_killed_hashing": ("assert set(f(1)) == {0}", f"def f(x):\n    return {COLLIDING}\n"),
+    "judge_killed_compiling": ("assert f(1) == 2", "x = 1\ns = f'" + "{x}" * 83000 + "'\n" + DOUBLE),
+    # the run spends most of the budget, then the judge's work on its value the rest
+    "run_then_judge": ("assert set(f(1)) == {0}",
+                       "import time\ndef f(x):\n    t = time.process_time()\n    while time.process_time() - t < 0.7:\n"
+                       f"        pass\n    return {COLLIDING}\n"),
+}
+
+
+def _worker_cpu(ex) -> float:
+    import psutil
+
+    total = 0.0
+    for h in ex._handles:
+        root = psutil.Process(h.proc.pid)
+        for p in [root, *root.children(recursive=True)]:
+            try:
+                t = p.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+@pytest.mark.parametrize("name", BUDGET_CASES)
+def test_the_run_and_the_judge_share_one_cpu_budget(name):
+    """Before, the judge's work was missing from ``cpu_time_s`` when its own timer ended it
+    (0.002 s for seconds of hashing), and a run and its judge each had the whole budget."""
+    test, program = BUDGET_CASES[name]
+    limit = 1.0
+    with Executor(workers=1, limits=ExecutionLimits(timeout_s=limit, wall_timeout_s=60.0, memory_mb=512)) as ex:
+        assert ex.run(problem(["assert f(1) == 2"]), DOUBLE).status == "pass"  # the judge is started
+        before = _worker_cpu(ex)
+        r = ex.run(problem([test]), program)
+        used = _worker_cpu(ex) - before
+    assert r.status == "timeout", (name, r.status, r.error_message)
+    assert 0.7 * limit <= r.cpu_time_s <= 1.3 * limit, (name, r.cpu_time_s)
+    assert used < 1.5 * limit, (name, used)  # the sandbox's processes used one budget (plus their own work)

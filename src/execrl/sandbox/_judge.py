@@ -35,13 +35,13 @@ import ast
 import builtins
 import json
 import sys
-import time
 from collections import Counter, OrderedDict, defaultdict, deque
 from typing import Any
 
 if "_Side" not in globals():  # imported as a module (not run in the worker's namespace)
-    from execrl.sandbox._worker import (_FD, _STRUCT_LEN, PeerGone, ProtocolError, _dumps, _Exchange, _json_loads,
-                                        _shallow, _Side, _socket, _unchanged, compile_candidate)
+    from execrl.sandbox._worker import (_FD, _JUDGE_CPU, _STRUCT_LEN, PeerGone, ProtocolError, _cpu_time, _dumps,
+                                        _Exchange, _json_loads, _shallow, _Side, _socket, _unchanged,
+                                        compile_candidate)
 
 FLOAT_REL_TOL = 1e-5
 """Relative tolerance for floats in ``stdio`` and ``call`` comparisons (as numpy.allclose)."""
@@ -598,6 +598,9 @@ class _JudgeSide(_Side):
                 return None
             if tag == "x":
                 self.finish()
+            if tag == "p":
+                self.charge_peer(reply)
+                continue
             self.send_text(self.serve_one(reply))
 
     def ask(self, msg: list | None, ex, text: str | None = None) -> tuple:
@@ -608,6 +611,7 @@ class _JudgeSide(_Side):
         try:
             if self.kept:
                 self.push_kept()
+            self.tell_cpu()
             reply = self.call_peer(msg, text)
             rex = ex.follow()
             if reply[0] == "e":
@@ -1409,10 +1413,13 @@ def _unlimit() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
 
 
-def judge_candidate(problem: Problem, code: str, fd: int) -> dict:
-    """Compile the program, send it to the run, run the tests; the report."""
+def judge_candidate(problem: Problem, code: str, fd: int, budget: float | None = None, start: float = 0.0) -> dict:
+    """Compile the program, send it to the run, run the tests; the report. ``budget``: the
+    candidate's CPU time, the run's and the judge's together (from ``start``, this process's
+    CPU time when the candidate began); each side tells the other what it used."""
     compiled, record = compile_candidate(code)
     side = _JudgeSide(fd)
+    side.budget, side.cpu_start = budget, start
     try:
         if record is not None:
             return {"compile": [str(x) for x in record[1:4]]}
@@ -1489,7 +1496,7 @@ def judge_main(fd: int, cfg: dict) -> None:
                 problem, reply = None, {"judge_error": f"the tests could not be prepared: {type(e).__name__}: {e}"}
             while len(problems) > cfg.get("cache_size", JUDGE_CACHE):
                 problems.pop(next(iter(problems)))
-        start = time.process_time()
+        start = _cpu_time()
         try:
             _limit(msg.get("timeout_s", 10.0), msg.get("memory_mb", 1024))
             if msg.get("op") == "compile":
@@ -1501,18 +1508,19 @@ def judge_main(fd: int, cfg: dict) -> None:
 
                     kind, reply = b"P", marshal.dumps(compiled)
             elif problem is not None:
-                reply = judge_candidate(problem, msg["code"], fds.pop(0))
+                reply = judge_candidate(problem, msg["code"], fds.pop(0), float(msg.get("timeout_s", 10.0)), start)
         except Exception as e:  # noqa: BLE001 - this candidate's judging failed, not the judge
             reply = {"judge_error": f"{type(e).__name__}: {e}"[:600]}
         finally:
             _unlimit()
             for extra in fds:
                 os.close(extra)
-        if kind == b"J":
-            if isinstance(reply, dict):
-                reply["cpu"] = time.process_time() - start
-            data = _dumps(reply).encode("ascii")
+        end = _cpu_time()
+        if msg.get("op") == "compile":  # the CPU time first, then the code object or the record
+            data = _JUDGE_CPU.pack(end - start, end) + (reply if kind == b"P" else _dumps(reply).encode("ascii"))
         else:
-            data = reply
+            if isinstance(reply, dict):
+                reply["cpu"], reply["total"] = end - start, end
+            data = _dumps(reply).encode("ascii")
         sock.sendall((len(data) + 1).to_bytes(4, "big") + kind + data)
 

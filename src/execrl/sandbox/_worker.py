@@ -56,6 +56,8 @@ __builtins__ = dict(builtins.__dict__)
 _LEN = struct.Struct(">I")
 RESULT_FD = 997  # the child's result channel is moved here (close-on-exec)
 _FD = struct.Struct("i")  # one file descriptor in an SCM_RIGHTS message
+_JUDGE_CPU = struct.Struct("=dd")
+"""The judge's CPU time for a compile request, and its own CPU time in all (before the reply)."""
 MAX_RECORD_BYTES = 4 << 20
 """Cap on everything one run reports (its result records): beyond it the run is an error."""
 MAX_REPLY_BYTES = 32 << 20
@@ -373,6 +375,7 @@ _NUMPY_KINDS = frozenset("biufc")
 """numpy scalars sent as themselves: booleans, integers, floats, complex numbers."""
 _MAX_DEPTH = 120
 _STRUCT_LEN = struct.Struct(">I")
+_cpu_time = time.process_time  # (a program that rebinds ``time.process_time`` does not change it)
 MAX_VALUE_BYTES = 1 << 20
 """A result whose encoding is larger stays in the program's process as a handle."""
 MAX_MESSAGE_BYTES = 64 << 20
@@ -460,6 +463,9 @@ class _Side:
         self.lent: dict = {}
         self.lent_ids: dict = {}
         self.proxies: dict = {}
+        self.budget = None  # the candidate's CPU-time budget, shared by the run and the judge
+        self.cpu_start = 0.0  # this process's CPU time when the candidate started
+        self.cpu_told = 0.0  # the CPU time last told to the peer
 
     # ---- framing --------------------------------------------------------------------
     def send_raw(self, kind: bytes, data: bytes, more: bytes = b"") -> None:
@@ -531,6 +537,9 @@ class _Side:
             if tag == "u":
                 self.apply_kept(reply)
                 continue
+            if tag == "p":
+                self.charge_peer(reply)
+                continue
             self.send_text(self.serve_one(reply))
 
     def finish(self):  # pragma: no cover - each side defines it
@@ -538,6 +547,29 @@ class _Side:
 
     def apply_kept(self, msg):  # pragma: no cover - the program's side defines it
         raise ProtocolError("unexpected update")
+
+    # ---- one CPU-time budget for the run and the judge together ----------------------------
+    def charge_peer(self, msg) -> None:
+        """``["p", seconds]``: the CPU time the peer used for this candidate so far. This
+        process's CPU-time timer is set to what is left of the candidate's budget (a run
+        that spun for most of it leaves the judge the rest, and the other way round)."""
+        if _len(msg) != 2 or _type(msg[1]) not in (_int, _float) or not msg[1] >= 0:
+            raise ProtocolError("malformed CPU-time report")
+        if self.budget is None:
+            return
+        left = self.budget - msg[1] - (_cpu_time() - self.cpu_start)
+        signal.setitimer(signal.ITIMER_PROF, left if left > 0.001 else 0.001)
+
+    def tell_cpu(self) -> None:
+        """Tell the peer (with the next frame) this process's CPU time for the candidate, once
+        it has grown by a twentieth of the budget since last told."""
+        if self.budget is None:
+            return
+        used = _cpu_time() - self.cpu_start
+        if used - self.cpu_told >= self.budget / 20:
+            self.cpu_told = used
+            text = _dumps(["p", used]).encode("ascii")
+            self.held += _STRUCT_LEN.pack(_len(text) + 1) + b"J" + text
 
     def serve_one(self, req) -> str:  # pragma: no cover - each side defines it
         raise ProtocolError("unexpected request")
@@ -1041,6 +1073,9 @@ class _ChildSide(_Side):
             if req[0] == "u":
                 self.apply_kept(req)
                 continue
+            if req[0] == "p":
+                self.charge_peer(req)
+                continue
             if req[0] == "b":
                 self.serve_batch(req)
                 continue
@@ -1268,6 +1303,7 @@ class _ChildSide(_Side):
         return out
 
     def _answer(self, v, ex: _Exchange, snap, kept=()) -> str:
+        self.tell_cpu()
         rex = ex.follow()
         if _type(v) is _BatchResult:
             head = ["r", self.enc(v.items, rex), self.updates(snap, rex), self._refresh(rex), v.end]
@@ -1295,6 +1331,7 @@ class _ChildSide(_Side):
         return text
 
     def _answer_error(self, e, ex: _Exchange, snap) -> str:
+        self.tell_cpu()
         rex = ex.follow()
         try:
             return _dumps(["e", *_exc_record(e, self.sources), self.updates(snap, rex), self._refresh(rex),
@@ -1449,6 +1486,8 @@ def _builtin_base_of_class(cls) -> str:
 _ModuleType = type(sys)
 _PLAIN_TYPES = frozenset({_int, _str, _float, _bool, _NoneType, _list, _tuple, _dict, _set, _frozenset, _bytes,
                           _bytearray, _complex, _range, _Counter, _OrderedDict, _defaultdict, _deque})
+_RUN_BUDGET = [None]
+"""In a run: its candidate's CPU-time budget (``_ChildSide.budget``)."""
 SOCK_FD = 998
 """The child's end of its conversation with the judge (close-on-exec)."""
 
@@ -1460,6 +1499,7 @@ def _run_served(code: str, token: str, side: _ChildSide | None = None) -> None:
     sources = {"<solution>": code}
     if side is None:
         side = _ChildSide(SOCK_FD, sources)
+        side.budget = _RUN_BUDGET[0]
     try:
         kind, data = side.recv_raw()
         if kind != b"P":
@@ -1833,24 +1873,27 @@ class Worker:
         theirs.close()
         self.judge_pid, self.judge_sock = pid, mine
         self.judge_known = {}
+        self.judge_cpu = 0.0  # the judge's own CPU time at its last answer
 
-    def stop_judge(self) -> tuple[int | None, bool]:
-        """Kill the judge process; its wait status, and whether its CPU-time limit ended it."""
+    def stop_judge(self) -> tuple[int | None, bool, float]:
+        """Kill the judge process; its wait status, whether its CPU-time limit ended it, and
+        the CPU time it used since its last answer (the candidate's, when its timer ended it)."""
         pid, self.judge_pid = self.judge_pid, None
         if self.judge_sock is not None:
             self.judge_sock.close()
             self.judge_sock = None
         if pid is None:
-            return None, False
+            return None, False, 0.0
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
         try:
-            _, status = os.waitpid(pid, 0)
+            _, status, usage = os.wait4(pid, 0)
         except ChildProcessError:
-            return None, False
-        return status, os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGPROF
+            return None, False, 0.0
+        cpu = max(usage.ru_utime + usage.ru_stime - self.judge_cpu, 0.0)
+        return status, os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGPROF, cpu
 
     def judge_send(self, msg: dict, fd: int | None = None) -> None:
         if self.judge_pid is None:
@@ -1887,17 +1930,20 @@ class Worker:
     def judge_compile(self, code: str, lim: dict):
         """The program compiled by the judge process, under its CPU-time limit: (code object,
         None), (None, a ``c`` record), or (None, None) when the judge could not (the child
-        then compiles it under its own limit)."""
+        then compiles it under its own limit); then the judge's CPU time for it, and whether
+        the judge's CPU-time limit ended it (the candidate's budget is spent)."""
         try:
             self.judge_send({"op": "compile", "code": code, "timeout_s": float(lim["timeout_s"]),
                              "memory_mb": int(lim["memory_mb"])})
             kind, data = self.judge_recv(time.monotonic() + float(lim["wall"]) + REAP_GRACE_S)
         except (OSError, PeerGone, TimeoutError, ValueError):
-            self.stop_judge()
-            return None, None
+            _status, killed, cpu = self.stop_judge()
+            return None, None, cpu, killed
+        cpu, self.judge_cpu = _JUDGE_CPU.unpack(data[:_JUDGE_CPU.size])
+        data = data[_JUDGE_CPU.size:]
         if kind == b"P":
-            return marshal.loads(data), None
-        return None, json.loads(data)
+            return marshal.loads(data), None, cpu, False
+        return None, json.loads(data), cpu, False
 
     def judge_known_key(self, key: str) -> bool:
         """Whether the judge holds this problem (the same LRU policy as its cache)."""
@@ -1924,11 +1970,12 @@ class Worker:
             blobs += data
             header["judge"] = report
         else:
-            compiled, crec = self.judge_compile(code, lim)
-            if crec is not None:  # does not compile: nothing to run
-                runs.append({"exit": None, "signal": None, "cpu": 0.0, "wall": 0.0, "timeout": False,
+            compiled, crec, cpu, killed = self.judge_compile(code, lim)
+            header["judge"] = {"cpu": cpu}  # compiling is the candidate's CPU time too
+            if crec is not None or killed:  # does not compile, or its budget is spent compiling it
+                runs.append({"exit": None, "signal": None, "cpu": 0.0, "wall": 0.0, "timeout": killed,
                              "wall_killed": False, "overflow": False, "token": "", "minflt": 0})
-                blobs += [(json.dumps(crec) + "\n").encode(), b"", b""]
+                blobs += [(json.dumps(crec) + "\n").encode() if crec is not None else b"", b"", b""]
             else:
                 header.update(self.run_stdio(spec, code, compiled, lim, runs, blobs))
         header["judge_pid"] = self.judge_pid  # a process of the worker's, not of a candidate
@@ -1997,11 +2044,12 @@ class Worker:
             try:
                 kind, payload = self.judge_recv(start + float(lim["wall"]) + REAP_GRACE_S)
                 report = json.loads(payload)
+                self.judge_cpu = float(report.pop("total", self.judge_cpu))
             except (OSError, PeerGone, TimeoutError, ValueError):
                 report = None
-        if report is None:
-            _status, cpu_killed = self.stop_judge()
-            report = {"died": "timeout" if cpu_killed else "crashed"}
+        if report is None:  # the judge's CPU time until it died is this candidate's
+            _status, cpu_killed, cpu = self.stop_judge()
+            report = {"died": "timeout" if cpu_killed else "crashed", "cpu": cpu}
         return info, data, report
 
     def run_one(self, spec, code, compiled, lim, stdin_text, wall_cap: float | None = None, run_fd=None):
@@ -2135,6 +2183,7 @@ class Worker:
         if "multiprocessing" in code or "ProcessPool" in code:
             _write_program_file(code)
         signal.setitimer(signal.ITIMER_PROF, timeout)
+        _RUN_BUDGET[0] = timeout
         mode = spec["mode"]
         if mode != "stdio":
             _run_served(code, token)
