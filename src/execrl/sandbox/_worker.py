@@ -1314,14 +1314,16 @@ class _ChildSide(_Side):
                 for o in kept:
                     k = rex.seen.get(_id(o))
                     if k is not None and rex.table[k] is o:
-                        n = self.lend(o)
-                        self.shadows[n] = (o, _dict if _type(o) in _DICT_TYPES else _type(o), _shallow(o))
-                        pairs.append([k, n])
+                        pairs.append([k, self.lend(o)])
                 head += [None, pairs]
         try:
             text = _dumps(head)
         except (TypeError, ValueError, RecursionError):
             text = None
+        if kept and text is not None and _len(text) <= MAX_VALUE_BYTES:
+            for k, n in head[5]:
+                o = rex.table[k]
+                self.shadows[n] = (o, _dict if _type(o) in _DICT_TYPES else _type(o), _shallow(o))
         if text is None or _len(text) > MAX_VALUE_BYTES:
             rex = ex.follow()
             note = "value too large" if text is not None else "value not encodable"
