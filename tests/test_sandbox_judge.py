@@ -624,3 +624,11 @@ def test_the_run_and_the_judge_share_one_cpu_budget(name):
     assert r.status == "timeout", (name, r.status, r.error_message)
     assert 0.7 * limit <= r.cpu_time_s <= 1.3 * limit, (name, r.cpu_time_s)
     assert used < 1.5 * limit, (name, used)  # the sandbox's processes used one budget (plus their own work)
+
+
+def test_a_numpy_scalar_without_a_plain_value_stays_in_the_run(ex):
+    """``numpy.longdouble``'s ``item()`` is itself: it stays a handle (before, the run recursed
+    until it crashed), whose methods are the run's."""
+    program = "import numpy\ndef f(x):\n    return numpy.longdouble(1.5)\n"
+    r = ex.run(problem(["assert f(1) == 1.5", "assert f(1).is_integer() is False"]), program)
+    assert statuses(r) == ["fail", "pass"], r.test_outcomes

@@ -528,6 +528,8 @@ class _JudgeSide(_Side):
                 value = hit[1]
             for copy, old in same.values():  # the content the run sent, with the earlier copies in it
                 _assign(old, copy)
+            for pair in pairs:
+                self.kept[pair[1]] = _shallow(self.shadows[pair[1]])
         return value
 
     def push_kept(self) -> None:

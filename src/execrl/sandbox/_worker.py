@@ -786,7 +786,10 @@ class _Side:
         numpy = sys.modules.get("numpy")
         if kind not in _NUMPY_KINDS or numpy is None or not _isinstance(v, numpy.generic):
             return None
-        return [_str_copy(v.dtype.str), v.item()]
+        item = v.item()
+        if _type(item) not in (_bool, _int, _float, _complex):  # longdouble: no plain value holds it
+            return None
+        return [_str_copy(v.dtype.str), item]
 
     @staticmethod
     def make_set(items, frozen: bool):
@@ -1036,7 +1039,9 @@ class _ChildSide(_Side):
                         self.shadows[n] = (v, base, _shallow(v))
                     return {"S": [n, _type_name(t), self.enc(plain, ex, depth)]}
         if mod == "numpy" and _hasattr(v, "item") and _getattr(v, "ndim", 1) == 0:
-            return self.enc(v.item(), ex, depth)
+            item = v.item()
+            if _type(item) is not t:  # (a longdouble's item is itself: it stays a handle)
+                return self.enc(item, ex, depth)
         if mod == "fractions" and t is _getattr(sys.modules.get("fractions"), "Fraction", None):
             return {"F": [self.enc(v.numerator, ex, depth), self.enc(v.denominator, ex, depth)]}
         if mod == "decimal" and t is _getattr(sys.modules.get("decimal"), "Decimal", None):
