@@ -950,7 +950,8 @@ def _values(v: Any):
 
 def _content(v: Any) -> Any:
     """What a literal tells the program, whatever its container types: a tuple's items are
-    those of the list ``[1, 2]`` (the program can rebuild one from the other)."""
+    those of the list ``[1, 2]`` (the program can rebuild one from the other); equal
+    contents compare equal (``1 == 1.0`` as in ``==``)."""
     if isinstance(v, (list, tuple)):
         return ("seq", tuple(_content(x) for x in v))
     if isinstance(v, (set, frozenset)):
@@ -960,10 +961,6 @@ def _content(v: Any) -> Any:
     if isinstance(v, (bytes, bytearray)):
         return ("bytes", bytes(v))
     return v
-
-
-def _same_content(v: Any, w: Any) -> bool:
-    return v == w or _content(v) == _content(w)
 
 
 class Problem:
@@ -1072,8 +1069,9 @@ class Problem:
             if plain is None or (name is not None and plain.name != name) or len(calls) >= BATCH_MAX_CALLS:
                 break
             try:
-                if any(any(_same_content(v, w) for w in expected) for a in args for v in _values(a)):
+                if expected and any(_content(v) in expected for a in args for v in _values(a)):
                     break
+                content = _content(plain.expected)
             except Exception:  # noqa: BLE001 - not a literal this check can hold
                 break
             size += len(plain.text)
@@ -1081,7 +1079,7 @@ class Problem:
                 break
             name = plain.name
             calls.append(plain.text)
-            expected.append(plain.expected)
+            expected.append(content)
         self.batch_complete = bool(calls) and len(calls) == len(self.tests)
         if calls:
             self.batch_calls = calls
