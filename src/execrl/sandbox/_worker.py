@@ -376,6 +376,7 @@ _NUMPY_KINDS = frozenset("biufc")
 _MAX_DEPTH = 120
 _STRUCT_LEN = struct.Struct(">I")
 _cpu_time = time.process_time  # (a program that rebinds ``time.process_time`` does not change it)
+_getrefcount = sys.getrefcount
 MAX_VALUE_BYTES = 1 << 20
 """A result whose encoding is larger stays in the program's process as a handle."""
 MAX_MESSAGE_BYTES = 64 << 20
@@ -1175,7 +1176,7 @@ class _ChildSide(_Side):
                 return []
         o = x = items = None
         kept = []
-        count = sys.getrefcount
+        count = _getrefcount
         for o in found:  # references: ``found``, ``o``, the argument of getrefcount
             if count(o) > 3 + parents.get(_id(o), 0) + (2 if o is v else 0):
                 kept.append(o)
