@@ -1150,8 +1150,19 @@ class _ChildSide(_Side):
         the test held the program's object. Found from reference counts, less the references
         inside the result and the harness's own two to the result (the caller's variable and
         this parameter); a result too large to walk is not looked at."""
-        if _type(v) not in _WALKED:
+        t = _type(v)
+        if t not in _WALKED:
             return []
+        for x in (v.values() if t in _DICT_TYPES else v):
+            if _type(x) in _WALKED:
+                break
+        else:  # no container inside (most results): only the result itself can be the program's
+            x = None
+            if t not in _KEPT_TYPES or any(o is v for o in ex.table):
+                return []
+            # references: the caller's variable, this parameter, the argument of getrefcount
+            return [v] if _getrefcount(v) > 3 else []
+        x = None
         args = {_id(o) for o in ex.table}
         parents: dict = {}
         found = []
