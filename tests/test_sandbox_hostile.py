@@ -406,3 +406,63 @@ def test_a_stuck_worker_is_replaced_within_its_deadline(monkeypatch):
         assert r.status == "pass" and ex.respawns == 1
         assert 1.0 + REPLY_GRACE_S <= elapsed < 1.0 + REPLY_GRACE_S + 10
         assert not psutil.pid_exists(stopped) or psutil.Process(stopped).status() == psutil.STATUS_ZOMBIE
+
+
+# A forged end-of-run record, then a way out that makes the harness's own record fail: the run
+# ends as `python solution.py` does (status 1), so it did not run (`ran`) and passes no test.
+FORGE_THEN_FAIL = """import os, sys
+print(input())
+token = None
+frame = sys._getframe()
+while frame is not None:
+    token = frame.f_locals.get('token', token)
+    frame = frame.f_back
+for name in os.listdir('/proc/self/fd'):
+    if int(name) > 2:
+        try:
+            os.write(int(name), ('["d", 0, "%s"]\\n' % token).encode())
+            os.close(int(name))
+        except OSError:
+            pass
+"""
+FAILURES_AFTER_THE_FORGERY = {
+    "raises": "raise ValueError('x')",
+    "exits_3": "sys.exit(3)",
+    "fails_an_import": "import no_such_module_anywhere",
+    "exits_with_a_text": "sys.exit('bye')",
+    "exits_with_a_float": "raise SystemExit(0.0)",
+    "raises_in_a_function": "def f():\n    return 1 / 0\nf()",
+}
+
+
+@pytest.mark.parametrize("name", FAILURES_AFTER_THE_FORGERY)
+def test_a_forged_end_record_then_a_failure_is_not_a_run(sandbox, name):
+    from execrl.sandbox.programs import run_programs
+
+    ex: Executor = sandbox["ex"]
+    echo = PROBLEMS["echo"][0]
+    code = FORGE_THEN_FAIL + FAILURES_AFTER_THE_FORGERY[name] + "\n"
+    r = ex.run(echo, code)
+    assert r.status == "error" and r.tests_passed == 0, (name, r.status, r.error_type)
+    run = run_programs(ex, [code], stdin="5\n")[0]
+    assert run.status == "error" and not run.ran, (name, run)
+    assert _leftovers(ex) == []
+    assert ex.run(echo, OBSERVER + PROBLEMS["echo"][1]).status == "pass"
+
+
+EXIT_CODES = ["None", "0", "False", "True", "1", "256", "-256", "2 ** 64", "2 ** 63", "-2 ** 63", "0.0", "0j",
+              "__import__('decimal').Decimal(0)", "__import__('numpy').int64(0)", "'0'", "(0,)", "[]",
+              "type('I', (int,), {})(512)"]
+
+
+@pytest.mark.parametrize("code", EXIT_CODES)
+def test_system_exit_status_is_pythons(sandbox, code):
+    """``raise SystemExit(code)`` at the end of a program: it ran exactly when ``python``
+    exits with status 0 (None and ints modulo 256; anything else, even ``0.0``, is status 1)."""
+    from execrl.sandbox.programs import run_programs
+
+    program = f"print('out')\nraise SystemExit({code})\n"
+    status = subprocess.run([sys.executable, "-c", program], capture_output=True).returncode
+    run = run_programs(sandbox["ex"], [program])[0]
+    assert run.ran is (status == 0), (code, status, run)
+    assert run.status == ("ran" if status == 0 else "error")

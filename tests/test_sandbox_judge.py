@@ -359,3 +359,276 @@ def test_a_run_holds_only_its_own_descriptors(ex):
     assert r.status == "pass", (r.error_type, r.error_message)
     run = run_programs(ex, [listing + "print(FDS)"])[0]
     assert run.stdout == f"{[0, 1, 2, 3, RESULT_FD]}\n", run
+
+
+# --------------------------------------------------------------------------------------
+# Issue #35: forged passes through operators, copies and types; the judge's own safety
+# --------------------------------------------------------------------------------------
+
+def python_verdicts(program: str, tests: list[str], setup: str = "") -> list[str]:
+    """Each test's verdict from plain ``python``: the program, the setup and the tests in one
+    fresh interpreter, each test run in turn (a false assert fails it, another exception is
+    its error, and ``SystemExit`` ends the interpreter: that test errs, the rest do not run)."""
+    lines = [program, setup, "import sys as _sys"]
+    for t in tests:
+        lines.append(f"try:\n    exec({t!r})\n    print('pass', flush=True)\nexcept AssertionError:\n"
+                     f"    print('fail', flush=True)\nexcept Exception:\n    print('error', flush=True)")
+    out = subprocess.run([sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True,
+                         env={"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin"}).stdout.split()
+    if len(out) < len(tests):
+        out += ["error"] + ["not_run"] * (len(tests) - len(out) - 1)
+    return out
+
+
+def statuses(r) -> list[str]:
+    return [o["status"] for o in r.test_outcomes]
+
+
+# Operators between the program's object and a test's value: the program's operator would
+# receive the test's value (often the expected one) and could answer whatever passes.
+OPERATOR_FORGERIES = {
+    "sub_then_abs": (["assert abs(f(1) - 2.5) < 1e-6"], "def __sub__(self, o):\n        return 0.0\n"),
+    "reflected_sub": (["assert abs(2.5 - f(1)) < 1e-6"], "def __rsub__(self, o):\n        return 0.0\n"),
+    "true_division": (["assert f(1) / 7 == 1"], "def __truediv__(self, o):\n        return 1\n"),
+    "modulo": (["assert f(1) % 7 == 3"], "def __mod__(self, o):\n        return 3\n"),
+    "add_then_compare": (["assert 10 + f(1) == 13"], "def __radd__(self, o):\n        return o + 3\n"),
+    "divmod": (["assert divmod(f(1), 4) == (2, 1)"], "def __divmod__(self, o):\n        return (2, 1)\n"),
+}
+
+
+@pytest.mark.parametrize("name", OPERATOR_FORGERIES)
+def test_operators_never_hand_a_test_value_to_the_program(ex, name):
+    """``abs(f(x) - y) < 1e-6`` with an object whose ``__sub__`` returns 0.0 passes in plain
+    Python; here an operator between the program's object and a test's value is not
+    computed by the program (TypeError, as for operands without the operator), so such a
+    program never passes, while one returning plain numbers does."""
+    tests, method = OPERATOR_FORGERIES[name]
+    program = "class Z:\n    " + method + "def f(x):\n    return Z()\n"
+    r = ex.run(problem(tests), program)
+    assert r.status == "error" and r.error_type == "TypeError", (name, r.status, r.error_message)
+    assert ex.run(problem(tests), "def f(x):\n    return 2.5 if x == 1 else 0\n").status != "error"
+    assert _leftovers(ex) == []
+
+
+def test_operators_between_the_programs_objects_are_the_programs(ex):
+    program = ("class V:\n    def __init__(self, x):\n        self.x = x\n"
+               "    def __add__(self, o):\n        return V(self.x + o.x)\n"
+               "    def __eq__(self, o):\n        return self.x == o.x\n")
+    assert ex.run(problem(["assert (V(1) + V(2)).x == 3", "assert V(1) + V(2) == V(3)"]), program).status == "pass"
+
+
+# What a program returns keeps its type: numpy scalars, subclasses of str, int, float.
+TYPE_CASES = {
+    "numpy_int64_is_not_an_int": (["assert isinstance(f(1), int)", "assert f(1) == 3"],
+                                  "import numpy\ndef f(x):\n    return numpy.int64(3)\n"),
+    "numpy_bool_is_not_true": (["assert f(1) is True", "assert f(1)", "assert f(1) == True"],
+                               "import numpy\ndef f(x):\n    return numpy.bool_(True)\n"),
+    "numpy_float64_is_not_exactly_float": (["assert type(f(1)) is float", "assert isinstance(f(1), float)",
+                                            "assert abs(f(1) - 1.5) < 1e-9", "assert f(1).is_integer() is False"],
+                                           "import numpy\ndef f(x):\n    return numpy.float64(1.5)\n"),
+    "str_subclass_is_not_str": (["assert type(f(1)) is str", "assert f(1) == 'ab'", "assert f(1).shout() == 'AB'"],
+                                "class S(str):\n    def shout(self):\n        return self.upper()\n"
+                                "def f(x):\n    return S('ab')\n"),
+    "int_enum_keeps_its_name": (["assert f(1) == 1", "assert f(1).name == 'RED'", "assert type(f(1)) is int"],
+                                "import enum\nclass C(enum.IntEnum):\n    RED = 1\ndef f(x):\n    return C.RED\n"),
+    "numpy_scalars_in_a_list": (["assert f(1) == [1, 2.5]", "assert type(f(1)[0]) is int"],
+                                "import numpy\ndef f(x):\n    return [numpy.int32(1), numpy.float32(2.5)]\n"),
+}
+
+
+@pytest.mark.parametrize("name", TYPE_CASES)
+def test_returned_values_keep_their_types(ex, name):
+    """``numpy.int64`` is not an ``int``, a ``str`` subclass is not ``type(r) is str``: each
+    test's verdict is plain Python's (before, such values were copied as plain int/str)."""
+    tests, program = TYPE_CASES[name]
+    r = ex.run(problem(tests), program)
+    assert statuses(r) == python_verdicts(program, tests), (name, r.test_outcomes)
+    assert r.status != "pass"
+
+
+def test_a_numpy_scalar_the_test_passes_reaches_the_program_as_one(ex):
+    tests = ["import numpy\nassert f(numpy.int64(2)) == 'int64'", "import numpy\nassert f(numpy.float32(2)) == 'float32'"]
+    program = "def f(x):\n    return type(x).__name__\n"
+    assert statuses(ex.run(problem(tests), program)) == python_verdicts(program, tests) == ["pass", "pass"]
+
+
+def test_calls_sent_ahead_stop_before_an_earlier_expected_value_of_another_type():
+    """A later test's argument that holds an earlier expected value as another container type
+    (a tuple for a list, a frozenset for a set, a bytearray for bytes) stops the batch too: the
+    program could rebuild the expected value from it."""
+    from execrl.sandbox._judge import Problem as JudgeProblem
+
+    def planned(tests):
+        return len(JudgeProblem({"mode": "assert", "setup": "", "tests": tests}).batch_calls)
+
+    assert planned(["assert f(1) == [1, 2]", "assert f((1, 2)) == 0"]) == 1
+    assert planned(["assert f(1) == [[1], (2,)]", "assert f(((1,), [2])) == 0"]) == 1
+    assert planned(["assert f(1) == {1, 2}", "assert f(frozenset({1, 2})) == 0"]) == 1
+    assert planned(["assert f(1) == {'a': [1]}", "assert f([{'a': (1,)}]) == 0"]) == 1
+    assert planned(["assert f(1) == [1, 2]", "assert f((2, 1)) == 0"]) == 2  # other content: sent ahead
+
+
+def test_a_program_reading_the_calls_sent_ahead_finds_no_expected_value(ex):
+    peeker = ("import gc\n"
+              "def f(x):\n"
+              "    for o in gc.get_objects():\n"
+              "        if type(o) is dict and 't' in o and type(o['t']) is list and o['t']:\n"
+              "            return list(o['t'])\n"
+              "    return 0\n")
+    r = ex.run(problem(["assert f(1) == [1, 2]", "assert f((1, 2)) == 0"]), peeker)
+    assert r.test_outcomes[0]["status"] == "fail", r.test_outcomes
+
+
+# The judge runs no code a program names: a module object the program names after a module
+# of the standard library is the program's (an empty module in plain Python), never the
+# judge importing that module (and running its import-time code).
+MODULE_NAMES = {"this": "s", "json.tool": "main", "colorsys": "rgb_to_hsv", "http.server": "test"}
+
+
+@pytest.mark.parametrize("name", MODULE_NAMES)
+def test_the_judge_never_imports_a_module_the_program_names(ex, name):
+    program = f"import types\num = types.ModuleType({name!r})\ndef f(x):\n    return 2 * x\n"
+    tests = ["assert f(1) == 2", f"assert not hasattr(um, {MODULE_NAMES[name]!r})", f"assert um.__name__ == {name!r}"]
+    r = ex.run(problem(tests), program)
+    assert statuses(r) == python_verdicts(program, tests) == ["pass"] * 3, (name, r.test_outcomes)
+
+
+def test_modules_the_tests_import_are_the_judges(ex):
+    program = "import statistics as st\ndef f(x):\n    return x\n"
+    tests = ["import statistics\nassert st is statistics and st.mean([1, 3]) == 2"]
+    assert ex.run(problem(tests), program).status == "pass"
+
+
+# A failure message whose repr needs a run that has ended: the candidate's fail, not the judge's.
+GONE_CASES = {
+    "repr_that_exits": "import os\nclass O:\n    def __repr__(self):\n        os._exit(0)\n"
+                       "def f(x):\n    return x if x == 1 else [O()]\n",
+    "repr_that_exits_in_a_dict": "import os\nclass O:\n    def __repr__(self):\n        os._exit(0)\n"
+                                 "def f(x):\n    return x if x == 1 else {1: O()}\n",
+    "defaultdict_with_a_factory": "import collections\n"
+                                  "def f(x):\n    return x if x == 1 else collections.defaultdict(lambda: 0, {1: 2})\n",
+}
+
+
+@pytest.mark.parametrize("name", GONE_CASES)
+def test_a_failure_message_that_outlives_the_run_is_a_fail(ex, name):
+    tests = ["assert f(1) == 1", "assert f(2) == [0]"]
+    r = ex.run(problem(tests), GONE_CASES[name])
+    assert statuses(r) == python_verdicts(GONE_CASES[name], tests) == ["pass", "fail"], (name, r.error_message)
+    assert ex.run(problem(tests), "def f(x):\n    return x if x == 1 else [0]\n").status == "pass"
+
+
+# SystemExit (or KeyboardInterrupt) out of a test ends plain Python there: the later tests do not run.
+EXIT_CASES = {
+    "exit_0_in_test_1": (["assert f(1) == 2", "assert f(2) == 4", "assert f(3) == 6"],
+                         "import sys\ndef f(x):\n    if x == 1:\n        sys.exit(0)\n    return 2 * x\n"),
+    "exit_in_test_2": (["assert f(1) == 2", "assert f(2) == 4", "assert f(3) == 6"],
+                       "def f(x):\n    if x == 2:\n        raise SystemExit(1)\n    return 2 * x\n"),
+    "keyboard_interrupt": (["assert f(1) == 2", "assert f(2) == 4"],
+                           "def f(x):\n    if x == 1:\n        raise KeyboardInterrupt\n    return 2 * x\n"),
+    "caught_by_the_test": (["try:\n    f(1)\nexcept SystemExit:\n    pass", "assert f(2) == 4"],
+                           "import sys\ndef f(x):\n    if x == 1:\n        sys.exit(0)\n    return 2 * x\n"),
+    "exit_from_a_test_with_setup": (["assert g(1) == 2", "assert g(2) == 4"],
+                                    "import sys\ndef f(x):\n    if x == 1:\n        sys.exit()\n    return 2 * x\n"),
+}
+
+
+@pytest.mark.parametrize("name", EXIT_CASES)
+def test_system_exit_in_a_test_stops_the_tests(ex, name):
+    tests, program = EXIT_CASES[name]
+    setup = "def g(x):\n    return f(x)\n" if "setup" in name else ""
+    r = ex.run(problem(tests, setup=setup), program)
+    assert statuses(r) == python_verdicts(program, tests, setup), (name, r.test_outcomes)
+
+
+# The program returns a container it keeps (its own list, an attribute, a memo, a dict of
+# lists): the test's changes to it reach the program, and the program's changes reach the test.
+KEEPS = "_items = [1, 2]\ndef get():\n    return _items\ndef add(x):\n    _items.append(x)\n"
+DICT_OF_LISTS = "D = {'a': [1]}\ndef get():\n    return D\ndef a():\n    return D['a']\n"
+STACK = ("class Stack:\n    def __init__(self):\n        self.items = []\n    def push(self, x):\n"
+         "        self.items.append(x)\n    def pop(self):\n        return self.items.pop()\n")
+KEPT_CASES = {
+    "append_to_the_programs_list": (["r = get()\nr.append(9)\nassert get() == [1, 2]"], KEEPS),
+    "clear_the_programs_list": (["r = get()\nr.clear()\nassert len(get()) == 2"], KEEPS),
+    "the_programs_change_is_seen": (["r = get()\nadd(5)\nassert r == [1, 2]"], KEEPS),
+    "both_ways": (["r = get()\nadd(5)\nr.append(9)\nassert get() == [1, 2, 5]"], KEEPS),
+    "same_object_twice": (["assert get() is not get()"], KEEPS),
+    "an_attribute": (["s = Stack()\ns.push(1)\ns.items.append(7)\nassert s.pop() == 1"], STACK),
+    "a_memo_dict": (["d = memo()\nd['x'] = 1\nassert memo() == {}"], "M = {}\ndef memo():\n    return M\n"),
+    "nested_in_a_fresh_list": (["r = f(1)\nr[0].append(3)\nassert f(1) == [[1]]"],
+                               "M = [[1]]\ndef f(x):\n    return [M[0]]\n"),
+    "list_in_a_kept_dict": (["d = get()\nd['a'].append(2)\nassert a() == [1]"], DICT_OF_LISTS),
+    "earlier_copy_of_a_nested_list": (["x = a()\nd = get()\nd['a'].append(4)\nassert x == [1]"], DICT_OF_LISTS),
+}
+
+
+@pytest.mark.parametrize("name", KEPT_CASES)
+def test_containers_the_program_keeps_are_shared_with_the_test(ex, name):
+    """Each case fails in plain Python (the test's change reaches the program's object); it
+    passed when the judge changed its copy only. The same tests with the verdict reversed
+    (the assert negated) pass, as in Python."""
+    tests, program = KEPT_CASES[name]
+    r = ex.run(problem(tests), program)
+    assert statuses(r) == python_verdicts(program, tests) == ["fail"], (name, r.error_message)
+    negated = [t.rsplit("\n", 1)[0] + "\nassert not (" + t.rsplit("\n", 1)[1][len("assert "):] + ")" if "\n" in t
+               else "assert not (" + t[len("assert "):] + ")" for t in tests]
+    r = ex.run(problem(negated), program)
+    assert statuses(r) == python_verdicts(program, negated) == ["pass"], (name, r.error_message)
+
+
+def test_a_fresh_result_is_the_tests_own(ex):
+    tests = ["r = f(1)\nr.append(3)\nassert f(1) == [1]", "assert f(1) is not f(1)"]
+    program = "def f(x):\n    return [x]\n"
+    assert statuses(ex.run(problem(tests), program)) == python_verdicts(program, tests) == ["pass", "pass"]
+
+
+# One CPU-time budget per candidate: the run and the judge together; ``cpu_time_s`` is all of it.
+COLLIDING = "[i * (2 ** 61 - 1) for i in range(60000)]"
+BUDGET_CASES = {
+    # the judge's work alone exceeds the budget: its timer ends it, and that work is the candidate's
+    "judge_killed_hashing": ("assert set(f(1)) == {0}", f"def f(x):\n    return {COLLIDING}\n"),
+    "judge_killed_compiling": ("assert f(1) == 2", "x = 1\ns = f'" + "{x}" * 83000 + "'\n" + DOUBLE),
+    # the run spends most of the budget, then the judge's work on its value the rest
+    "run_then_judge": ("assert set(f(1)) == {0}",
+                       "import time\ndef f(x):\n    t = time.process_time()\n    while time.process_time() - t < 0.7:\n"
+                       f"        pass\n    return {COLLIDING}\n"),
+}
+
+
+def _worker_cpu(ex) -> float:
+    import psutil
+
+    total = 0.0
+    for h in ex._handles:
+        root = psutil.Process(h.proc.pid)
+        for p in [root, *root.children(recursive=True)]:
+            try:
+                t = p.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+@pytest.mark.parametrize("name", BUDGET_CASES)
+def test_the_run_and_the_judge_share_one_cpu_budget(name):
+    """Before, the judge's work was missing from ``cpu_time_s`` when its own timer ended it
+    (0.002 s for seconds of hashing), and a run and its judge each had the whole budget."""
+    test, program = BUDGET_CASES[name]
+    limit = 1.0
+    with Executor(workers=1, limits=ExecutionLimits(timeout_s=limit, wall_timeout_s=60.0, memory_mb=512)) as ex:
+        assert ex.run(problem(["assert f(1) == 2"]), DOUBLE).status == "pass"  # the judge is started
+        before = _worker_cpu(ex)
+        r = ex.run(problem([test]), program)
+        used = _worker_cpu(ex) - before
+    assert r.status == "timeout", (name, r.status, r.error_message)
+    assert 0.7 * limit <= r.cpu_time_s <= 1.3 * limit, (name, r.cpu_time_s)
+    assert used < 1.5 * limit, (name, used)  # the sandbox's processes used one budget (plus their own work)
+
+
+def test_a_numpy_scalar_without_a_plain_value_stays_in_the_run(ex):
+    """``numpy.longdouble``'s ``item()`` is itself: it stays a handle (before, the run recursed
+    until it crashed), whose methods are the run's."""
+    program = "import numpy\ndef f(x):\n    return numpy.longdouble(1.5)\n"
+    r = ex.run(problem(["assert f(1) == 1.5", "assert f(1).is_integer() is False"]), program)
+    assert statuses(r) == ["fail", "pass"], r.test_outcomes

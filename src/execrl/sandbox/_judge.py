@@ -35,13 +35,13 @@ import ast
 import builtins
 import json
 import sys
-import time
-from collections import deque
+from collections import Counter, OrderedDict, defaultdict, deque
 from typing import Any
 
 if "_Side" not in globals():  # imported as a module (not run in the worker's namespace)
-    from execrl.sandbox._worker import (_FD, _STRUCT_LEN, PeerGone, ProtocolError, _dumps, _Exchange, _json_loads,
-                                        _Side, _socket, compile_candidate)
+    from execrl.sandbox._worker import (_FD, _JUDGE_CPU, _STRUCT_LEN, PeerGone, ProtocolError, _cpu_time, _dumps,
+                                        _Exchange, _json_loads, _shallow, _Side, _socket, _unchanged,
+                                        compile_candidate)
 
 FLOAT_REL_TOL = 1e-5
 """Relative tolerance for floats in ``stdio`` and ``call`` comparisons (as numpy.allclose)."""
@@ -52,6 +52,8 @@ TRACE_LIMIT = 2000
 JUDGE_CACHE = 1024
 """Problems whose compiled tests the judge keeps (the controller mirrors this LRU)."""
 _BUILTIN_NAMES = frozenset(dir(builtins))
+_STARTUP_MODULES = frozenset(name for name in sys.modules if not name.startswith("__"))
+"""The modules the judge holds before any problem (the worker's preloaded ones among them)."""
 _JUDGE_MODULES = ("math", "cmath")
 """Always the judge's own modules, whatever the program binds to these names."""
 
@@ -69,7 +71,17 @@ def _normalize(v: Any) -> Any:
         return [_normalize(x) for x in v]
     if isinstance(v, dict):
         return {k: _normalize(x) for k, x in v.items()}
+    t = type(v)
+    if t not in _EXACT_SCALARS:  # call mode compares values: a numpy scalar or an int subclass by its value
+        if t.__module__ == "numpy" and hasattr(v, "item"):
+            return v.item()
+        for base in _EXACT_SCALARS[1:]:
+            if isinstance(v, base):
+                return base(v)
     return v
+
+
+_EXACT_SCALARS = (bool, int, float, complex, str, bytes, type(None))
 
 
 def call_equal(got: Any, expected: Any) -> bool:
@@ -125,7 +137,7 @@ def describe(v: Any) -> str:
         return f"a {Remote._tname.__get__(v)} object ({note}), not a plain value"
     try:
         return _short(repr(v))
-    except Exception:  # noqa: BLE001 - e.g. an int too large to print
+    except BaseException:  # noqa: BLE001 - an int too large to print; a value holding a handle of a run that ended
         return f"<{type(v).__name__}>"
 
 
@@ -140,6 +152,12 @@ class NotPlainValue(AssertionError):
 class CandidateExit(BaseException):
     """``SystemExit``, ``KeyboardInterrupt`` or ``GeneratorExit`` raised by the program: it
     ends the test, and test code cannot catch it with ``except Exception``."""
+
+
+_CANDIDATE_EXITS = {c.__name__: type(c.__name__, (c, CandidateExit), {"__module__": "builtins"})
+                    for c in (SystemExit, KeyboardInterrupt, GeneratorExit)}
+"""The program's ``SystemExit`` (...) as the test sees it: ``except SystemExit`` catches it; one
+that leaves the test stops the tests, as it stops ``python`` (``_Candidate.run_asserts``)."""
 
 
 class Remote:
@@ -265,13 +283,29 @@ class Remote:
 
 
 def _binary(op: str):
+    """An operator between the program's object and another: the program's code computes it
+    only when both operands are the program's. With a value of the test's (``abs(f(x) - y)
+    < 1e-6``) it would hand that value, often the expected one, to the program's operator,
+    which could answer whatever satisfies the test (an object whose ``__sub__`` returns
+    0.0); it raises ``TypeError`` instead, as Python does for operands without the operator
+    (a generator minus a float), so the test is an error."""
+
     def forward(self, other):
+        if not isinstance(other, Remote):
+            raise _refused(op, self, other)
         return self._op(op, self, other)
 
     def reflected(self, other):
+        if not isinstance(other, Remote):
+            raise _refused(op, self, other)
         return self._op(op, other, self)
 
     return forward, reflected
+
+
+def _refused(op: str, remote: Remote, other: Any) -> TypeError:
+    return TypeError(f"operator {op.rstrip('_')!r} between the program's {Remote._tname.__get__(remote)} object "
+                     f"and the test's {type(other).__name__} value is not computed by the program")
 
 
 for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "and", "or", "xor",
@@ -302,8 +336,20 @@ def _shadow_type(base: type) -> type:
     return type(f"{base.__name__}_of_the_program", (base,), {"__getattr__": __getattr__, "__repr__": __repr__})
 
 
-_SHADOWS = {base: _shadow_type(base) for base in (tuple, list, dict, set, frozenset)}
+_SHADOWS = {base: _shadow_type(base) for base in (tuple, list, dict, set, frozenset, int, float, str, bytes, complex)}
 _SHADOW_TYPES = frozenset(_SHADOWS.values())
+
+
+_KEPT_DICTS = (dict, Counter, OrderedDict, defaultdict)
+
+
+def _assign(container: Any, value: Any) -> None:
+    """Give a list, dict or set of the judge's the content ``value``."""
+    if isinstance(container, list):
+        container[:] = value
+    else:
+        container.clear()
+        container.update(value)
 
 
 class _SetInRunOrder(set):
@@ -350,6 +396,7 @@ class _JudgeSide(_Side):
         self.ended: BaseException | None = None
         self.sources: dict = {}
         self.ahead: deque = deque()  # calls sent ahead in a batch whose answers are still to come
+        self.kept: dict = {}  # n -> what the judge's copy of the program's container n held when last in step
         self.batch_stopped = False  # the run stopped the batch (it then waits for the judge's requests)
 
     # ---- values: what only this side has -------------------------------------------------
@@ -364,6 +411,9 @@ class _JudgeSide(_Side):
             return self.enc(base(v), ex, depth)
         if t is type(sys):
             return {"m": v.__name__}
+        scalar = self.numpy_scalar(v, t)
+        if scalar is not None:
+            return {"N": [scalar[0], self.enc(scalar[1], ex, depth)]}
         name = getattr(v, "__name__", None)
         if isinstance(name, str) and getattr(builtins, name, None) is v:
             return {"B": name}
@@ -403,6 +453,21 @@ class _JudgeSide(_Side):
         raise ProtocolError(f"unknown tag {tag!r}")
 
     @staticmethod
+    def numpy():
+        """numpy, imported outside the candidate's CPU-time limit (the judge's one-time cost)."""
+        numpy = sys.modules.get("numpy")
+        if numpy is None:
+            import signal
+
+            left = signal.setitimer(signal.ITIMER_PROF, 0)[0]
+            try:
+                import numpy
+            finally:
+                if left:
+                    signal.setitimer(signal.ITIMER_PROF, left)
+        return numpy
+
+    @staticmethod
     def make_set(items, frozen):
         out = frozenset(items) if frozen else set(items)
         if len(out) > 1 and len(out) == len(items) and any(a is not b for a, b in zip(out, items)):
@@ -410,22 +475,91 @@ class _JudgeSide(_Side):
             out.__dict__["_execrl_order"] = list(items)
         return out
 
-    def refresh(self, entries) -> None:
-        """New content of the program's container subclasses whose copies the judge holds."""
+    def refresh(self, entries, rex) -> None:
+        """New content of the program's containers whose copies the judge holds (its container
+        subclasses, and the containers it keeps), numbered in the response ``rex`` (the run
+        encodes them after the answer)."""
         if type(entries) is not list:
             raise ProtocolError("malformed refresh")
         for entry in entries:
             if type(entry) is not list or len(entry) != 2:
                 raise ProtocolError("malformed refresh")
             shadow = self.shadows.get(entry[0])
-            value = self.dec(entry[1], _Exchange())
+            value = self.dec(entry[1], rex)
             if shadow is None or not isinstance(shadow, (list, dict, set)):
                 continue
-            if isinstance(shadow, list):
-                shadow[:] = value
-            else:
-                shadow.clear()
-                shadow.update(value)
+            _assign(shadow, value)
+            if entry[0] in self.kept:
+                self.kept[entry[0]] = _shallow(shadow)
+
+    def track(self, pairs, rex, value, first: int):
+        """The containers of an answer that are the program's own objects, held by it too
+        (``[k, n]``: the response's k-th container is its object n): kept in step with them
+        (``refresh``, ``push_kept``). The same object answered again is the same copy, as
+        ``f() is f()`` is true in Python for a list the program keeps."""
+        if type(pairs) is not list:
+            raise ProtocolError("malformed kept containers")
+        same: dict = {}  # id of a new copy -> the copy the judge already holds of that object
+        for pair in pairs:
+            if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not int or type(pair[1]) is not int \
+                    or not first <= pair[0] < len(rex.table):
+                raise ProtocolError("malformed kept containers")
+            k, n = pair
+            copy = rex.table[k]
+            if not isinstance(copy, (list, dict, set)) or type(copy) in _SHADOW_TYPES:
+                raise ProtocolError("a kept container that is not one")
+            old = self.shadows.get(n)
+            if n in self.kept and type(old) is type(copy) and old is not copy:
+                _assign(old, copy)
+                same[id(copy)] = (copy, old)
+                copy = old
+            self.shadows[n] = copy
+            self.kept[n] = _shallow(copy)
+        if same:  # the earlier copies take the place of the new ones in the answer
+            for container in rex.table[first:]:
+                if type(container) is list or type(container) in _KEPT_DICTS:
+                    keys = range(len(container)) if type(container) is list else list(container)
+                    for key in keys:
+                        hit = same.get(id(container[key]))
+                        if hit is not None and hit[0] is container[key]:
+                            container[key] = hit[1]
+            hit = same.get(id(value))
+            if hit is not None and hit[0] is value:
+                value = hit[1]
+            for copy, old in same.values():  # the content the run sent, with the earlier copies in it
+                _assign(old, copy)
+            for pair in pairs:
+                self.kept[pair[1]] = _shallow(self.shadows[pair[1]])
+        return value
+
+    def push_kept(self) -> None:
+        """Before a request: the new content of the copies the test changed goes to the
+        program's objects (``r = f(); r.append(9); f()`` sees the 9, as in Python), and the
+        copies the test no longer holds are no longer kept in step."""
+        changed, released = [], []
+        count = sys.getrefcount
+        for n, snap in self.kept.items():  # (``s.items.append(7)`` changes a copy no one holds after)
+            if not _unchanged(snap, self.shadows[n]):
+                changed.append(n)
+        if changed:  # numbered after every kept copy: one inside another goes as itself
+            order = list(self.kept)
+            ex = _Exchange()
+            for n in order:
+                self._number(self.shadows[n], ex)
+            updates = []
+            for n in changed:
+                copy = self.shadows[n]
+                updates.append([ex.seen[id(copy)], self.contents(copy, ex)])
+                self.kept[n] = _shallow(copy)
+            ex = copy = None
+        for n in list(self.kept):
+            if count(self.shadows[n]) <= 2:  # ``self.shadows``, the argument of getrefcount
+                released.append(n)
+        if changed or released:
+            data = _dumps(["u", updates if changed else [], released, order if changed else []]).encode("ascii")
+            self.held += _STRUCT_LEN.pack(len(data) + 1) + b"J" + data
+            for n in released:
+                del self.kept[n], self.shadows[n]
 
     # ---- requests to the run ------------------------------------------------------------
     def call_peer(self, msg, text: str | None = None):
@@ -466,6 +600,9 @@ class _JudgeSide(_Side):
                 return None
             if tag == "x":
                 self.finish()
+            if tag == "p":
+                self.charge_peer(reply)
+                continue
             self.send_text(self.serve_one(reply))
 
     def ask(self, msg: list | None, ex, text: str | None = None) -> tuple:
@@ -474,21 +611,27 @@ class _JudgeSide(_Side):
         if self.ended is not None:
             raise self.ended
         try:
+            if self.kept:
+                self.push_kept()
+            self.tell_cpu()
             reply = self.call_peer(msg, text)
             rex = ex.follow()
             if reply[0] == "e":
                 if len(reply) < 8:
                     raise ProtocolError("malformed exception answer")
                 self.apply_updates(reply[5], rex)
-                self.refresh(reply[6])
+                self.refresh(reply[6], rex)
                 # raised after this handler: a MemoryError of the program's is its own
                 raised = self.candidate_exception(reply[1:5] + [reply[7]])
             else:
                 if len(reply) < 4:
                     raise ProtocolError("malformed answer")
+                first = len(rex.table)
                 value = self.dec(reply[1], rex)
                 self.apply_updates(reply[2], rex)
-                self.refresh(reply[3])
+                self.refresh(reply[3], rex)
+                if len(reply) > 5:
+                    value = self.track(reply[5], rex, value, first)
                 return value, (reply[4] if len(reply) > 4 else None)
         except PeerGone:
             self.ended = _Gone()
@@ -547,7 +690,7 @@ class _JudgeSide(_Side):
             if not (isinstance(cls, type) and issubclass(cls, BaseException)):
                 cls = Exception
             elif not issubclass(cls, Exception):
-                cls = CandidateExit
+                cls = _CANDIDATE_EXITS.get(base, CandidateExit)
         try:
             exc = cls(msg)
         except Exception:  # noqa: BLE001 - a builtin class with other constructor arguments
@@ -624,7 +767,7 @@ class _AssertInfo:
 
 
 def _names(tree: ast.AST) -> tuple[set[str], set[str], set[str]]:
-    """The names a tree loads, the names it binds, and the top-level modules it imports."""
+    """The names a tree loads, the names it binds, and the modules it imports (packages too)."""
     loaded: set[str] = set()
     stored: set[str] = set()
     imported: set[str] = set()
@@ -642,12 +785,19 @@ def _names(tree: ast.AST) -> tuple[set[str], set[str], set[str]]:
                 stored.add(n.name)
         elif isinstance(n, ast.Import):
             stored.update((a.asname or a.name).split(".")[0] for a in n.names if a.name != "*")
-            imported.update(a.name.split(".")[0] for a in n.names)
+            for a in n.names:
+                imported.update(_packages(a.name))
         elif isinstance(n, ast.ImportFrom):
             stored.update((a.asname or a.name).split(".")[0] for a in n.names if a.name != "*")
             if n.module and not n.level:
-                imported.add(n.module.split(".")[0])
+                imported.update(_packages(n.module))
     return loaded, stored, imported
+
+
+def _packages(dotted: str) -> list[str]:
+    """The modules ``import a.b.c`` loads: ``a``, ``a.b``, ``a.b.c``."""
+    parts = dotted.split(".")
+    return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
 
 
 def _plain_literal(node: ast.AST) -> bool:
@@ -798,6 +948,21 @@ def _values(v: Any):
             yield from _values(x)
 
 
+def _content(v: Any) -> Any:
+    """What a literal tells the program, whatever its container types: a tuple's items are
+    those of the list ``[1, 2]`` (the program can rebuild one from the other); equal
+    contents compare equal (``1 == 1.0`` as in ``==``)."""
+    if isinstance(v, (list, tuple)):
+        return ("seq", tuple(_content(x) for x in v))
+    if isinstance(v, (set, frozenset)):
+        return ("set", frozenset(_content(x) for x in v))
+    if isinstance(v, dict):
+        return ("map", frozenset((_content(a), _content(b)) for a, b in v.items()))
+    if isinstance(v, (bytes, bytearray)):
+        return ("bytes", bytes(v))
+    return v
+
+
 class Problem:
     """A problem as the judge runs it."""
 
@@ -904,8 +1069,9 @@ class Problem:
             if plain is None or (name is not None and plain.name != name) or len(calls) >= BATCH_MAX_CALLS:
                 break
             try:
-                if any(any(v == w for w in expected) for a in args for v in _values(a)):
+                if expected and any(_content(v) in expected for a in args for v in _values(a)):
                     break
+                content = _content(plain.expected)
             except Exception:  # noqa: BLE001 - not a literal this check can hold
                 break
             size += len(plain.text)
@@ -913,7 +1079,7 @@ class Problem:
                 break
             name = plain.name
             calls.append(plain.text)
-            expected.append(plain.expected)
+            expected.append(content)
         self.batch_complete = bool(calls) and len(calls) == len(self.tests)
         if calls:
             self.batch_calls = calls
@@ -1034,10 +1200,13 @@ class _Candidate:
         return remote
 
     def module(self, name: str) -> Any:
-        """The judge's own copy of a module the program imported: the standard library's, or
-        one the tests import themselves (any other stays the program's)."""
-        top = name.split(".")[0]
-        if top not in getattr(sys, "stdlib_module_names", ()) and top not in self.problem.imported:
+        """The judge's own copy of a module the program imported: a module of the standard
+        library the judge loaded when it started, or one the tests import themselves, under
+        that very name (any other stays the program's). The judge never imports a module
+        because the program names it: importing runs the module's code (a module object the
+        program names ``unittest.__main__`` would make the judge run test discovery)."""
+        if name not in self.problem.imported and not (
+                name in _STARTUP_MODULES and name.split(".")[0] in getattr(sys, "stdlib_module_names", ())):
             return None
         if name not in self.modules:
             try:
@@ -1101,9 +1270,14 @@ class _Candidate:
         outcomes: list[list] = []
         for test in problem.tests:
             outcome = self.run_test(test, ns)
-            if side.ended is not None:
+            if outcome is None:  # the run ended (or broke the protocol) during this test
                 return self._ended(side.ended, outcomes)
             outcomes.append(outcome)
+            if outcome[0] == "stop":  # SystemExit or KeyboardInterrupt out of a test: Python stops there
+                outcome[0] = "error"
+                return {"tests": outcomes, "stopped": True}
+            if side.ended is not None:  # after the test's verdict (its message may have asked the run)
+                return self._ended(side.ended, outcomes)
         return {"tests": outcomes}
 
     def _ended(self, e: BaseException, outcomes: list) -> dict:
@@ -1124,7 +1298,7 @@ class _Candidate:
             else:
                 exec(self.problem.test_code(test), ns)
         except (_Gone, _Violation):
-            return ["error", None, None, ""]
+            return None
         except AssertionError as e:
             if getattr(e, "execrl_candidate", None) is None:
                 msg = self.assertion_message() if not isinstance(e, NotPlainValue) else str(e)
@@ -1133,7 +1307,7 @@ class _Candidate:
             return ["error", etype, msg, trace]
         except BaseException as e:  # noqa: BLE001 - as in Python: the test raised
             etype, msg, trace = self._error_fields(e, test.source)
-            return ["error", etype, msg, trace]
+            return ["error" if isinstance(e, Exception) else "stop", etype, msg, trace]
         return ["pass", None, None, ""]
 
     def run_plain(self, plain: _PlainCall) -> None:
@@ -1159,7 +1333,7 @@ class _Candidate:
             return etype, _short(msg, 600), _trace(source, trace)
         try:
             msg = _short(str(e), 600)
-        except Exception:  # noqa: BLE001
+        except BaseException:  # noqa: BLE001 - the program's text of a run that ended
             msg = ""
         etype = type(e).__name__
         return etype, msg, _trace(source, f"{etype}: {msg}")
@@ -1180,6 +1354,8 @@ class _Candidate:
             except BaseException as e:  # noqa: BLE001
                 etype, msg, trace = self._error_fields(e, "")
                 outcomes.append(["error", etype, msg, _trace(call, trace)])
+                if not isinstance(e, Exception):  # SystemExit: the tests stop here
+                    return {"tests": outcomes, "stopped": True}
                 continue
             if isinstance(got, Remote):
                 msg = f"expected {describe(expected)}, got {describe(got)}"
@@ -1237,10 +1413,13 @@ def _unlimit() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
 
 
-def judge_candidate(problem: Problem, code: str, fd: int) -> dict:
-    """Compile the program, send it to the run, run the tests; the report."""
+def judge_candidate(problem: Problem, code: str, fd: int, budget: float | None = None, start: float = 0.0) -> dict:
+    """Compile the program, send it to the run, run the tests; the report. ``budget``: the
+    candidate's CPU time, the run's and the judge's together (from ``start``, this process's
+    CPU time when the candidate began); each side tells the other what it used."""
     compiled, record = compile_candidate(code)
     side = _JudgeSide(fd)
+    side.budget, side.cpu_start = budget, start
     try:
         if record is not None:
             return {"compile": [str(x) for x in record[1:4]]}
@@ -1317,7 +1496,7 @@ def judge_main(fd: int, cfg: dict) -> None:
                 problem, reply = None, {"judge_error": f"the tests could not be prepared: {type(e).__name__}: {e}"}
             while len(problems) > cfg.get("cache_size", JUDGE_CACHE):
                 problems.pop(next(iter(problems)))
-        start = time.process_time()
+        start = _cpu_time()
         try:
             _limit(msg.get("timeout_s", 10.0), msg.get("memory_mb", 1024))
             if msg.get("op") == "compile":
@@ -1329,18 +1508,19 @@ def judge_main(fd: int, cfg: dict) -> None:
 
                     kind, reply = b"P", marshal.dumps(compiled)
             elif problem is not None:
-                reply = judge_candidate(problem, msg["code"], fds.pop(0))
+                reply = judge_candidate(problem, msg["code"], fds.pop(0), float(msg.get("timeout_s", 10.0)), start)
         except Exception as e:  # noqa: BLE001 - this candidate's judging failed, not the judge
             reply = {"judge_error": f"{type(e).__name__}: {e}"[:600]}
         finally:
             _unlimit()
             for extra in fds:
                 os.close(extra)
-        if kind == b"J":
-            if isinstance(reply, dict):
-                reply["cpu"] = time.process_time() - start
-            data = _dumps(reply).encode("ascii")
+        end = _cpu_time()
+        if msg.get("op") == "compile":  # the CPU time first, then the code object or the record
+            data = _JUDGE_CPU.pack(end - start, end) + (reply if kind == b"P" else _dumps(reply).encode("ascii"))
         else:
-            data = reply
+            if isinstance(reply, dict):
+                reply["cpu"], reply["total"] = end - start, end
+            data = _dumps(reply).encode("ascii")
         sock.sendall((len(data) + 1).to_bytes(4, "big") + kind + data)
 

@@ -56,6 +56,8 @@ __builtins__ = dict(builtins.__dict__)
 _LEN = struct.Struct(">I")
 RESULT_FD = 997  # the child's result channel is moved here (close-on-exec)
 _FD = struct.Struct("i")  # one file descriptor in an SCM_RIGHTS message
+_JUDGE_CPU = struct.Struct("=dd")
+"""The judge's CPU time for a compile request, and its own CPU time in all (before the reply)."""
 MAX_RECORD_BYTES = 4 << 20
 """Cap on everything one run reports (its result records): beyond it the run is an error."""
 MAX_REPLY_BYTES = 32 << 20
@@ -329,7 +331,8 @@ def setup_isolation(cfg: dict) -> dict:
 #   {"f": [...]} frozenset, {"y": hex} bytearray, {"b": hex} bytes, {"c": [re, im]} complex,
 #   {"i": hex} large int, {"r": [start, stop, step]} range, {"C": pairs} Counter,
 #   {"O": pairs} OrderedDict, {"D": [factory, pairs]} defaultdict, {"Q": [items, maxlen]}
-#   deque, {"F": [num, den]} Fraction, {"M": text} Decimal,
+#   deque, {"F": [num, den]} Fraction, {"M": text} Decimal, {"N": [dtype, value]} a numpy
+#   scalar (bool, integer, float or complex: the same numpy type on the other side),
 #   {"@": k} the k-th container of this exchange again (identity: aliasing, cycles, and a
 #   result that *is* an argument), numbered in the order containers are first met;
 #   {"h": [n, type]} an object that stays in the program's process (a handle; its
@@ -368,8 +371,12 @@ _Counter, _OrderedDict, _defaultdict, _deque = (_collections.Counter, _collectio
                                                _collections.defaultdict, _collections.deque)
 _MUTABLE = (_list, _dict, _set, _bytearray, _Counter, _OrderedDict, _defaultdict, _deque)
 _BIG = 1 << 62
+_NUMPY_KINDS = frozenset("biufc")
+"""numpy scalars sent as themselves: booleans, integers, floats, complex numbers."""
 _MAX_DEPTH = 120
 _STRUCT_LEN = struct.Struct(">I")
+_cpu_time = time.process_time  # (a program that rebinds ``time.process_time`` does not change it)
+_getrefcount = sys.getrefcount
 MAX_VALUE_BYTES = 1 << 20
 """A result whose encoding is larger stays in the program's process as a handle."""
 MAX_MESSAGE_BYTES = 64 << 20
@@ -457,6 +464,9 @@ class _Side:
         self.lent: dict = {}
         self.lent_ids: dict = {}
         self.proxies: dict = {}
+        self.budget = None  # the candidate's CPU-time budget, shared by the run and the judge
+        self.cpu_start = 0.0  # this process's CPU time when the candidate started
+        self.cpu_told = 0.0  # the CPU time last told to the peer
 
     # ---- framing --------------------------------------------------------------------
     def send_raw(self, kind: bytes, data: bytes, more: bytes = b"") -> None:
@@ -525,10 +535,42 @@ class _Side:
                 return reply
             if tag == "x":
                 self.finish()
+            if tag == "u":
+                self.apply_kept(reply)
+                continue
+            if tag == "p":
+                self.charge_peer(reply)
+                continue
             self.send_text(self.serve_one(reply))
 
     def finish(self):  # pragma: no cover - each side defines it
         raise PeerGone()
+
+    def apply_kept(self, msg):  # pragma: no cover - the program's side defines it
+        raise ProtocolError("unexpected update")
+
+    # ---- one CPU-time budget for the run and the judge together ----------------------------
+    def charge_peer(self, msg) -> None:
+        """``["p", seconds]``: the CPU time the peer used for this candidate so far. This
+        process's CPU-time timer is set to what is left of the candidate's budget (a run
+        that spun for most of it leaves the judge the rest, and the other way round)."""
+        if _len(msg) != 2 or _type(msg[1]) not in (_int, _float) or not msg[1] >= 0:
+            raise ProtocolError("malformed CPU-time report")
+        if self.budget is None:
+            return
+        left = self.budget - msg[1] - (_cpu_time() - self.cpu_start)
+        signal.setitimer(signal.ITIMER_PROF, left if left > 0.001 else 0.001)
+
+    def tell_cpu(self) -> None:
+        """Tell the peer (with the next frame) this process's CPU time for the candidate, once
+        it has grown by a twentieth of the budget since last told."""
+        if self.budget is None:
+            return
+        used = _cpu_time() - self.cpu_start
+        if used - self.cpu_told >= self.budget / 20:
+            self.cpu_told = used
+            text = _dumps(["p", used]).encode("ascii")
+            self.held += _STRUCT_LEN.pack(_len(text) + 1) + b"J" + text
 
     def serve_one(self, req) -> str:  # pragma: no cover - each side defines it
         raise ProtocolError("unexpected request")
@@ -714,12 +756,41 @@ class _Side:
             if tag == "M":
                 from decimal import Decimal
                 return Decimal(_chk_str(val))
+            if tag == "N":
+                dtype, value = _chk_list(val)
+                value = dec(value, ex)
+                if _type(value) not in (_bool, _int, _float, _complex):
+                    raise ProtocolError("bad numpy scalar")
+                kind = self.numpy().dtype(_chk_str(dtype))
+                if kind.kind not in _NUMPY_KINDS:
+                    raise ProtocolError("bad numpy scalar")
+                return kind.type(value)
         except (TypeError, ValueError, ZeroDivisionError) as e:  # unhashable key, bad hex, arity
             raise ProtocolError(f"malformed value: {_text(e, 100)}") from None
         return self.dec_other(tag, val, ex)
 
     def dec_other(self, tag, val, ex):  # pragma: no cover - each side defines it
         raise ProtocolError(f"unknown tag {tag!r}")
+
+    @staticmethod
+    def numpy():
+        """numpy, for a numpy scalar the peer sent (the peer's process has it loaded)."""
+        import numpy
+        return numpy
+
+    @staticmethod
+    def numpy_scalar(v, t):
+        """``[dtype, value]`` of a numpy scalar that travels as one (``{"N": ...}``), else None."""
+        if _getattr(t, "__module__", "") != "numpy":
+            return None
+        kind = _getattr(_getattr(v, "dtype", None), "kind", None)
+        numpy = sys.modules.get("numpy")
+        if kind not in _NUMPY_KINDS or numpy is None or not _isinstance(v, numpy.generic):
+            return None
+        item = v.item()
+        if _type(item) not in (_bool, _int, _float, _complex):  # longdouble: no plain value holds it
+            return None
+        return [_str_copy(v.dtype.str), item]
 
     @staticmethod
     def make_set(items, frozen: bool):
@@ -914,6 +985,9 @@ _OPS.update(len=len, iter=iter, next=next, repr=repr, str=str, hash=hash, format
             divmod=divmod, contains=_operator.contains, truth=None)
 
 
+_SCALAR_BASES = ((_int, _int_copy), (_float, _float_copy), (_str, _str_copy), (_bytes, _bytes_copy),
+                 (_complex, _complex_copy))
+
 def _truth(v):
     """An object's truth value when the program's code does not decide it; a class that
     defines ``__bool__`` or ``__len__`` would, so its objects have none here."""
@@ -943,19 +1017,15 @@ class _ChildSide(_Side):
         t = _type(v)
         if t is _JudgeRef:
             return {"j": _JudgeRef._n.__get__(v)}
-        if _isinstance(v, _bool):
-            return _bool(_int_copy(v))
-        if _isinstance(v, _int):
-            return self.enc(_int_copy(v), ex, depth)
-        if _isinstance(v, _float):
-            return _float_copy(v)
-        if _isinstance(v, _str):
-            return _str_copy(v)
-        if _isinstance(v, _bytes):
-            return {"b": _bytes_copy(v).hex()}
-        if _isinstance(v, _complex):
-            c = _complex_copy(v)
-            return {"c": [c.real, c.imag]}
+        mod = _getattr(t, "__module__", "")
+        # a numpy scalar as the same numpy scalar in the judge: ``isinstance(r, int)`` is
+        # false for ``numpy.int64``, ``r is True`` for ``numpy.bool_``, as in Python
+        scalar = self.numpy_scalar(v, t)
+        if scalar is not None:
+            return {"N": [scalar[0], self.enc(scalar[1], ex, depth)]}
+        for base, copy in _SCALAR_BASES:
+            if _isinstance(v, base):  # a subclass (an IntEnum, a str subclass): its plain value, not its type
+                return {"S": [self.lend(v), _type_name(t), self.enc(copy(v), ex, depth)]}
         if depth <= _MAX_DEPTH:
             if _isinstance(v, _dict):  # Counter & co. of a subclass of theirs, or any dict subclass
                 n = self.lend(v)
@@ -969,9 +1039,10 @@ class _ChildSide(_Side):
                     if mutable:
                         self.shadows[n] = (v, base, _shallow(v))
                     return {"S": [n, _type_name(t), self.enc(plain, ex, depth)]}
-        mod = _getattr(t, "__module__", "")
         if mod == "numpy" and _hasattr(v, "item") and _getattr(v, "ndim", 1) == 0:
-            return self.enc(v.item(), ex, depth)
+            item = v.item()
+            if _type(item) is not t:  # (a longdouble's item is itself: it stays a handle)
+                return self.enc(item, ex, depth)
         if mod == "fractions" and t is _getattr(sys.modules.get("fractions"), "Fraction", None):
             return {"F": [self.enc(v.numerator, ex, depth), self.enc(v.denominator, ex, depth)]}
         if mod == "decimal" and t is _getattr(sys.modules.get("decimal"), "Decimal", None):
@@ -1005,6 +1076,12 @@ class _ChildSide(_Side):
             req = self.recv()
             if req[0] == "x":
                 self.finish()
+            if req[0] == "u":
+                self.apply_kept(req)
+                continue
+            if req[0] == "p":
+                self.charge_peer(req)
+                continue
             if req[0] == "b":
                 self.serve_batch(req)
                 continue
@@ -1023,6 +1100,7 @@ class _ChildSide(_Side):
             raise ProtocolError("malformed batch")
         calls = _chk_list(req[2])
         served = 0
+        lent_before = _len(self.lent)
         if self.kinds.get(req[1]) == "f":
             name = req[1]
             target = {"g": name}
@@ -1034,9 +1112,14 @@ class _ChildSide(_Side):
                     # what ``serve_one`` does for it, without decoding: scalars are their own
                     # values, and a call with no container to copy in has none to copy out
                     try:
-                        text = self._answer(self.g[name](*call[2]), _Exchange(), None)
+                        v = self.g[name](*call[2])
                     except BaseException as e:  # noqa: BLE001 - the program's exception, reported as such
                         text = self._answer_error(e, _Exchange(), None)
+                    else:
+                        ex = _Exchange()
+                        kept = self._kept(v, ex)
+                        text = self._answer(v, ex, None, kept)
+                        del v
                 else:
                     text = self.serve_one(call)
                 self.send_text(text)
@@ -1045,8 +1128,9 @@ class _ChildSide(_Side):
                     break
         if served < _len(calls):
             self.send_text('["z"]')
-        elif _len(req) == 4 and req[3] is True:
-            # the calls of every test, and no object lent: the judge asks nothing more
+        elif _len(req) == 4 and req[3] is True and _len(self.lent) == lent_before:
+            # the calls of every test, and no object lent: the judge asks nothing more (after
+            # a last answer that lent one, the judge may ask about it: it ends the run then)
             self.finish()
 
     def serve_one(self, req) -> str:
@@ -1056,7 +1140,101 @@ class _ChildSide(_Side):
             v = self._perform(req, ex, state)
         except BaseException as e:  # noqa: BLE001 - the program's exception, reported as such
             return self._answer_error(e, ex, state[0])
-        return self._answer(v, ex, state[0])
+        kept = self._kept(v, ex)
+        return self._answer(v, ex, state[0], kept)
+
+    def _kept(self, v, ex: _Exchange) -> list:
+        """The lists, dicts and sets of a result (not the request's own arguments) that the
+        program holds elsewhere too (its own list returned, an attribute, a memo): the judge's
+        copies of these stay in step with them both ways (``apply_kept``, ``_refresh``), as if
+        the test held the program's object. Found from reference counts, less the references
+        inside the result and the harness's own two to the result (the caller's variable and
+        this parameter); a result too large to walk is not looked at."""
+        t = _type(v)
+        if t not in _WALKED:
+            return []
+        for x in (v.values() if t in _DICT_TYPES else v):
+            if _type(x) in _WALKED:
+                break
+        else:  # no container inside (most results): only the result itself can be the program's
+            x = None
+            if t not in _KEPT_TYPES or any(o is v for o in ex.table):
+                return []
+            # references: the caller's variable, this parameter, the argument of getrefcount
+            return [v] if _getrefcount(v) > 3 else []
+        x = None
+        args = {_id(o) for o in ex.table}
+        parents: dict = {}
+        found = []
+        visited = set()
+        stack = [v]
+        budget = _KEPT_WALK_LIMIT
+        while stack:
+            o = stack.pop()
+            if _id(o) in visited:
+                continue
+            visited.add(_id(o))
+            t = _type(o)
+            if t in _KEPT_TYPES and _id(o) not in args:
+                found.append(o)
+            items = o.values() if t in _DICT_TYPES else o
+            for x in items:
+                if _type(x) in _WALKED:
+                    parents[_id(x)] = parents.get(_id(x), 0) + 1
+                    stack.append(x)
+            budget -= _len(o)
+            if budget < 0:
+                return []
+        o = x = items = None
+        kept = []
+        count = _getrefcount
+        for o in found:  # references: ``found``, ``o``, the argument of getrefcount
+            if count(o) > 3 + parents.get(_id(o), 0) + (2 if o is v else 0):
+                kept.append(o)
+        if not kept:
+            return kept
+        # what the program reaches through a container it holds, it holds too
+        ids = {_id(o) for o in found}
+        marked = {_id(o) for o in kept}
+        stack = _list(kept)
+        while stack:
+            o = stack.pop()
+            for x in (o.values() if _type(o) in _DICT_TYPES else o):
+                if _type(x) in _WALKED and _id(x) in visited and _id(x) not in marked:
+                    marked.add(_id(x))
+                    stack.append(x)
+                    if _id(x) in ids:
+                        kept.append(x)
+        return kept
+
+    def apply_kept(self, msg):
+        """``["u", [[k, content], ...], [n, ...], [n, ...]]``: the test changed its copies of the
+        program's containers (the k-th of the last list; the program's objects take the new
+        content, a kept container in it as itself), and no longer holds those of the second list
+        (no longer kept in step)."""
+        if _len(msg) != 4:
+            raise ProtocolError("malformed update")
+        # the contents are numbered after the kept containers ``msg[3]`` (``{"@": k}``: the k-th)
+        table = []
+        for n in _chk_list(msg[3]):
+            kept = self.shadows.get(n) if _type(n) is _int else None
+            if kept is None or _type(kept[0]) not in _KEPT_TYPES:
+                raise ProtocolError("an update of no kept container")
+            table.append(kept[0])
+        ex = _Exchange()
+        for entry in _chk_list(msg[1]):
+            k, content = _chk_list(entry)
+            if _type(k) is not _int or not 0 <= k < _len(table):
+                raise ProtocolError("an update of no kept container")
+            ex.table = _list(table)
+            self.apply_updates([[k, content]], ex)
+        for n in _chk_list(msg[3]):
+            obj = self.shadows[n][0]
+            self.shadows[n] = (obj, self.shadows[n][1], _shallow(obj))
+        for n in _chk_list(msg[2]):
+            kept = self.shadows.get(n) if _type(n) is _int else None
+            if kept is not None and _type(kept[0]) in _KEPT_TYPES:
+                del self.shadows[n]
 
     def _perform(self, req, ex: _Exchange, state: list):
         op = req[0]
@@ -1141,16 +1319,28 @@ class _ChildSide(_Side):
                 self.shadows[n] = (obj, base, _shallow(obj))
         return out
 
-    def _answer(self, v, ex: _Exchange, snap) -> str:
+    def _answer(self, v, ex: _Exchange, snap, kept=()) -> str:
+        self.tell_cpu()
         rex = ex.follow()
         if _type(v) is _BatchResult:
             head = ["r", self.enc(v.items, rex), self.updates(snap, rex), self._refresh(rex), v.end]
         else:
             head = ["r", self.enc(v, rex), self.updates(snap, rex), self._refresh(rex)]
+            if kept:  # [k, n]: the response's k-th container is the program's object n, kept in step
+                pairs = []
+                for o in kept:
+                    k = rex.seen.get(_id(o))
+                    if k is not None and rex.table[k] is o:
+                        pairs.append([k, self.lend(o)])
+                head += [None, pairs]
         try:
             text = _dumps(head)
         except (TypeError, ValueError, RecursionError):
             text = None
+        if kept and text is not None and _len(text) <= MAX_VALUE_BYTES:
+            for k, n in head[5]:
+                o = rex.table[k]
+                self.shadows[n] = (o, _dict if _type(o) in _DICT_TYPES else _type(o), _shallow(o))
         if text is None or _len(text) > MAX_VALUE_BYTES:
             rex = ex.follow()
             note = "value too large" if text is not None else "value not encodable"
@@ -1160,6 +1350,7 @@ class _ChildSide(_Side):
         return text
 
     def _answer_error(self, e, ex: _Exchange, snap) -> str:
+        self.tell_cpu()
         rex = ex.follow()
         try:
             return _dumps(["e", *_exc_record(e, self.sources), self.updates(snap, rex), self._refresh(rex),
@@ -1168,6 +1359,11 @@ class _ChildSide(_Side):
             return _dumps(["e", *_exc_record(e, self.sources), [], [], None])
 
 
+_DICT_TYPES = frozenset({_dict, _Counter, _OrderedDict, _defaultdict})
+_KEPT_TYPES = _DICT_TYPES | {_list, _set}
+"""Containers of a result kept in step with the program's object when the program holds it."""
+_WALKED = _KEPT_TYPES | {_tuple, _frozenset, _deque}
+_KEPT_WALK_LIMIT = 100_000
 _SCALAR_TYPES = frozenset({_str, _int, _float, _bool, _NoneType})
 """What a JSON scalar decodes to: the value itself (``_Side.dec``)."""
 
@@ -1309,6 +1505,8 @@ def _builtin_base_of_class(cls) -> str:
 _ModuleType = type(sys)
 _PLAIN_TYPES = frozenset({_int, _str, _float, _bool, _NoneType, _list, _tuple, _dict, _set, _frozenset, _bytes,
                           _bytearray, _complex, _range, _Counter, _OrderedDict, _defaultdict, _deque})
+_RUN_BUDGET = [None]
+"""In a run: its candidate's CPU-time budget (``_ChildSide.budget``)."""
 SOCK_FD = 998
 """The child's end of its conversation with the judge (close-on-exec)."""
 
@@ -1320,6 +1518,7 @@ def _run_served(code: str, token: str, side: _ChildSide | None = None) -> None:
     sources = {"<solution>": code}
     if side is None:
         side = _ChildSide(SOCK_FD, sources)
+        side.budget = _RUN_BUDGET[0]
     try:
         kind, data = side.recv_raw()
         if kind != b"P":
@@ -1350,6 +1549,10 @@ def _run_served(code: str, token: str, side: _ChildSide | None = None) -> None:
 
 
 def _run_stdio(code: str, compiled, token: str) -> None:
+    """Run the program as ``__main__``; return only after the harness's own end-of-run record
+    was written. Every other way out ends the process with a non-zero status: a program that
+    wrote a forged record and then made the harness's own record fail (closing the result
+    descriptor, then raising) ends as ``python solution.py`` does, with status 1."""
     sources = {"<solution>": code}
     module = type(sys)("__main__")
     module.__builtins__ = builtins
@@ -1358,17 +1561,40 @@ def _run_stdio(code: str, compiled, token: str) -> None:
     try:
         exec(compiled, module.__dict__)
     except SystemExit as e:
-        if e.code not in (None, 0):
+        status = _exit_status(e)
+        if status:
             _flush()
             _emit(["l", "SystemExit", _text(e.code), f"SystemExit: {_text(e.code)}"])
-            _os_exit(0)
+            _os_exit(status)
     except BaseException as e:  # noqa: BLE001
         _flush()
         _emit(["l", _exc_name(e), _text(e), _format_exc(e, sources)])
-        _os_exit(0)
+        _os_exit(1)
     _exit_as_python_does()
     _flush()
     _emit(["d", 0, token])
+
+
+def _exit_status(e) -> int:
+    """The exit status of ``python solution.py`` that ends with ``SystemExit`` ``e``
+    (CPython's ``_Py_HandleSystemExit``): 0 for ``None``; for an ``int`` (a subclass
+    included: ``bool``) its value as a C ``long`` (-1 when it does not fit) modulo 256; for
+    anything else (``0.0``, ``0j``, ``Decimal(0)``, ``numpy.int64(0)``) 1, after printing it
+    to stderr."""
+    try:
+        code = e.code
+    except BaseException:  # noqa: BLE001 - a subclass's property raised
+        return 1
+    if code is None:
+        return 0
+    if _isinstance(code, _int):
+        value = _int_copy(code)
+        return (value if -(1 << 63) <= value < (1 << 63) else -1) & 0xFF
+    try:
+        sys.stderr.write(_text(code) + "\n")
+    except BaseException:  # noqa: BLE001
+        pass
+    return 1
 
 
 def _exit_as_python_does() -> None:
@@ -1666,24 +1892,27 @@ class Worker:
         theirs.close()
         self.judge_pid, self.judge_sock = pid, mine
         self.judge_known = {}
+        self.judge_cpu = 0.0  # the judge's own CPU time at its last answer
 
-    def stop_judge(self) -> tuple[int | None, bool]:
-        """Kill the judge process; its wait status, and whether its CPU-time limit ended it."""
+    def stop_judge(self) -> tuple[int | None, bool, float]:
+        """Kill the judge process; its wait status, whether its CPU-time limit ended it, and
+        the CPU time it used since its last answer (the candidate's, when its timer ended it)."""
         pid, self.judge_pid = self.judge_pid, None
         if self.judge_sock is not None:
             self.judge_sock.close()
             self.judge_sock = None
         if pid is None:
-            return None, False
+            return None, False, 0.0
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
         try:
-            _, status = os.waitpid(pid, 0)
+            _, status, usage = os.wait4(pid, 0)
         except ChildProcessError:
-            return None, False
-        return status, os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGPROF
+            return None, False, 0.0
+        cpu = max(usage.ru_utime + usage.ru_stime - self.judge_cpu, 0.0)
+        return status, os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGPROF, cpu
 
     def judge_send(self, msg: dict, fd: int | None = None) -> None:
         if self.judge_pid is None:
@@ -1720,17 +1949,20 @@ class Worker:
     def judge_compile(self, code: str, lim: dict):
         """The program compiled by the judge process, under its CPU-time limit: (code object,
         None), (None, a ``c`` record), or (None, None) when the judge could not (the child
-        then compiles it under its own limit)."""
+        then compiles it under its own limit); then the judge's CPU time for it, and whether
+        the judge's CPU-time limit ended it (the candidate's budget is spent)."""
         try:
             self.judge_send({"op": "compile", "code": code, "timeout_s": float(lim["timeout_s"]),
                              "memory_mb": int(lim["memory_mb"])})
             kind, data = self.judge_recv(time.monotonic() + float(lim["wall"]) + REAP_GRACE_S)
         except (OSError, PeerGone, TimeoutError, ValueError):
-            self.stop_judge()
-            return None, None
+            _status, killed, cpu = self.stop_judge()
+            return None, None, cpu, killed
+        cpu, self.judge_cpu = _JUDGE_CPU.unpack(data[:_JUDGE_CPU.size])
+        data = data[_JUDGE_CPU.size:]
         if kind == b"P":
-            return marshal.loads(data), None
-        return None, json.loads(data)
+            return marshal.loads(data), None, cpu, False
+        return None, json.loads(data), cpu, False
 
     def judge_known_key(self, key: str) -> bool:
         """Whether the judge holds this problem (the same LRU policy as its cache)."""
@@ -1757,11 +1989,12 @@ class Worker:
             blobs += data
             header["judge"] = report
         else:
-            compiled, crec = self.judge_compile(code, lim)
-            if crec is not None:  # does not compile: nothing to run
-                runs.append({"exit": None, "signal": None, "cpu": 0.0, "wall": 0.0, "timeout": False,
+            compiled, crec, cpu, killed = self.judge_compile(code, lim)
+            header["judge"] = {"cpu": cpu}  # compiling is the candidate's CPU time too
+            if crec is not None or killed:  # does not compile, or its budget is spent compiling it
+                runs.append({"exit": None, "signal": None, "cpu": 0.0, "wall": 0.0, "timeout": killed,
                              "wall_killed": False, "overflow": False, "token": "", "minflt": 0})
-                blobs += [(json.dumps(crec) + "\n").encode(), b"", b""]
+                blobs += [(json.dumps(crec) + "\n").encode() if crec is not None else b"", b"", b""]
             else:
                 header.update(self.run_stdio(spec, code, compiled, lim, runs, blobs))
         header["judge_pid"] = self.judge_pid  # a process of the worker's, not of a candidate
@@ -1830,11 +2063,12 @@ class Worker:
             try:
                 kind, payload = self.judge_recv(start + float(lim["wall"]) + REAP_GRACE_S)
                 report = json.loads(payload)
+                self.judge_cpu = float(report.pop("total", self.judge_cpu))
             except (OSError, PeerGone, TimeoutError, ValueError):
                 report = None
-        if report is None:
-            _status, cpu_killed = self.stop_judge()
-            report = {"died": "timeout" if cpu_killed else "crashed"}
+        if report is None:  # the judge's CPU time until it died is this candidate's
+            _status, cpu_killed, cpu = self.stop_judge()
+            report = {"died": "timeout" if cpu_killed else "crashed", "cpu": cpu}
         return info, data, report
 
     def run_one(self, spec, code, compiled, lim, stdin_text, wall_cap: float | None = None, run_fd=None):
@@ -1925,8 +2159,8 @@ class Worker:
                 _emit(["l", "SandboxError", _text(e), f"SandboxError: {_text(e)}"])
             except BaseException:  # noqa: BLE001
                 pass
-        finally:
-            _os_exit(0)
+        finally:  # a run that returns here ended without its own end-of-run record
+            _os_exit(1)
 
     def _child(self, spec, code, compiled, rlimits, token, workdir, stdin_fd, timeout, run_fd):
         os.setsid()
@@ -1968,6 +2202,7 @@ class Worker:
         if "multiprocessing" in code or "ProcessPool" in code:
             _write_program_file(code)
         signal.setitimer(signal.ITIMER_PROF, timeout)
+        _RUN_BUDGET[0] = timeout
         mode = spec["mode"]
         if mode != "stdio":
             _run_served(code, token)
@@ -1977,6 +2212,7 @@ class Worker:
                 _emit(crec)
                 _os_exit(0)
         _run_stdio(code, compiled, token)
+        _os_exit(0)  # the harness's own record is written
 
     # ---- after a run -----------------------------------------------------------------
     @staticmethod
@@ -2187,8 +2423,10 @@ def warm_up(worker: Worker, rounds: int = 12) -> None:
                 for request in _WARM_CALLS:
                     feeder.send(request)
                 feeder.send(["x"])
+                warm = _WarmSide(run.fileno(), {"<solution>": program})
+                warm.budget = 1e9  # the CPU-time reports' code runs too (never reaching a report)
                 try:
-                    _run_served(program, "0" * 24, _WarmSide(run.fileno(), {"<solution>": program}))
+                    _run_served(program, "0" * 24, warm)
                 except _WarmDone:
                     pass
                 judge.setblocking(False)

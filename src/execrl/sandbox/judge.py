@@ -287,6 +287,8 @@ def _judge_single(prepared: Prepared, run: _Run, limits: dict, report: dict | No
         outcomes.append(o)
         if status != "pass" and first is None:
             first = dict(o, trace=trace)
+    if report.get("stopped"):  # SystemExit out of a test: the later tests are not run, as in Python
+        outcomes += not_run[len(outcomes):]
     if len(outcomes) < n:  # the run or the judge stopped during test len(outcomes)
         i = len(outcomes)
         source = prepared.tests[i] if prepared.test_type == "assert" else _call_repr(prepared, i)
