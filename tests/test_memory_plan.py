@@ -74,19 +74,23 @@ def test_hand_counted_tiny_shape():
     # Saved: 3 checkpointed hidden states (2 layer inputs, the last output) 3 × 4 × 8 × 2 = 192;
     # the head's inputs: final norm's fp32 copy 4 × 8 × 4 = 128, hidden 4 × 8 × 2 = 64, 16 bytes
     # of per-token statistics 64.
-    # Head: a 4 × 10 tile in bf16 80; the hidden gradient in fp32 and bf16 4 × 8 × 6 = 192.
+    # Head: TRL's tile buffer, 4 rows × 32768 wide whatever the vocabulary, in bf16 262144; the
+    # hidden gradient in fp32 and bf16 4 × 8 × 6 = 192.
     # Recompute, per token: norms 2 fp32 copies 64 + 2 outputs 32; attention q 16 + k, v 16 +
     # output and its copy 32 + 2 heads' fp32 log-sum-exp 8; MLP 4 × 2 × 16 = 128: 296 × 4 = 1184;
     # backward: two gradients of the MLP's width 4 × 2 × 2 × 16 = 256.
-    assert TINY.activation_bytes(1, 4) == {"saved_activations": 448, "lm_head": 272, "recompute": 1184 + 256}
-    assert TINY.checkpointed_activation_bytes(1, 4) == 448 + 1440
+    assert TINY.activation_bytes(1, 4) == {"saved_activations": 448, "lm_head": 262336, "recompute": 1184 + 256}
+    assert TINY.checkpointed_activation_bytes(1, 4) == 448 + 262336
     # LoRA dropout keeps a dropped copy and a mask of q, k, v, gate, up (8 each), o (8), down (16).
     dropout = TINY.activation_bytes(1, 4, lora_dropout=True)["recompute"] - 1440
     assert dropout == 4 * (6 * 8 + 16) * (2 + 1)
     # Training the head adds its whole fp32 gradient accumulator (10 × 8 × 4).
-    assert TINY.activation_bytes(1, 4, trains_head=True)["lm_head"] == 272 + 320
+    assert TINY.activation_bytes(1, 4, trains_head=True)["lm_head"] == 262336 + 320
     # GRPO scores only the completion (here 2 of 4 positions) on the Triton path.
-    assert TINY.activation_bytes(1, 4, scored_length=2)["lm_head"] == 2 * 10 * 2 + 2 * 8 * 6
+    assert TINY.activation_bytes(1, 4, scored_length=2)["lm_head"] == 2 * 32768 * 2 + 2 * 8 * 6
+    # Without Triton (CPU) every position is scored, and torch's ops make seven fp32 copies of the
+    # 4 × 10 logits and a 1-byte mask, plus the bf16 tile's fp32 copy: 4 × 10 × 33 beside the buffer.
+    assert TINY.activation_bytes(1, 4, scored_length=2, fused_kernel=False)["lm_head"] == 262336 + 4 * 10 * 33
     # A given parameter count wins over the derived one.
     assert dataclasses.replace(TINY, parameter_count=5000).parameters() == 5000
 
@@ -193,7 +197,7 @@ def test_refusal_names_the_numbers_and_what_would_help():
         fit(arch, job, completions_per_step=56, allow_offload=False, other_gpus=(A100_40GB, H100, H200))
     message = str(refused.value)
     assert "32.8B full training on 7 processes" in message
-    assert "100.3 of 85.9 GB per GPU" in message  # an A100 80GB reports 81920 MiB
+    assert "100.4 of 85.9 GB per GPU" in message  # an A100 80GB reports 81920 MiB
     assert "optimizer 56.2" in message and "gradients 18.7" in message
     assert "finetune: lora" in message
     assert "optimizer offload to the CPU" in message

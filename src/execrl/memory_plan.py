@@ -179,15 +179,16 @@ class Architecture:
         `scored_length` positions per row whose label is not -100: GRPO's completion; elsewhere
         every position) and its per-token fp32 statistics.
 
-        `lm_head`: the fused head's backward (trl/kernels/chunked_logprob.py): one tile of
-        min(scored tokens, 4096) × min(vocab, 32768) logits in the compute dtype, turned into its
+        `lm_head`: the fused head's backward (trl/kernels/chunked_logprob.py): one buffer of
+        min(scored tokens, 4096) × 32768 logits in the compute dtype, turned into its
         gradient in place by the Triton kernel (`fused_kernel`; without Triton, torch ops make seven
         fp32 copies of the tile and a 1-byte mask), the fp32 accumulator of the hidden states'
         gradient and its copy in the compute dtype, and, when the head's weight trains (full
         weights), its whole fp32 gradient accumulator (vocab × hidden × 4 bytes).
 
         `recompute`: under checkpointing one layer's activations recomputed, plus its backward's
-        gradients (layer_backward_bytes); without checkpointing the backward's gradients alone.
+        gradients (layer_backward_bytes); without checkpointing the backward's gradients alone
+        (one of the MLP's width and one of the hidden width: the saved activations free as they go).
 
         `row_chunks`: GRPO's micro-batch is scored in execrl.grpo.LengthChunkedGRPOTrainer's
         chunks of rows, each through its own head call and its own backward; DPO's in one.
@@ -205,13 +206,21 @@ class Architecture:
             layers = (self.num_hidden_layers + 1) * tokens * h * d
         else:
             layers = self.num_hidden_layers * self.layer_activation_bytes(tokens, d, lora_dropout, trains_head)
-        final_norm_copy = tokens * 4 * h if d < 4 else 0  # in fp32 the last layer's output itself
+        # The final RMSNorm's fp32 copy of its input (in fp32 the last layer's output itself) and, when
+        # its weight trains, the normalised copy that weight's gradient needs.
+        final_norm_copy = (tokens * 4 * h if d < 4 else 0) + (tokens * h * d if trains_head else 0)
         head_inputs = final_norm_copy + (scored if fused_kernel else tokens) * h * d + scored * 16
-        tile = min(chunk_scored, HEAD_TOKEN_TILE) * min(vocab, HEAD_VOCAB_TILE)
-        tile_bytes = tile * (d if fused_kernel else d + 7 * 4 + 1 + (4 if d < 4 else 0))
+        # The tile's buffer is always 32768 wide (TRL allocates it before looking at the vocabulary).
+        rows = min(chunk_scored, HEAD_TOKEN_TILE)
+        tile_bytes = rows * HEAD_VOCAB_TILE * d
+        if not fused_kernel:
+            tile_bytes += rows * min(vocab, HEAD_VOCAB_TILE) * (7 * 4 + 1 + (4 if d < 4 else 0))
         hidden_gradient = chunk_scored * h * (4 + (d if d < 4 else 0))
         head_weight_gradient = vocab * h * 4 if trains_head else 0
-        recompute = self.layer_backward_bytes(chunk_tokens, d) + (one_layer if gradient_checkpointing else 0)
+        if gradient_checkpointing:
+            recompute = one_layer + self.layer_backward_bytes(chunk_tokens, d)
+        else:  # the saved activations are freed as their gradients appear: one of the MLP's width, one of the hidden
+            recompute = chunk_tokens * d * (self.intermediate_size + h)
         return {
             "saved_activations": layers + head_inputs,
             "lm_head": tile_bytes + hidden_gradient + head_weight_gradient,
