@@ -78,10 +78,7 @@ class Node:
         memory = "unlimited" if math.isinf(self.memory_gb) else f"{self.memory_gb:.0f} GB"
         cpus = "unlimited" if math.isinf(self.cpus) else f"{self.cpus:.0f}"
         where = f"partition {self.partition}: " if self.partition else ""
-        return (
-            f"{where}{self.gpus} x {self.gpu.name} ({self.gpu.memory_gb:.0f} GB, {self.gpu.capacity_gb:.1f} planned), "
-            f"host memory {memory}, CPUs {cpus}"
-        )
+        return f"{where}{self.gpus} x {self.gpu.name} ({self.gpu.memory_gb:.0f} GB), host memory {memory}, CPUs {cpus}"
 
 
 def gpu_types(config: dict) -> dict[str, Gpu]:

@@ -56,8 +56,8 @@ DEEPSPEED_PREFETCH_BUCKET = 5e7
 # into it (per process), NCCL's communicator buffers of a training process that talks to others
 # (DDP, ZeRO-3, weights sent to a vLLM server), and on a vLLM server the communicator that
 # receives the trainer's weights (2 to 3.6 GB: the larger is planned) and its CUDA graphs, which
-# vLLM 0.2x captures outside its gpu_memory_utilization budget (its estimate is opt-in,
-# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS).
+# vLLM captures outside its gpu_memory_utilization budget (vllm/v1/worker/gpu_worker.py: its
+# estimate is applied only with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS).
 CUDA_CONTEXT_GB = 0.5
 NCCL_GB = 1.0
 SERVER_NCCL_GB = 3.6
@@ -511,8 +511,9 @@ def plan_vllm_server(
     """Per-GPU memory of a vLLM server (`trl vllm-serve`, vLLM's LLM class): inside its
     `gpu_memory_utilization` share of the GPU's capacity, the weights and KV cache split over
     `tensor_parallel` GPUs and its start-up profiling peak (vllm_profile_bytes at vLLM's defaults
-    for the GPU); beside the share (`parts`), the CUDA context, its CUDA graphs and the NCCL
-    communicator that receives the trainer's weights."""
+    for the GPU; vLLM counts its CUDA context and start-up NCCL buffers inside the share, as
+    memory torch did not allocate); beside the share (`parts`), its CUDA graphs and the NCCL
+    communicator that receives the trainer's weights, both made after vLLM sized its KV cache."""
     large = _large_gpu(device)
     terms = {
         "weights": 2 * arch.parameters() / tensor_parallel / GB,
@@ -521,7 +522,8 @@ def plan_vllm_server(
             arch, VLLM_PROFILE_TOKENS[large], VLLM_PROFILE_SEQUENCES[large], tensor_parallel
         ) / GB,
     }
-    beside = {"cuda_context": CUDA_CONTEXT_GB, "cuda_graphs": VLLM_CUDA_GRAPHS_GB, "nccl": SERVER_NCCL_GB}
+    terms["cuda_context"] = CUDA_CONTEXT_GB
+    beside = {"cuda_graphs": VLLM_CUDA_GRAPHS_GB, "nccl": SERVER_NCCL_GB}
     return Plan(terms, 0.0, gpu_memory_utilization * device.capacity_gb, device.dtype, parts=beside)
 
 
@@ -534,17 +536,9 @@ def fit_vllm_server(
     gpus_per_node: int = 8,
 ) -> tuple[int, Plan]:
     """The smallest tensor parallelism (a power of two dividing the attention heads, as vLLM requires)
-    whose per-GPU weights and KV cache fit; DoesNotFit naming the numbers when none on one node does,
-    or when the GPU's capacity beside the share cannot hold the CUDA context, graphs and NCCL."""
-    beside = CUDA_CONTEXT_GB + VLLM_CUDA_GRAPHS_GB + SERVER_NCCL_GB
-    if (1 - gpu_memory_utilization) * device.capacity_gb < beside:
-        raise DoesNotFit(
-            f"a vLLM server at gpu_memory_utilization {gpu_memory_utilization} leaves "
-            f"{(1 - gpu_memory_utilization) * device.capacity_gb:.1f} GB of {device.name}'s {device.capacity_gb:.1f} GB "
-            f"beside its share, less than the {beside:.1f} GB of its CUDA context ({CUDA_CONTEXT_GB}), CUDA graphs "
-            f"({VLLM_CUDA_GRAPHS_GB}) and NCCL buffers ({SERVER_NCCL_GB}). "
-            "Would help: a smaller grpo.vllm_server_gpu_memory_utilization"
-        )
+    whose per-GPU weights, KV cache and profiling peak fit; DoesNotFit naming the numbers when none on
+    one node does. What the server holds beside its share (Plan.parts) is shown, not checked: those
+    are estimates not yet measured on a GPU."""
     sizes = [tp for tp in (1, 2, 4, 8, 16) if tp <= gpus_per_node and arch.num_attention_heads % tp == 0]
     for tensor_parallel in sizes:
         plan = plan_vllm_server(
@@ -631,15 +625,16 @@ class TrainingLayout:
             f"{f' ({self.plan.host_gb:.0f} GB of it on the host)' if self.offload_optimizer else ''}: "
             f"{self.plan.describe()} ({self.node.gpu.name})"
         )
-        if self.colocated_plan is not None:
-            line += f"; colocated vLLM: {self.colocated_plan.describe()}"
         if self.server_plan is not None:
             line += (
                 f"; vLLM server on {self.server_gpus} GPU(s), max_model_len {self.server_max_model_len}: "
                 f"{self.server_plan.describe()}, KV cache room for {self.server_sequences} such sequences at once"
             )
-        return line + f"; host memory {self.host_gb:.0f} of {_amount(self.node.memory_gb)} GB, " \
+        line += f"; host memory {self.host_gb:.0f} of {_amount(self.node.memory_gb)} GB, " \
             f"{self.cpus} of {_amount(self.node.cpus)} CPUs{f' (partition {self.node.partition})' if self.node.partition else ''}"
+        if self.colocated_plan is not None:
+            line += f"; colocated vLLM in its share: {self.colocated_plan.describe()}"
+        return line
 
     @property
     def server_sequences(self) -> int:
@@ -647,7 +642,7 @@ class TrainingLayout:
         if self.server_plan is None:
             return 0
         terms = self.server_plan.terms
-        room_gb = self.server_plan.gpu_memory_gb - terms["weights"] - terms["profile_peak"]
+        room_gb = self.server_plan.gpu_memory_gb - sum(gb for name, gb in terms.items() if name != "kv_cache")
         per_sequence_gb = terms["kv_cache"]  # planned for one sequence
         return int(room_gb // per_sequence_gb)
 
