@@ -1,9 +1,15 @@
 """GPU memory plan of a training job or a vLLM server, term by term, from the model's shape.
 
-Per-GPU gigabytes (1e9 bytes) by term: weights, gradients, optimizer state (LoRA or full weights;
-DDP or ZeRO-3 sharded over the processes; optionally the optimizer offloaded to the CPU), the
-checkpointed activations of one micro-batch, the colocated vLLM share, frozen copies (DPO reference,
-code_game's opponent), and for a vLLM server the weights per tensor-parallel GPU plus the KV cache.
+Per-GPU gigabytes (1e9 bytes) by term (plan_training names each): weights, gradients, optimizer
+state (LoRA or full weights; DDP or ZeRO-3 sharded over the processes; optionally the optimizer
+offloaded to the CPU); one micro-batch's activations on TRL 1.16's path, whose GRPO and DPO
+trainers score tokens through a fused, chunked LM head (Architecture.activation_bytes:
+saved_activations, and backward_peak, the larger of lm_head and recompute); DeepSpeed's buffers,
+the CUDA context and NCCL's buffers; the colocated vLLM share; frozen copies (a reference sharded
+like the policy) and code_game's opponent (whole on every GPU). A vLLM server: its weights, KV
+cache and profiling peak per tensor-parallel GPU. Colocated vLLM is checked to hold its weights
+and the round's KV cache in its share. The capacity is what the GPU's driver reports
+(execrl.cluster.Gpu.capacity_gb).
 
 Bytes per parameter follow DeepSpeed's own estimator (`estimate_zero3_model_states_mem_needs`,
 checked against it in tests/test_memory_plan.py): under ZeRO-3 a GPU holds 2 bytes of 16-bit weights,
@@ -11,9 +17,11 @@ checked against it in tests/test_memory_plan.py): under ZeRO-3 a GPU holds 2 byt
 divided by the processes, plus 4 bytes per parameter of the largest layer gathered at a time.
 Optimizer offload moves the gradient partition and the optimizer state to the host. A job's
 layout must also fit its node's host memory and CPUs (execrl.cluster.Node: a GPU partition of the
-Slurm executor's partition file). This is arithmetic, not yet checked on a GPU. The workflow
-sizes every training job with `training_job_layout` when the DAG is planned
-(workflow/rules/resources.smk).
+Slurm executor's partition file). The activation terms are checked on the CPU against a real TRL
+trainer step (tests/test_memory_plan_trl.py, execrl.memory_measure); nothing here has been
+measured on a GPU yet, and the CUDA context, NCCL, DeepSpeed and vLLM figures are estimates from
+the sources named beside them. The workflow sizes every training job with `training_job_layout`
+when the DAG is planned (workflow/rules/resources.smk); nothing here imports torch or TRL.
 """
 
 from __future__ import annotations
