@@ -79,13 +79,17 @@ def test_hand_counted_tiny_shape():
     # Recompute, per token: norms 2 fp32 copies 64 + 2 outputs 32; attention q 16 + k, v 16 +
     # output and its copy 32 + 2 heads' fp32 log-sum-exp 8; MLP 4 × 2 × 16 = 128: 296 × 4 = 1184;
     # backward: two gradients of the MLP's width 4 × 2 × 2 × 16 = 256.
-    assert TINY.activation_bytes(1, 4) == {"saved_activations": 448, "lm_head": 262336, "recompute": 1184 + 256}
+    assert TINY.activation_bytes(1, 4) == {
+        "saved_activations": 448, "lm_head": 262336, "recompute": 1184 + 256, "embedding_gradient": 0
+    }
     assert TINY.checkpointed_activation_bytes(1, 4) == 448 + 262336
     # LoRA dropout keeps a dropped copy and a mask of q, k, v, gate, up (8 each), o (8), down (16).
     dropout = TINY.activation_bytes(1, 4, lora_dropout=True)["recompute"] - 1440
     assert dropout == 4 * (6 * 8 + 16) * (2 + 1)
     # Training the head adds its whole fp32 gradient accumulator (10 × 8 × 4).
     assert TINY.activation_bytes(1, 4, trains_head=True)["lm_head"] == 262336 + 320
+    # ...and the embedding's weight gradient at the end of the backward (10 × 8 × 2).
+    assert TINY.activation_bytes(1, 4, trains_head=True)["embedding_gradient"] == 160
     # GRPO scores only the completion (here 2 of 4 positions) on the Triton path.
     assert TINY.activation_bytes(1, 4, scored_length=2)["lm_head"] == 2 * 32768 * 2 + 2 * 8 * 6
     # Without Triton (CPU) every position is scored, and torch's ops make seven fp32 copies of the
@@ -103,7 +107,8 @@ def test_hand_checked_terms_full_zero3_and_lora_ddp():
     assert full.terms["gradients"] * GB == pytest.approx(4 * params / 4)
     assert full.terms["optimizer"] * GB == pytest.approx(12 * params / 4)
     terms = TINY.activation_bytes(1, 4, trains_head=True)
-    assert full.activations_gb * GB == pytest.approx(terms["saved_activations"] + max(terms["lm_head"], terms["recompute"]))
+    backward = max(terms["lm_head"], terms["recompute"], terms["embedding_gradient"])
+    assert full.activations_gb * GB == pytest.approx(terms["saved_activations"] + backward)
     assert full.terms["deepspeed_buffers"] == pytest.approx((2 * 5e8 + 5e7) * 2 / GB)  # DeepSpeed's default buckets
     assert full.terms["nccl"] > 0 and full.terms["cuda_context"] > 0
     adapter = TINY.lora_parameters(16)

@@ -15,7 +15,9 @@ The step is cut into the plan's activation terms by the autograd nodes the profi
   lm_head: the peak inside the fused head's backward (ChunkedLogProbFunctionBackward) above the
     level at its start;
   recompute: the peak of the rest of the backward (a layer recomputed and back-propagated, one at
-    a time) above the level where the last head backward ended.
+    a time) above the level where the last head backward ended, up to the embedding's backward;
+  embedding_gradient: the peak inside the embedding's backward (EmbeddingBackward0, when its
+    weight trains) above the level at its start.
 On CUDA, torch.cuda.max_memory_allocated gives the whole step's peak only (step_peak).
 
 This module imports torch and TRL: it is for the bench scripts, the tests and a preflight, never
@@ -30,6 +32,7 @@ from pathlib import Path
 from execrl.memory_plan import Architecture
 
 HEAD_BACKWARD = "ChunkedLogProbFunctionBackward"
+EMBEDDING_BACKWARD = "EmbeddingBackward"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,11 +250,19 @@ def measure_cpu_step(arch: Architecture, shape: StepShape, workdir: str | Path) 
         before, peak = _level_and_peak(allocations, start, end)
         lm_head = max(lm_head, peak - before)
     head_end = max(end for _, end in heads)
-    after_head, peak_after = _level_and_peak(allocations, head_end, float("inf"))
+    # The embedding's weight gradient (all weights training) comes last: measured on its own.
+    embeddings = [(start, end) for name, start, end in nodes if EMBEDDING_BACKWARD in name and start > head_end]
+    embedding_gradient = 0
+    for start, end in embeddings:
+        before, peak = _level_and_peak(allocations, start, end)
+        embedding_gradient = max(embedding_gradient, peak - before)
+    layers_end = min((start for start, _ in embeddings), default=float("inf"))
+    after_head, peak_after = _level_and_peak(allocations, head_end, layers_end)
     return {
         "layer_inputs": layer_inputs,
         "lm_head": lm_head,
         "recompute": peak_after - after_head,
+        "embedding_gradient": embedding_gradient,
         "step_peak": step_peak,
     }
 

@@ -200,8 +200,10 @@ class Architecture:
 
         `row_chunks`: GRPO's micro-batch is scored in execrl.grpo.LengthChunkedGRPOTrainer's
         chunks of rows, each through its own head call and its own backward; DPO's in one.
-        The peak is saved_activations + max(lm_head, recompute): the head's backward ends before the
-        first layer is recomputed.
+        `embedding_gradient`: with all weights training, the embedding's weight gradient, made last.
+
+        The peak is at most saved_activations + max(lm_head, recompute, embedding_gradient): the
+        head's backward ends before the first layer is recomputed, and the embedding comes last.
         """
         d, h, vocab = dtype_bytes, self.hidden_size, self.vocab_size
         tokens = micro_batch * sequence_length
@@ -233,13 +235,16 @@ class Architecture:
             "saved_activations": layers + head_inputs,
             "lm_head": tile_bytes + hidden_gradient + head_weight_gradient,
             "recompute": recompute,
+            # Training all weights, the input embedding's backward makes its whole weight gradient at
+            # the end of the backward (vocabulary × hidden), when the other activations are freed.
+            "embedding_gradient": vocab * h * d if trains_head else 0,
         }
 
     def checkpointed_activation_bytes(self, micro_batch: int, sequence_length: int, dtype_bytes: int = 2) -> int:
         """Peak activation bytes of one micro-batch under gradient checkpointing, LoRA without
         dropout, every position scored: saved_activations + max(lm_head, recompute)."""
         terms = self.activation_bytes(micro_batch, sequence_length, dtype_bytes)
-        return terms["saved_activations"] + max(terms["lm_head"], terms["recompute"])
+        return terms["saved_activations"] + max(terms["lm_head"], terms["recompute"], terms["embedding_gradient"])
 
 
 def _qwen2(hidden, layers, heads, kv_heads, intermediate, vocab, tied) -> dict:
@@ -333,7 +338,7 @@ class Plan:
     """Per-GPU gigabytes by term, the host memory the offloaded state needs, and the GPU's capacity.
 
     `terms` add up to the GPU's peak; `parts` are named pieces of a term that do not add up (a
-    training plan's `lm_head` and `recompute`: `backward_peak` is the larger of the two)."""
+    training plan's `lm_head`, `recompute` and `embedding_gradient`: `backward_peak` is the largest)."""
 
     terms: dict[str, float]
     host_gb: float
@@ -359,7 +364,7 @@ class Plan:
     def describe(self) -> str:
         terms = ", ".join(f"{name} {gb:.1f}" for name, gb in self.terms.items() if gb)
         if self.parts and "recompute" in self.parts:
-            terms += " [backward_peak = max of " + ", ".join(f"{n} {gb:.1f}" for n, gb in self.parts.items()) + "]"
+            terms += " [backward_peak = max of " + ", ".join(f"{n} {gb:.1f}" for n, gb in self.parts.items() if gb) + "]"
         elif self.parts:
             terms += "; beside it: " + ", ".join(f"{n} {gb:.1f}" for n, gb in self.parts.items())
         return f"{self.total_gb:.1f} of {self.gpu_memory_gb:.1f} GB per GPU ({terms})"
@@ -371,7 +376,8 @@ def plan_training(arch: Architecture, job: TrainingJob) -> Plan:
     weights, gradients, optimizer: the model states (DeepSpeed's estimator's bytes); under ZeRO-3
       `weights` also holds the largest layer gathered with its 16-bit gradient (4 bytes a parameter);
     saved_activations, backward_peak: one micro-batch's activations on TRL's path
-      (Architecture.activation_bytes; backward_peak is the larger of its lm_head and recompute);
+      (Architecture.activation_bytes; backward_peak is the largest of its lm_head, recompute and,
+      training all weights, embedding_gradient);
     deepspeed_buffers: ZeRO-3's reduce bucket (twice, overlap_comm) and prefetch bucket; under DDP
       with several processes, DDP's gradient buckets (a copy of the trainable gradients);
     cuda_context, nccl: the process's CUDA context; NCCL buffers when it talks to other GPUs;
@@ -402,7 +408,7 @@ def plan_training(arch: Architecture, job: TrainingJob) -> Plan:
     else:
         buckets = trainable * gradient_bytes if job.processes > 1 else 0
     talks = job.processes > 1 or job.server_weight_sync
-    parts = {name: activations[name] / GB for name in ("lm_head", "recompute")}
+    parts = {name: activations[name] / GB for name in ("lm_head", "recompute", "embedding_gradient")}
     terms = {
         "weights": (2 * (trainable + frozen_base) / shards + gathered) / GB,
         "gradients": 0.0 if job.offload_optimizer else trainable * gradient_bytes / shards / GB,
