@@ -127,30 +127,23 @@ def test_grpo_beside_a_vllm_server(tiny, tmp_path):
 
 
 @pytest.mark.parametrize("source", ["Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct"])
-@pytest.mark.parametrize("micro, length", [(1, 1024), (2, 1024), (1, 2048)])
-def test_memory_plans_activation_term_against_cudas_allocator(source, micro, length):
-    """The plan's checkpointed activations of one micro-batch (execrl.memory_plan) against
-    torch.cuda.max_memory_allocated: the shape at 2 layers, random bf16 weights, forward and backward
-    with gradient checkpointing, gradients allocated before measuring. Within 25%."""
+@pytest.mark.parametrize("trainer, lora", [("grpo", True), ("dpo", False)], ids=["grpo-lora", "dpo-full"])
+@pytest.mark.parametrize("prompt, completion", [(256, 768), (512, 1536)])
+def test_memory_plans_activation_terms_against_cudas_allocator(tmp_path, source, trainer, lora, prompt, completion):
+    """The plan's activations of one micro-batch (execrl.memory_plan, bf16, TRL's Triton kernel)
+    against torch.cuda.max_memory_allocated of a real TRL step (execrl.memory_measure): execrl's GRPO
+    trainer (LoRA, 4 scoring chunks) or TRL's DPOTrainer (full weights), the shape at 2 layers,
+    random bf16 weights, gradient checkpointing, gradients allocated before measuring. The step's
+    peak within 25% of saved_activations + max(lm_head, recompute, embedding_gradient). Not yet run on a GPU."""
     import dataclasses
 
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
+    from execrl.memory_measure import StepShape, measure_cuda_step, planned_activation_bytes
     from execrl.memory_plan import architecture
 
     arch = dataclasses.replace(architecture(source), num_hidden_layers=2)
-    shape = {f.name: getattr(arch, f.name) for f in dataclasses.fields(arch) if f.name != "parameter_count"}
-    model = Qwen2ForCausalLM(Qwen2Config(**shape)).to("cuda", torch.bfloat16)
-    model.gradient_checkpointing_enable()
-    model.train()
-    for parameter in model.parameters():
-        parameter.grad = torch.zeros_like(parameter)
-    ids = torch.randint(0, arch.vocab_size, (micro, length), device="cuda")
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    before = torch.cuda.memory_allocated()
-    model(input_ids=ids, labels=ids).loss.backward()
-    torch.cuda.synchronize()
-    measured = torch.cuda.max_memory_allocated() - before
-    planned = arch.checkpointed_activation_bytes(micro, length)
-    assert 0.75 <= measured / planned <= 1.25, (measured / 1e6, planned / 1e6)
+    shape = StepShape(trainer, micro_batch=4 if trainer == "grpo" else 2, prompt_length=prompt,
+                      completion_length=completion, lora=lora)
+    measured = measure_cuda_step(arch, shape, tmp_path)["step_peak"]
+    planned = planned_activation_bytes(arch, shape, on_cpu=False)
+    peak = planned["saved_activations"] + max(planned["lm_head"], planned["recompute"], planned["embedding_gradient"])
+    assert 0.75 <= measured / peak <= 1.25, (measured / 1e6, {k: v / 1e6 for k, v in planned.items()})

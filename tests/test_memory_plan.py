@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from conftest import REPO
 from execrl.cluster import Gpu, Node
 from execrl.memory_plan import (
     GB,
@@ -20,6 +21,7 @@ from execrl.memory_plan import (
     plan_training,
     plan_training_layout,
     plan_vllm_server,
+    training_job_layout,
     vllm_server_kv_cache_bytes,
 )
 
@@ -36,6 +38,7 @@ QWEN_32B = "Qwen/Qwen2.5-32B-Instruct"
 A100_40GB = Gpu("a100_40gb", 40, 8.0)
 A100_80GB = Gpu("a100_80gb", 80, 8.0)
 H100 = Gpu("h100", 80, 9.0)
+H100_REPORTED = Gpu("h100", 80, 9.0, memory_mib=81559)  # what nvidia-smi reports for an H100 80GB
 H200 = Gpu("h200", 141, 9.0)
 T4 = Gpu("t4", 16, 7.5)
 
@@ -67,9 +70,31 @@ def test_hand_counted_tiny_shape():
     # LoRA rank 1 per layer: q 16, k 12, v 12, o 16, gate 24, up 24, down 24 = 128; 2 layers.
     assert TINY.lora_parameters(1) == 256
     assert TINY.lora_parameters(16) == 16 * 256
-    # micro 1 × 4 tokens: layer inputs 2 × 4 × 8 × 2 = 128; one layer's recompute
-    # 4 × (4·8 + 2·4 + 3·16) × 2 = 704; logits 4 × 10 × (2 + 4 + 4) = 400.
-    assert TINY.checkpointed_activation_bytes(1, 4) == 128 + 704 + 400
+    # micro 1 × 4 tokens in bf16, LoRA without dropout, checkpointed, every position scored.
+    # Saved: 3 checkpointed hidden states (2 layer inputs, the last output) 3 × 4 × 8 × 2 = 192;
+    # the head's inputs: final norm's fp32 copy 4 × 8 × 4 = 128, hidden 4 × 8 × 2 = 64, 16 bytes
+    # of per-token statistics 64.
+    # Head: TRL's tile buffer, 4 rows × 32768 wide whatever the vocabulary, in bf16 262144; the
+    # hidden gradient in fp32 and bf16 4 × 8 × 6 = 192.
+    # Recompute, per token: norms 2 fp32 copies 64 + 2 outputs 32; attention q 16 + k, v 16 +
+    # output and its copy 32 + 2 heads' fp32 log-sum-exp 8; MLP 4 × 2 × 16 = 128: 296 × 4 = 1184;
+    # backward: two gradients of the MLP's width 4 × 2 × 2 × 16 = 256.
+    assert TINY.activation_bytes(1, 4) == {
+        "saved_activations": 448, "lm_head": 262336, "recompute": 1184 + 256, "embedding_gradient": 0
+    }
+    assert TINY.checkpointed_activation_bytes(1, 4) == 448 + 262336
+    # LoRA dropout keeps a dropped copy and a mask of q, k, v, gate, up (8 each), o (8), down (16).
+    dropout = TINY.activation_bytes(1, 4, lora_dropout=True)["recompute"] - 1440
+    assert dropout == 4 * (6 * 8 + 16) * (2 + 1)
+    # Training the head adds its whole fp32 gradient accumulator (10 × 8 × 4).
+    assert TINY.activation_bytes(1, 4, trains_head=True)["lm_head"] == 262336 + 320
+    # ...and the embedding's weight gradient at the end of the backward (10 × 8 × 2).
+    assert TINY.activation_bytes(1, 4, trains_head=True)["embedding_gradient"] == 160
+    # GRPO scores only the completion (here 2 of 4 positions) on the Triton path.
+    assert TINY.activation_bytes(1, 4, scored_length=2)["lm_head"] == 2 * 32768 * 2 + 2 * 8 * 6
+    # Without Triton (CPU) every position is scored, and torch's ops make seven fp32 copies of the
+    # 4 × 10 logits and a 1-byte mask, plus the bf16 tile's fp32 copy: 4 × 10 × 33 beside the buffer.
+    assert TINY.activation_bytes(1, 4, scored_length=2, fused_kernel=False)["lm_head"] == 262336 + 4 * 10 * 33
     # A given parameter count wins over the derived one.
     assert dataclasses.replace(TINY, parameter_count=5000).parameters() == 5000
 
@@ -81,22 +106,28 @@ def test_hand_checked_terms_full_zero3_and_lora_ddp():
     assert full.terms["weights"] * GB == pytest.approx(2 * params / 4 + 4 * largest)
     assert full.terms["gradients"] * GB == pytest.approx(4 * params / 4)
     assert full.terms["optimizer"] * GB == pytest.approx(12 * params / 4)
-    assert full.terms["activations"] * GB == 1232
+    terms = TINY.activation_bytes(1, 4, trains_head=True)
+    backward = max(terms["lm_head"], terms["recompute"], terms["embedding_gradient"])
+    assert full.activations_gb * GB == pytest.approx(terms["saved_activations"] + backward)
+    assert full.terms["deepspeed_buffers"] == pytest.approx((2 * 5e8 + 5e7) * 2 / GB)  # DeepSpeed's default buckets
+    assert full.terms["nccl"] > 0 and full.terms["cuda_context"] > 0
     adapter = TINY.lora_parameters(16)
     lora = plan_training(TINY, TrainingJob(finetune="lora", zero_stage=0, processes=4, sequence_length=4))
     assert lora.terms["weights"] * GB == pytest.approx(2 * (params + adapter))  # every process holds all
     assert lora.terms["gradients"] * GB == pytest.approx(2 * adapter)
     assert lora.terms["optimizer"] * GB == pytest.approx(12 * adapter)
     assert lora.host_gb == 0
+    assert lora.terms["deepspeed_buffers"] * GB == pytest.approx(2 * adapter)  # DDP's gradient buckets
 
 
 def test_colocated_vllm_share_and_frozen_copies_are_budgeted():
     arch = architecture("Qwen/Qwen2.5-7B-Instruct")
-    base = TrainingJob(processes=7, sequence_length=3072, gpu=H100)
+    base = TrainingJob(processes=7, sequence_length=8192, gpu=H100_REPORTED)
     plain = plan_training(arch, base)
     colocated = plan_training(arch, dataclasses.replace(base, colocated_vllm_fraction=0.3))
-    assert colocated.terms["colocated_vllm"] == pytest.approx(24.0)
-    assert colocated.total_gb == pytest.approx(plain.total_gb + 24.0)
+    # The share is of the capacity the driver reports: 0.3 × 81559 MiB, not 0.3 × 80 GB.
+    assert colocated.terms["colocated_vllm"] == pytest.approx(0.3 * 81559 * 2**20 / GB) == pytest.approx(25.66, abs=0.01)
+    assert colocated.total_gb == pytest.approx(plain.total_gb + colocated.terms["colocated_vllm"])
     # A DPO reference under ZeRO-3 is sharded like the policy: 2 bytes per parameter over 7 processes.
     reference = plan_training(arch, dataclasses.replace(base, frozen_copies=1))
     assert reference.terms["frozen_copies"] == pytest.approx(2 * arch.parameters() / 7 / GB)
@@ -105,6 +136,9 @@ def test_colocated_vllm_share_and_frozen_copies_are_budgeted():
     shared = fit(arch, dataclasses.replace(base, colocated_vllm_fraction=0.3), 56)
     assert (alone.micro_batch, alone.accumulation) == (8, 1)
     assert (shared.micro_batch, shared.accumulation) == (4, 2)
+    # code_game's opponent is loaded whole on every GPU: 2 bytes per parameter, not divided by 7.
+    opponent = plan_training(arch, dataclasses.replace(base, whole_copies=1))
+    assert opponent.terms["opponent"] == pytest.approx(2 * arch.parameters() / GB)
 
 
 def test_issue_figure_32b_full_adam_on_7_processes_needs_offload():
@@ -138,7 +172,9 @@ def test_seed_004_layout_fits_every_size(size):
     assert chosen.offload_optimizer is needs_offload
 
 
-@pytest.mark.parametrize("sequence_length, micro_batch", [(1024, 8), (2048, 8), (4096, 4), (8192, 2), (16384, 1)])
+@pytest.mark.parametrize(
+    "sequence_length, micro_batch", [(1024, 8), (2048, 8), (4096, 8), (8192, 4), (16384, 2), (32768, 1)]
+)
 def test_micro_batch_shrinks_while_completions_per_step_stay_fixed(sequence_length, micro_batch):
     arch = architecture("Qwen/Qwen2.5-14B-Instruct")
     job = TrainingJob(finetune="full", zero_stage=3, processes=7, sequence_length=sequence_length)
@@ -156,7 +192,7 @@ def test_seed_004_layout_on_a100_40_is_micro_1_times_8_with_offload():
     arch = architecture(QWEN_32B)
     job = TrainingJob(processes=7, sequence_length=8192, gpu=A100_40GB)
     chosen = fit(arch, job, completions_per_step=56)
-    assert (chosen.micro_batch, chosen.accumulation, chosen.offload_optimizer) == (1, 8, True)
+    assert (chosen.micro_batch, chosen.accumulation, chosen.offload_optimizer) == (2, 4, True)
 
 
 def test_refusal_names_the_numbers_and_what_would_help():
@@ -166,7 +202,7 @@ def test_refusal_names_the_numbers_and_what_would_help():
         fit(arch, job, completions_per_step=56, allow_offload=False, other_gpus=(A100_40GB, H100, H200))
     message = str(refused.value)
     assert "32.8B full training on 7 processes" in message
-    assert "106.9 of 80 GB per GPU" in message
+    assert "100.4 of 85.9 GB per GPU" in message  # an A100 80GB reports 81920 MiB
     assert "optimizer 56.2" in message and "gradients 18.7" in message
     assert "finetune: lora" in message
     assert "optimizer offload to the CPU" in message
@@ -176,7 +212,7 @@ def test_refusal_names_the_numbers_and_what_would_help():
 def test_refusal_when_no_single_change_helps():
     arch = architecture(QWEN_32B)
     job = TrainingJob(finetune="full", zero_stage=0, processes=1, sequence_length=8192, gpu=T4)
-    with pytest.raises(DoesNotFit, match=r"of 16 GB per GPU.*no single change"):
+    with pytest.raises(DoesNotFit, match=r"of 16.0 GB per GPU.*no single change"):
         fit(arch, job, completions_per_step=8, other_gpus=(A100_80GB,))
 
 
@@ -204,15 +240,22 @@ def test_32b_full_context_kv_cache_is_8_gib_per_sequence():
 
 def test_vllm_server_32b_needs_two_gpus_for_its_full_context():
     arch = architecture(QWEN_32B)
-    one = plan_vllm_server(arch, max_model_len=32768, concurrent_sequences=1, tensor_parallel=1)
-    # 65.5 GB of weights + 8.6 GB of cache exceed 0.9 × 80 GB.
+    one = plan_vllm_server(arch, max_model_len=32768, concurrent_sequences=1, tensor_parallel=1, device=A100_80GB)
+    # 65.5 GB of weights + 8.6 GB of cache + 2.0 GB of profiling peak + 0.5 of CUDA context exceed 0.9 × 80 GB.
     assert one.terms["weights"] == pytest.approx(65.5, abs=0.1)
     assert one.terms["kv_cache"] == pytest.approx(8 * GIB / GB)
+    # vLLM's defaults off H100/H200: a profiling forward of 8192 tokens, sampling 256 sequences.
+    assert one.terms["profile_peak"] == pytest.approx(
+        (8192 * (5120 + 2 * 1024 + 3 * 27648 + 2 * 5120) * 2 + 256 * 152064 * 8) / GB
+    )
     assert one.gpu_memory_gb == pytest.approx(72.0)
     assert not one.fits
-    two = plan_vllm_server(arch, max_model_len=32768, concurrent_sequences=1, tensor_parallel=2)
+    two = plan_vllm_server(arch, max_model_len=32768, concurrent_sequences=1, tensor_parallel=2, device=A100_80GB)
     assert two.terms["weights"] == pytest.approx(one.terms["weights"] / 2)
     assert two.fits
+    # The 81920 MiB an A100 80GB reports hold it on one GPU, barely.
+    reported = plan_vllm_server(arch, max_model_len=32768, concurrent_sequences=1, tensor_parallel=1)
+    assert reported.fits and reported.gpu_memory_gb - reported.total_gb < 1.5
     # At 8192 tokens one GPU holds the weights and a few sequences' cache.
     assert plan_vllm_server(arch, max_model_len=8192, concurrent_sequences=2).fits
 
@@ -236,7 +279,9 @@ def test_the_gpus_memory_and_dtype_reach_the_plan():
     assert plan_training(TINY, TrainingJob(gpu=T4)).dtype == "fp16"  # Turing: no bf16
     assert plan_training(TINY, TrainingJob(gpu=A100_40GB)).dtype == "bf16"
     assert plan_training(TINY, TrainingJob(gpu=H200)).gpu_memory_gb == 141
-    assert plan_training(TINY, TrainingJob()).gpu_memory_gb == 80  # the library's default GPU
+    assert plan_training(TINY, TrainingJob(gpu=H100)).gpu_memory_gb == 80  # no reported total: the nominal size
+    assert plan_training(TINY, TrainingJob(gpu=H100_REPORTED)).gpu_memory_gb == pytest.approx(85.52, abs=0.01)
+    assert plan_training(TINY, TrainingJob()).gpu_memory_gb == pytest.approx(81920 * 2**20 / GB)  # the default GPU
 
 
 @pytest.mark.parametrize("offload", [False, True])
@@ -268,24 +313,29 @@ def test_issue_figure_3b_layer_inputs_for_one_unsplit_step():
     arch = architecture("Qwen/Qwen2.5-3B-Instruct")
     layer_inputs = 168 * 2048 * arch.hidden_size * 2 * arch.num_hidden_layers
     assert layer_inputs / GB == pytest.approx(50.7, rel=0.01)
-    one = arch.checkpointed_activation_bytes(1, 2048)
-    assert arch.checkpointed_activation_bytes(168, 2048) == 168 * one > layer_inputs
-    assert arch.checkpointed_activation_bytes(1, 4096) == 2 * one
-    # Split into micro-batches with accumulation over 7 processes, the same 168 completions fit.
+    saved = arch.activation_bytes(168, 2048)["saved_activations"]
+    assert saved > layer_inputs
+    assert arch.activation_bytes(1, 4096)["saved_activations"] == 2 * arch.activation_bytes(1, 2048)["saved_activations"]
+    # One process cannot hold the 168 sequences at once; over 7 processes its 24 fit unsplit.
+    assert not plan_training(arch, TrainingJob(processes=1, micro_batch=168, sequence_length=2048)).fits
     chosen = fit(arch, TrainingJob(processes=7, sequence_length=2048), completions_per_step=168)
-    assert chosen.micro_batch * chosen.accumulation == 24 and chosen.micro_batch < 24
+    assert (chosen.micro_batch, chosen.accumulation) == (24, 1)
 
 
 def test_vllm_server_tensor_parallelism_is_the_smallest_that_fits():
     arch = architecture(QWEN_32B)
-    assert fit_vllm_server(arch, max_model_len=8192, concurrent_sequences=2)[0] == 1
-    assert fit_vllm_server(arch, max_model_len=32768, concurrent_sequences=1)[0] == 2
+    nominal = {"device": A100_80GB}  # 80e9 bytes, as if the card reported no more than its name says
+    assert fit_vllm_server(arch, max_model_len=8192, concurrent_sequences=1, **nominal)[0] == 1
+    assert fit_vllm_server(arch, max_model_len=32768, concurrent_sequences=1, **nominal)[0] == 2
     # 56 sequences of 32768 tokens need 56 × 8 GiB of cache: 4 GPUs are not enough, 8 are.
-    tensor_parallel, plan = fit_vllm_server(arch, max_model_len=32768, concurrent_sequences=56)
+    tensor_parallel, plan = fit_vllm_server(arch, max_model_len=32768, concurrent_sequences=56, **nominal)
     assert tensor_parallel == 8 and plan.fits
-    assert not plan_vllm_server(arch, 32768, 56, tensor_parallel=4).fits
+    assert not plan_vllm_server(arch, 32768, 56, tensor_parallel=4, **nominal).fits
     with pytest.raises(DoesNotFit, match=r"128 sequences of 32768 tokens does not fit even at tensor parallelism 8"):
-        fit_vllm_server(arch, max_model_len=32768, concurrent_sequences=128)
+        fit_vllm_server(arch, max_model_len=32768, concurrent_sequences=128, **nominal)
+    # Beside its share: its CUDA graphs and the NCCL buffers that receive the trainer's weights (shown,
+    # not checked: estimates).
+    assert plan.parts == {"cuda_graphs": 1.0, "nccl": 3.6} and "beside it: cuda_graphs 1.0, nccl 3.6" in plan.describe()
 
 
 # ---------------------------------------------------------------- the job's layout on one node
@@ -300,7 +350,10 @@ def test_layout_prefers_fewer_gpus_then_offload_on_the_most():
     assert layout.offload_optimizer and layout.zero_stage == 3 and layout.plan.fits
     assert layout.plan.host_gb == pytest.approx(arch.parameters() * 16 / 1e9)
     # 72 GB of the server's GPU less 65.5 GB of weights: about 3 sequences of 8192 tokens at 0.26 MB a token
-    assert layout.server_sequences == 3 and "room for 3 such sequences" in layout.describe()
+    # 77.3 GB of the server's GPU (0.9 × 81920 MiB) less 65.5 GB of weights, 2.0 of profiling peak and
+    # 0.5 of CUDA context:
+    # 4 sequences of 8192 tokens at 0.26 MB a token
+    assert layout.server_sequences == 4 and "room for 4 such sequences" in layout.describe()
     small = plan_training_layout(architecture("Qwen/Qwen2.5-1.5B"), TrainingJob(finetune="lora"), lambda n: 16 * n)
     assert (small.processes, small.zero_stage, small.offload_optimizer) == (1, 0, False)
 
@@ -326,9 +379,10 @@ def test_layout_that_fits_no_node_names_its_numbers_and_remedies():
 def test_server_gets_the_tensor_parallelism_its_weights_need():
     arch = architecture("Qwen/Qwen2.5-32B-Instruct")
     layout = plan_training_layout(
-        arch, TrainingJob(finetune="lora", gpu=A100_40GB), lambda n: 8 * n, server_gpus=1, server_max_model_len=8192
+        arch, TrainingJob(finetune="lora", gpu=A100_40GB), lambda n: 8 * n, server_gpus=1, server_max_model_len=8192,
+        server_gpu_memory_utilization=0.85,
     )
-    # 65.5 GB of weights do not fit 0.9 x 40 GB: the server spans 2 GPUs, or 4
+    # 65.5 GB of weights do not fit 0.85 x 40 GB: the server spans 2 GPUs, or 4
     assert layout.server_gpus >= 2 and layout.server_plan.fits
     assert layout.gpus == layout.processes + layout.server_gpus <= 8
 
@@ -371,3 +425,73 @@ def test_cpus_are_capped_at_the_nodes_and_the_sandbox_workers_follow():
     assert (tight.cpus, tight.sandbox_workers) == (40, 3)
     with pytest.raises(DoesNotFit, match=r"at least 23 CPUs of its 20"):
         plan(20)
+
+
+# ---------------------------------------------------------------- the workflow's settings reach the plan
+
+
+@pytest.fixture
+def shipped_config():
+    from execrl.config import merged_config
+
+    config = merged_config([], base=REPO / "config" / "config.yaml")
+    config["cluster"]["partitions"] = str(REPO / config["cluster"]["partitions"])
+    return config
+
+
+def test_grpo_without_gradient_checkpointing_keeps_every_layers_activations(shipped_config):
+    """Issue 37: `grpo.gradient_checkpointing: false` is allowed and must be planned as such."""
+    checkpointed = training_job_layout(shipped_config, "qwen2.5-3b-instruct", "grpo")
+    shipped_config["grpo"]["gradient_checkpointing"] = False
+    kept = training_job_layout(shipped_config, "qwen2.5-3b-instruct", "grpo")
+    # Every layer's activations instead of 37 hidden states: over 10 times as much per sequence, so
+    # the plan takes a smaller micro-batch.
+    per_sequence = lambda layout: layout.plan.terms["saved_activations"] / layout.micro_batch  # noqa: E731
+    assert per_sequence(kept) > 10 * per_sequence(checkpointed)
+    assert (kept.micro_batch, checkpointed.micro_batch) == (2, 8)
+    arch = architecture("Qwen/Qwen2.5-3B-Instruct")
+    eight = TrainingJob(finetune="lora", zero_stage=0, micro_batch=8, sequence_length=2048, scored_length=1024,
+                        row_chunks=4, lora_dropout=0.05)
+    without = plan_training(arch, dataclasses.replace(eight, gradient_checkpointing=False))
+    # issue 37 estimated ~130 GB more at micro-batch 8 than the checkpointed plan; this count says 112
+    assert without.activations_gb - plan_training(arch, eight).activations_gb == pytest.approx(112, abs=2)
+
+
+def test_code_games_opponent_is_counted_whole_on_every_gpu(shipped_config):
+    shipped_config["models"]["qwen2.5-3b-instruct"]["training_processes"] = 2
+    shipped_config["code_game"]["opponent"] = "base"
+    grpo = training_job_layout(shipped_config, "qwen2.5-3b-instruct", "grpo")
+    game = training_job_layout(shipped_config, "qwen2.5-3b-instruct", "code_game")
+    params = architecture("Qwen/Qwen2.5-3B-Instruct").parameters()
+    assert grpo.processes == game.processes == 2 and grpo.zero_stage == game.zero_stage == 3
+    assert "opponent" not in grpo.describe().split("colocated vLLM")[0].replace("opponent 0.0", "")
+    assert game.plan.terms["opponent"] == pytest.approx(2 * params / GB)  # not divided by the 2 processes
+    assert f"opponent {2 * params / GB:.1f}" in game.describe()
+
+
+def test_colocated_vllm_that_cannot_hold_the_weights_is_refused_naming_the_job_and_term(shipped_config):
+    """Issue 37: 14B full weights with colocated vLLM at 0.3 of each GPU: 29.5 GB of bf16 weights
+    alone exceed the 25.8 GB share; tensor parallelism 2 over the training processes would hold them."""
+    model = shipped_config["models"]["qwen2.5-3b-instruct"]
+    model.update(source="Qwen/Qwen2.5-14B-Instruct", params_b=14.7, training_processes=8)
+    shipped_config["grpo"].update(prompts_per_step=8, num_generations=8, steps_per_generation=8)
+    with pytest.raises(DoesNotFit) as refused:
+        training_job_layout(shipped_config, "qwen2.5-3b-instruct", "grpo")
+    message = str(refused.value)
+    assert "train qwen2.5-3b-instruct/grpo: colocated vLLM does not fit" in message
+    assert "(term colocated_vllm)" in message and "weights 29.5" in message
+    assert "grpo.vllm_tensor_parallel_size: 2" in message and "grpo.vllm_mode: server" in message
+    shipped_config["grpo"]["vllm_tensor_parallel_size"] = 2
+    layout = training_job_layout(shipped_config, "qwen2.5-3b-instruct", "grpo")
+    assert layout.colocated_plan.fits and layout.colocated_plan.terms["weights"] == pytest.approx(29.5 / 2, abs=0.1)
+    assert "; colocated vLLM in its share: " in layout.describe()
+
+
+def test_dry_run_line_names_every_term():
+    arch = architecture("Qwen/Qwen2.5-7B-Instruct")
+    layout = plan_training_layout(arch, TrainingJob(finetune="full"), lambda n: 8 * n, processes=7, server_gpus=1,
+                                  server_max_model_len=8192)
+    line = layout.describe()
+    for term in ("weights", "gradients", "optimizer", "saved_activations", "backward_peak", "lm_head", "recompute",
+                 "deepspeed_buffers", "cuda_context", "nccl", "kv_cache", "profile_peak", "cuda_graphs"):
+        assert f"{term} " in line, term

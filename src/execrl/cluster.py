@@ -33,11 +33,19 @@ class ClusterError(ValueError):
 
 @dataclass(frozen=True)
 class Gpu:
-    """One GPU type: its Slurm name, memory (GB) and CUDA compute capability."""
+    """One GPU type: its Slurm name, nominal memory (GB, as sold: an "80 GB" card), CUDA compute
+    capability, and the memory the driver reports (`memory_mib`: `nvidia-smi --query-gpu=memory.total`,
+    in MiB; None: unknown, and the plan takes the nominal GB as 1e9 bytes each, less than any card has)."""
 
     name: str
     memory_gb: float
     compute_capability: float
+    memory_mib: float | None = None
+
+    @property
+    def capacity_gb(self) -> float:
+        """The bytes the plan fills, in GB (1e9): the reported total, else the nominal size."""
+        return self.memory_mib * MIB / 1e9 if self.memory_mib else self.memory_gb
 
     @property
     def dtype(self) -> str:
@@ -49,9 +57,11 @@ class Gpu:
         return self.compute_capability >= CUDA_MIN_COMPUTE_CAPABILITY
 
 
+MIB = 1024**2
 # For the library's callers that name no cluster (unit tests, bench scripts); the workflow always
-# passes the GPU `target_gpu` resolves from the config.
-A100_80GB = Gpu("a100_80gb", 80.0, 8.0)
+# passes the GPU `target_gpu` resolves from the config. 81920 MiB: the A100 80GB's total as
+# nvidia-smi reports it (the default cluster.gpu_types table in workflow/schemas/config.schema.yaml).
+A100_80GB = Gpu("a100_80gb", 80.0, 8.0, 81920)
 
 
 @dataclass(frozen=True)
@@ -74,7 +84,7 @@ class Node:
 def gpu_types(config: dict) -> dict[str, Gpu]:
     """`cluster.gpu_types` as Gpu records, by Slurm type name."""
     return {
-        name: Gpu(name, float(spec["memory_gb"]), float(spec["compute_capability"]))
+        name: Gpu(name, float(spec["memory_gb"]), float(spec["compute_capability"]), spec.get("memory_mib"))
         for name, spec in config["cluster"]["gpu_types"].items()
     }
 

@@ -1,9 +1,15 @@
 """GPU memory plan of a training job or a vLLM server, term by term, from the model's shape.
 
-Per-GPU gigabytes (1e9 bytes) by term: weights, gradients, optimizer state (LoRA or full weights;
-DDP or ZeRO-3 sharded over the processes; optionally the optimizer offloaded to the CPU), the
-checkpointed activations of one micro-batch, the colocated vLLM share, frozen copies (DPO reference,
-code_game's opponent), and for a vLLM server the weights per tensor-parallel GPU plus the KV cache.
+Per-GPU gigabytes (1e9 bytes) by term (plan_training names each): weights, gradients, optimizer
+state (LoRA or full weights; DDP or ZeRO-3 sharded over the processes; optionally the optimizer
+offloaded to the CPU); one micro-batch's activations on TRL 1.16's path, whose GRPO and DPO
+trainers score tokens through a fused, chunked LM head (Architecture.activation_bytes:
+saved_activations, and backward_peak, the larger of lm_head and recompute); DeepSpeed's buffers,
+the CUDA context and NCCL's buffers; the colocated vLLM share; frozen copies (a reference sharded
+like the policy) and code_game's opponent (whole on every GPU). A vLLM server: its weights, KV
+cache and profiling peak per tensor-parallel GPU. Colocated vLLM is checked to hold its weights
+and the round's KV cache in its share. The capacity is what the GPU's driver reports
+(execrl.cluster.Gpu.capacity_gb).
 
 Bytes per parameter follow DeepSpeed's own estimator (`estimate_zero3_model_states_mem_needs`,
 checked against it in tests/test_memory_plan.py): under ZeRO-3 a GPU holds 2 bytes of 16-bit weights,
@@ -11,9 +17,11 @@ checked against it in tests/test_memory_plan.py): under ZeRO-3 a GPU holds 2 byt
 divided by the processes, plus 4 bytes per parameter of the largest layer gathered at a time.
 Optimizer offload moves the gradient partition and the optimizer state to the host. A job's
 layout must also fit its node's host memory and CPUs (execrl.cluster.Node: a GPU partition of the
-Slurm executor's partition file). This is arithmetic, not yet checked on a GPU. The workflow
-sizes every training job with `training_job_layout` when the DAG is planned
-(workflow/rules/resources.smk).
+Slurm executor's partition file). The activation terms are checked on the CPU against a real TRL
+trainer step (tests/test_memory_plan_trl.py, execrl.memory_measure); nothing here has been
+measured on a GPU yet, and the CUDA context, NCCL, DeepSpeed and vLLM figures are estimates from
+the sources named beside them. The workflow sizes every training job with `training_job_layout`
+when the DAG is planned (workflow/rules/resources.smk); nothing here imports torch or TRL.
 """
 
 from __future__ import annotations
@@ -30,6 +38,13 @@ from execrl.resources import gpu_job_cpus, gpu_job_host_gb, least_gpu_job_cpus
 
 GB = 1e9
 GIB = 1024**3
+# TRL 1.16's fused LM head projects tiles of 4096 tokens (trl/kernels/chunked_logprob.py,
+# TOKEN_CHUNK_SIZE) by 32768 vocabulary entries (trl/trainer/utils.py, _CHUNKED_LOGPROB_CHUNK_SIZE).
+HEAD_TOKEN_TILE = 4096
+HEAD_VOCAB_TILE = 32768
+# execrl.grpo.LengthChunkedGRPOTrainer.score_chunks: GRPO scores a micro-batch in 4 chunks of rows
+# (tests/test_memory_plan_trl.py holds the two equal; importing execrl.grpo would import TRL).
+GRPO_SCORE_CHUNKS = 4
 # Offloaded optimizer state on the host, bytes per trainable parameter: DeepSpeed ZeRO-3 with
 # `offload_optimizer: cpu` keeps the fp32 master weights (4), Adam's two fp32 moments (8) and the
 # fp32 gradient partition the CPU optimizer reads (4) in pinned host memory (pin_memory defaults
@@ -38,6 +53,28 @@ GIB = 1024**3
 # factor (`additional_buffer_factor`): the rest of the job's host memory (CUDA contexts, loading
 # the weights) is counted separately by execrl.resources.gpu_job_host_gb.
 OFFLOADED_BYTES_PER_PARAMETER = 4 + 8 + 4
+# DeepSpeed ZeRO-3's gradient reduce bucket: accelerate's generated DeepSpeed config (from
+# workflow/accelerate/zero3.yaml's keys) sets no bucket key, so DeepSpeed's defaults hold
+# (deepspeed/runtime/zero/config.py): reduce_bucket_size 5e8 elements, allocated whole in the 16-bit
+# dtype (stage3.py, `bucket.buffer`), stage3_prefetch_bucket_size 5e7, and overlap_comm on for
+# stage 3, which reduces one bucket while the next fills: counted as a second bucket.
+DEEPSPEED_REDUCE_BUCKET = 5e8
+DEEPSPEED_PREFETCH_BUCKET = 5e7
+# Estimates, not measured on a GPU by this project: the CUDA context and the kernels torch loads
+# into it (per process), NCCL's communicator buffers of a training process that talks to others
+# (DDP, ZeRO-3, weights sent to a vLLM server), and on a vLLM server the communicator that
+# receives the trainer's weights (2 to 3.6 GB: the larger is planned) and its CUDA graphs, which
+# vLLM captures outside its gpu_memory_utilization budget (vllm/v1/worker/gpu_worker.py: its
+# estimate is applied only with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS).
+CUDA_CONTEXT_GB = 0.5
+NCCL_GB = 1.0
+SERVER_NCCL_GB = 3.6
+VLLM_CUDA_GRAPHS_GB = 1.0
+# vLLM's start-up profiling run (vllm/engine/arg_utils.py defaults for the LLM class, which both
+# colocated vLLM and `trl vllm-serve` build, on GPUs of 70 GiB and more other than A100):
+# a forward of 16384 tokens and sampling logits for 1024 sequences; 8192 and 256 on other GPUs.
+VLLM_PROFILE_TOKENS = {True: 16384, False: 8192}
+VLLM_PROFILE_SEQUENCES = {True: 1024, False: 256}
 
 
 @dataclass(frozen=True)
@@ -102,21 +139,112 @@ class Architecture:
     def kv_cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
         return 2 * self.num_hidden_layers * self.kv_dim * dtype_bytes
 
-    def checkpointed_activation_bytes(self, micro_batch: int, sequence_length: int, dtype_bytes: int = 2) -> int:
-        """Peak activations of one micro-batch under gradient checkpointing.
+    def layer_activation_bytes(self, tokens: int, dtype_bytes: int = 2, lora_dropout: bool = False,
+                               trains_norms: bool = False) -> int:
+        """What autograd keeps of one Qwen2 decoder layer's forward for `tokens` tokens.
 
-        Kept: each layer's input (micro × T × hidden). Recomputed at backward: one layer's
-        intermediates (q/k/v/attention output, the MLP's gate/up/activation). At the head: the logits
-        in the compute dtype, the fp32 log-softmax the loss keeps for backward and its fp32 gradient
-        (10 bytes per token and vocabulary entry; torch's CPU allocator measured 0.97 of this total
-        for Qwen2.5-1.5B's shape at 2 layers, 1024 and 2048 tokens).
+        RMSNorm (twice) upcasts its input to fp32 and keeps that copy (in fp32 training the first
+        is the layer input itself) and its output in the compute dtype, plus the normalised copy its
+        weight's gradient needs when the norms train; attention keeps the rotated q and k, v and
+        its output (and its reshaped copy o_proj reads); the MLP keeps gate, its activation, up and
+        their product. LoRA's dropout (when lora_dropout > 0) keeps a dropped copy of each adapted
+        projection's input and its 1-byte mask: q, k, v, gate and up read the normalised hidden
+        state, o the attention output, down the MLP product.
         """
+        h, kv, inter, d = self.hidden_size, self.kv_dim, self.intermediate_size, dtype_bytes
+        fp32_copies = (2 if d < 4 else 1) * 4 * h
+        norms = fp32_copies + 2 * d * h + (2 * d * h if trains_norms else 0)
+        attention = d * (h + 2 * kv) + 2 * d * h + 4 * self.num_attention_heads
+        mlp = 4 * d * inter
+        dropout = (6 * h + inter) * (d + 1) if lora_dropout else 0
+        return tokens * (norms + attention + mlp + dropout)
+
+    def layer_backward_bytes(self, tokens: int, dtype_bytes: int = 2) -> int:
+        """The gradients alive beside one layer's recomputed activations as it back-propagates: two of
+        the MLP's width (the activation's and up's gradient, from the product's)."""
+        return tokens * 2 * dtype_bytes * self.intermediate_size
+
+    def activation_bytes(
+        self,
+        micro_batch: int,
+        sequence_length: int,
+        dtype_bytes: int = 2,
+        scored_length: int | None = None,
+        row_chunks: int = 1,
+        gradient_checkpointing: bool = True,
+        lora_dropout: bool = False,
+        trains_head: bool = False,
+        fused_kernel: bool = True,
+    ) -> dict[str, int]:
+        """Bytes of one micro-batch's activations by term, on TRL 1.16's path (GRPO and DPO both
+        patch the model with `trl.trainer.utils.add_fused_lm_head`: the logits are never
+        materialised whole).
+
+        `saved_activations`: what the forward keeps until the backward. Under gradient
+        checkpointing, each layer's input and the last layer's output (micro × T × hidden); without
+        it, every layer's activations (layer_activation_bytes). Plus the head's inputs: the final
+        RMSNorm's fp32 copy, the hidden states the head keeps (on CUDA, with Triton, only the
+        `scored_length` positions per row whose label is not -100: GRPO's completion; elsewhere
+        every position) and its per-token fp32 statistics.
+
+        `lm_head`: the fused head's backward (trl/kernels/chunked_logprob.py): one buffer of
+        min(scored tokens, 4096) × 32768 logits in the compute dtype, turned into its
+        gradient in place by the Triton kernel (`fused_kernel`; without Triton, torch ops make seven
+        fp32 copies of the tile and a 1-byte mask), the fp32 accumulator of the hidden states'
+        gradient and its copy in the compute dtype, and, when the head's weight trains (full
+        weights), its whole fp32 gradient accumulator (vocab × hidden × 4 bytes).
+
+        `recompute`: under checkpointing one layer's activations recomputed, plus its backward's
+        gradients (layer_backward_bytes); without checkpointing the backward's gradients alone
+        (one of the MLP's width and one of the hidden width: the saved activations free as they go).
+
+        `row_chunks`: GRPO's micro-batch is scored in execrl.grpo.LengthChunkedGRPOTrainer's
+        chunks of rows, each through its own head call and its own backward; DPO's in one.
+        `embedding_gradient`: with all weights training, the embedding's weight gradient, made last.
+
+        The peak is at most saved_activations + max(lm_head, recompute, embedding_gradient): the
+        head's backward ends before the first layer is recomputed, and the embedding comes last.
+        """
+        d, h, vocab = dtype_bytes, self.hidden_size, self.vocab_size
         tokens = micro_batch * sequence_length
-        h = self.hidden_size
-        layer_inputs = self.num_hidden_layers * tokens * h * dtype_bytes
-        one_layer = tokens * (4 * h + 2 * self.kv_dim + 3 * self.intermediate_size) * dtype_bytes
-        logits = tokens * self.vocab_size * (dtype_bytes + 4 + 4)
-        return layer_inputs + one_layer + logits
+        chunk_tokens = -(-micro_batch // row_chunks) * sequence_length
+        scored_per_row = (scored_length or sequence_length) if fused_kernel else sequence_length
+        scored = micro_batch * scored_per_row
+        chunk_scored = -(-micro_batch // row_chunks) * scored_per_row
+        one_layer = self.layer_activation_bytes(chunk_tokens, d, lora_dropout, trains_norms=trains_head)
+        if gradient_checkpointing:
+            layers = (self.num_hidden_layers + 1) * tokens * h * d
+        else:
+            layers = self.num_hidden_layers * self.layer_activation_bytes(tokens, d, lora_dropout, trains_head)
+        # The final RMSNorm's fp32 copy of its input (in fp32 the last layer's output itself) and, when
+        # its weight trains, the normalised copy that weight's gradient needs.
+        final_norm_copy = (tokens * 4 * h if d < 4 else 0) + (tokens * h * d if trains_head else 0)
+        head_inputs = final_norm_copy + (scored if fused_kernel else tokens) * h * d + scored * 16
+        # The tile's buffer is always 32768 wide (TRL allocates it before looking at the vocabulary).
+        rows = min(chunk_scored, HEAD_TOKEN_TILE)
+        tile_bytes = rows * HEAD_VOCAB_TILE * d
+        if not fused_kernel:
+            tile_bytes += rows * min(vocab, HEAD_VOCAB_TILE) * (7 * 4 + 1 + (4 if d < 4 else 0))
+        hidden_gradient = chunk_scored * h * (4 + (d if d < 4 else 0))
+        head_weight_gradient = vocab * h * 4 if trains_head else 0
+        if gradient_checkpointing:
+            recompute = one_layer + self.layer_backward_bytes(chunk_tokens, d)
+        else:  # the saved activations are freed as their gradients appear: one of the MLP's width, one of the hidden
+            recompute = chunk_tokens * d * (self.intermediate_size + h)
+        return {
+            "saved_activations": layers + head_inputs,
+            "lm_head": tile_bytes + hidden_gradient + head_weight_gradient,
+            "recompute": recompute,
+            # Training all weights, the input embedding's backward makes its whole weight gradient at
+            # the end of the backward (vocabulary × hidden), when the other activations are freed.
+            "embedding_gradient": vocab * h * d if trains_head else 0,
+        }
+
+    def checkpointed_activation_bytes(self, micro_batch: int, sequence_length: int, dtype_bytes: int = 2) -> int:
+        """Peak activation bytes of one micro-batch under gradient checkpointing, LoRA without
+        dropout, every position scored: saved_activations + max(lm_head, recompute)."""
+        terms = self.activation_bytes(micro_batch, sequence_length, dtype_bytes)
+        return terms["saved_activations"] + max(terms["lm_head"], terms["recompute"], terms["embedding_gradient"])
 
 
 def _qwen2(hidden, layers, heads, kv_heads, intermediate, vocab, tied) -> dict:
@@ -180,9 +308,15 @@ class TrainingJob:
     sequence_length: int = 2048
     offload_optimizer: bool = False
     lora_rank: int = 16
+    lora_dropout: float = 0.0  # > 0: PEFT keeps a dropped copy of each adapted projection's input
     colocated_vllm_fraction: float = 0.0  # vllm_gpu_memory_utilization when vLLM shares the GPU
-    frozen_copies: int = 0  # DPO reference, code_game's opponent
+    frozen_copies: int = 0  # copies sharded like the policy under ZeRO-3: DPO's or GRPO's reference
+    whole_copies: int = 0  # copies every GPU loads whole: code_game's opponent
     gpu: Gpu = A100_80GB  # the GPU each process gets (execrl.cluster.target_gpu in the workflow)
+    gradient_checkpointing: bool = True
+    scored_length: int | None = None  # positions per sequence the LM head scores (GRPO: the completion)
+    row_chunks: int = 1  # GRPO: GRPO_SCORE_CHUNKS, each scored and back-propagated on its own
+    server_weight_sync: bool = False  # the trainer sends its weights to a vLLM server over NCCL
 
     def __post_init__(self):
         if self.finetune not in ("full", "lora"):
@@ -195,9 +329,16 @@ class TrainingJob:
             raise ValueError(f"processes ({self.processes}) and micro_batch ({self.micro_batch}) must be >= 1")
 
 
+# The terms of a training plan that hold activations (Plan.activations_gb).
+ACTIVATION_TERMS = ("saved_activations", "backward_peak")
+
+
 @dataclass(frozen=True)
 class Plan:
-    """Per-GPU gigabytes by term, the host memory the offloaded state needs, and the GPU's size."""
+    """Per-GPU gigabytes by term, the host memory the offloaded state needs, and the GPU's capacity.
+
+    `terms` add up to the GPU's peak; `parts` are named pieces of a term that do not add up (a
+    training plan's `lm_head`, `recompute` and `embedding_gradient`: `backward_peak` is the largest)."""
 
     terms: dict[str, float]
     host_gb: float
@@ -206,6 +347,7 @@ class Plan:
     micro_batch: int = 1
     accumulation: int = 1
     offload_optimizer: bool = False
+    parts: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def total_gb(self) -> float:
@@ -215,14 +357,35 @@ class Plan:
     def fits(self) -> bool:
         return self.total_gb <= self.gpu_memory_gb
 
+    @property
+    def activations_gb(self) -> float:
+        return sum(self.terms.get(name, 0.0) for name in ACTIVATION_TERMS)
+
     def describe(self) -> str:
-        terms = ", ".join(f"{name} {gb:.1f}" for name, gb in self.terms.items())
-        return f"{self.total_gb:.1f} of {self.gpu_memory_gb:.0f} GB per GPU ({terms})"
+        terms = ", ".join(f"{name} {gb:.1f}" for name, gb in self.terms.items() if gb)
+        if self.parts and "recompute" in self.parts:
+            terms += " [backward_peak = max of " + ", ".join(f"{n} {gb:.1f}" for n, gb in self.parts.items() if gb) + "]"
+        elif self.parts:
+            terms += "; beside it: " + ", ".join(f"{n} {gb:.1f}" for n, gb in self.parts.items())
+        return f"{self.total_gb:.1f} of {self.gpu_memory_gb:.1f} GB per GPU ({terms})"
 
 
 def plan_training(arch: Architecture, job: TrainingJob) -> Plan:
-    """Per-GPU memory of one training process of `job`."""
+    """Per-GPU memory of one training process of `job`, term by term (GB):
+
+    weights, gradients, optimizer: the model states (DeepSpeed's estimator's bytes); under ZeRO-3
+      `weights` also holds the largest layer gathered with its 16-bit gradient (4 bytes a parameter);
+    saved_activations, backward_peak: one micro-batch's activations on TRL's path
+      (Architecture.activation_bytes; backward_peak is the largest of its lm_head, recompute and,
+      training all weights, embedding_gradient);
+    deepspeed_buffers: ZeRO-3's reduce bucket (twice, overlap_comm) and prefetch bucket; under DDP
+      with several processes, DDP's gradient buckets (a copy of the trainable gradients);
+    cuda_context, nccl: the process's CUDA context; NCCL buffers when it talks to other GPUs;
+    colocated_vllm: vLLM's share of the GPU's capacity when it runs inside the process;
+    frozen_copies: references sharded like the policy; opponent: copies loaded whole on each GPU.
+    """
     device = job.gpu
+    dtype_bytes = 2
     params = arch.parameters()
     shards = job.processes if job.zero_stage == 3 else 1
     trainable = params if job.finetune == "full" else arch.lora_parameters(job.lora_rank)
@@ -230,17 +393,38 @@ def plan_training(arch: Architecture, job: TrainingJob) -> Plan:
     # ZeRO-3 keeps the gradient partition in fp32 for the optimizer; DDP all-reduces 16-bit gradients.
     gradient_bytes = 4 if job.zero_stage == 3 else 2
     gathered = 4 * arch.largest_layer_parameters() if job.zero_stage == 3 else 0
+    activations = arch.activation_bytes(
+        job.micro_batch,
+        job.sequence_length,
+        dtype_bytes,
+        scored_length=job.scored_length,
+        row_chunks=job.row_chunks,
+        gradient_checkpointing=job.gradient_checkpointing,
+        lora_dropout=job.finetune == "lora" and job.lora_dropout > 0,
+        trains_head=job.finetune == "full",
+    )
+    if job.zero_stage == 3:
+        buckets = (2 * DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_PREFETCH_BUCKET) * dtype_bytes
+    else:
+        buckets = trainable * gradient_bytes if job.processes > 1 else 0
+    talks = job.processes > 1 or job.server_weight_sync
+    parts = {name: activations[name] / GB for name in ("lm_head", "recompute", "embedding_gradient")}
     terms = {
         "weights": (2 * (trainable + frozen_base) / shards + gathered) / GB,
         "gradients": 0.0 if job.offload_optimizer else trainable * gradient_bytes / shards / GB,
         "optimizer": 0.0 if job.offload_optimizer else trainable * 12 / shards / GB,
-        "activations": arch.checkpointed_activation_bytes(job.micro_batch, job.sequence_length) / GB,
-        "colocated_vllm": job.colocated_vllm_fraction * device.memory_gb,
+        "saved_activations": activations["saved_activations"] / GB,
+        "backward_peak": max(parts.values()),
+        "deepspeed_buffers": buckets / GB,
+        "cuda_context": CUDA_CONTEXT_GB,
+        "nccl": NCCL_GB if talks else 0.0,
+        "colocated_vllm": job.colocated_vllm_fraction * device.capacity_gb,
         "frozen_copies": job.frozen_copies * 2 * params / shards / GB,
+        "opponent": job.whole_copies * 2 * params / GB,
     }
     # Offloaded state lives in host memory: every process's partition, on the one node.
     host_gb = trainable * OFFLOADED_BYTES_PER_PARAMETER / shards * job.processes / GB if job.offload_optimizer else 0.0
-    return Plan(terms, host_gb, device.memory_gb, device.dtype, job.micro_batch, 1, job.offload_optimizer)
+    return Plan(terms, host_gb, device.capacity_gb, device.dtype, job.micro_batch, 1, job.offload_optimizer, parts)
 
 
 class DoesNotFit(ValueError):
@@ -316,6 +500,20 @@ def _what_would_help(
     return "; ".join(remedies) if remedies else "no single change (LoRA, optimizer offload, a larger GPU) suffices"
 
 
+def vllm_profile_bytes(arch: Architecture, tokens: int, sequences: int, tensor_parallel: int = 1) -> int:
+    """vLLM's start-up profiling peak: a forward of `tokens` tokens (qkv, the MLP's fused gate/up and
+    its activation, split over tensor parallelism; the residual stream whole) and the fp32 sampling
+    logits and probabilities of `sequences` sequences over the whole vocabulary."""
+    h, kv, inter = arch.hidden_size, arch.kv_dim, arch.intermediate_size
+    forward = tokens * ((h + 2 * kv + 3 * inter) / tensor_parallel + 2 * h) * 2
+    return int(forward + sequences * arch.vocab_size * 4 * 2)
+
+
+def _large_gpu(device: Gpu) -> bool:
+    """vLLM's larger defaults: GPUs of 70 GiB or more other than A100 (vllm/engine/arg_utils.py)."""
+    return device.capacity_gb * GB >= 70 * GIB and "a100" not in device.name.lower()
+
+
 def plan_vllm_server(
     arch: Architecture,
     max_model_len: int,
@@ -324,15 +522,23 @@ def plan_vllm_server(
     gpu_memory_utilization: float = 0.9,
     device: Gpu = A100_80GB,
 ) -> Plan:
-    """Per-GPU memory of a vLLM server: its weights and KV cache split over `tensor_parallel` GPUs.
-
-    The budget is the server's `gpu_memory_utilization` share of the GPU.
-    """
+    """Per-GPU memory of a vLLM server (`trl vllm-serve`, vLLM's LLM class): inside its
+    `gpu_memory_utilization` share of the GPU's capacity, the weights and KV cache split over
+    `tensor_parallel` GPUs and its start-up profiling peak (vllm_profile_bytes at vLLM's defaults
+    for the GPU; vLLM counts its CUDA context and start-up NCCL buffers inside the share, as
+    memory torch did not allocate); beside the share (`parts`), its CUDA graphs and the NCCL
+    communicator that receives the trainer's weights, both made after vLLM sized its KV cache."""
+    large = _large_gpu(device)
     terms = {
         "weights": 2 * arch.parameters() / tensor_parallel / GB,
         "kv_cache": vllm_server_kv_cache_bytes(arch, max_model_len, concurrent_sequences) / tensor_parallel / GB,
+        "profile_peak": vllm_profile_bytes(
+            arch, VLLM_PROFILE_TOKENS[large], VLLM_PROFILE_SEQUENCES[large], tensor_parallel
+        ) / GB,
     }
-    return Plan(terms, 0.0, gpu_memory_utilization * device.memory_gb, device.dtype)
+    terms["cuda_context"] = CUDA_CONTEXT_GB
+    beside = {"cuda_graphs": VLLM_CUDA_GRAPHS_GB, "nccl": SERVER_NCCL_GB}
+    return Plan(terms, 0.0, gpu_memory_utilization * device.capacity_gb, device.dtype, parts=beside)
 
 
 def fit_vllm_server(
@@ -344,7 +550,9 @@ def fit_vllm_server(
     gpus_per_node: int = 8,
 ) -> tuple[int, Plan]:
     """The smallest tensor parallelism (a power of two dividing the attention heads, as vLLM requires)
-    whose per-GPU weights and KV cache fit; DoesNotFit naming the numbers when none on one node does."""
+    whose per-GPU weights, KV cache and profiling peak fit; DoesNotFit naming the numbers when none on
+    one node does. What the server holds beside its share (Plan.parts) is shown, not checked: those
+    are estimates not yet measured on a GPU."""
     sizes = [tp for tp in (1, 2, 4, 8, 16) if tp <= gpus_per_node and arch.num_attention_heads % tp == 0]
     for tensor_parallel in sizes:
         plan = plan_vllm_server(
@@ -357,6 +565,29 @@ def fit_vllm_server(
         f"{max_model_len} tokens does not fit even at tensor parallelism {sizes[-1]}: {plan.describe()}. "
         "Would help: a smaller max_model_len or fewer concurrent sequences, or a larger GPU (gpu_model)"
     )
+
+
+def colocated_vllm_plan(
+    arch: Architecture,
+    fraction: float,
+    device: Gpu,
+    tensor_parallel: int,
+    sequences: int,
+    sequence_length: int,
+    max_model_len: int,
+) -> Plan:
+    """What vLLM inside a training process needs of its `fraction` of the GPU's capacity (TRL's
+    colocate mode: an LLM with max_num_seqs = the process's completions of a round × tensor
+    parallelism, max_num_batched_tokens 4096): the weights over tensor parallelism, the KV cache
+    of all those `sequences` (the tensor-parallel group's) of `sequence_length` tokens at once (at
+    least one of `max_model_len`, which vLLM checks at start), and its profiling peak."""
+    kv_tokens = max(sequences * sequence_length, max_model_len)
+    terms = {
+        "weights": 2 * arch.parameters() / tensor_parallel / GB,
+        "kv_cache": arch.kv_cache_bytes_per_token() * kv_tokens / tensor_parallel / GB,
+        "profile_peak": vllm_profile_bytes(arch, 4096, sequences, tensor_parallel) / GB,
+    }
+    return Plan(terms, 0.0, fraction * device.capacity_gb, device.dtype)
 
 
 @dataclass(frozen=True)
@@ -379,6 +610,8 @@ class TrainingLayout:
     host_gb: float = 0.0
     cpus: int = 0
     sandbox_workers: int = 0  # per training process
+    # What colocated vLLM needs of its share of each training GPU (None: no colocated vLLM).
+    colocated_plan: Plan | None = None
 
     @property
     def gpus(self) -> int:
@@ -411,16 +644,20 @@ class TrainingLayout:
                 f"; vLLM server on {self.server_gpus} GPU(s), max_model_len {self.server_max_model_len}: "
                 f"{self.server_plan.describe()}, KV cache room for {self.server_sequences} such sequences at once"
             )
-        return line + f"; host memory {self.host_gb:.0f} of {_amount(self.node.memory_gb)} GB, " \
+        line += f"; host memory {self.host_gb:.0f} of {_amount(self.node.memory_gb)} GB, " \
             f"{self.cpus} of {_amount(self.node.cpus)} CPUs{f' (partition {self.node.partition})' if self.node.partition else ''}"
+        if self.colocated_plan is not None:
+            line += f"; colocated vLLM in its share: {self.colocated_plan.describe()}"
+        return line
 
     @property
     def server_sequences(self) -> int:
         """Sequences of `server_max_model_len` tokens the server's KV cache holds at once (0: no server)."""
         if self.server_plan is None:
             return 0
-        room_gb = self.server_plan.gpu_memory_gb - self.server_plan.terms["weights"]
-        per_sequence_gb = self.server_plan.terms["kv_cache"]  # planned for one sequence
+        terms = self.server_plan.terms
+        room_gb = self.server_plan.gpu_memory_gb - sum(gb for name, gb in terms.items() if name != "kv_cache")
+        per_sequence_gb = terms["kv_cache"]  # planned for one sequence
         return int(room_gb // per_sequence_gb)
 
 
@@ -527,6 +764,47 @@ def plan_training_layout(
     raise DoesNotFit(f"{error}{more} (node: {node.describe()}; {server_gpus} of its GPUs serving vLLM)")
 
 
+def check_colocated_vllm(arch: Architecture, layout: TrainingLayout, grpo, job_name: str) -> TrainingLayout:
+    """`layout` with the plan of its colocated vLLM (colocated_vllm_plan for `grpo`'s settings, a
+    GRPOSettings), or DoesNotFit naming the job, the term and what would fit: the smallest
+    grpo.vllm_tensor_parallel_size that would, vllm_mode: server, or the share it needs."""
+    length = _planned_length(grpo)
+    max_model_len = grpo.vllm_max_model_length or length
+
+    def colocated(tensor_parallel: int) -> Plan:
+        sequences = grpo.per_process_completions(layout.processes) * tensor_parallel
+        return colocated_vllm_plan(arch, grpo.vllm_gpu_memory_utilization, layout.node.gpu, tensor_parallel,
+                                   sequences, length, max_model_len)
+
+    tensor_parallel = grpo.vllm_tensor_parallel_size
+    chosen = colocated(tensor_parallel)
+    if chosen.fits:
+        return dataclasses.replace(layout, colocated_plan=chosen)
+    remedies = [
+        f"grpo.vllm_tensor_parallel_size: {tp}"
+        for tp in (2, 4, 8)
+        if tp > tensor_parallel and layout.processes % tp == 0 and arch.num_attention_heads % tp == 0
+        and colocated(tp).fits
+    ][:1]
+    remedies.append("grpo.vllm_mode: server (vLLM on GPUs of its own)")
+    share = chosen.total_gb / layout.node.gpu.capacity_gb
+    if share < 1:
+        remedies.append(f"grpo.vllm_gpu_memory_utilization of at least {math.ceil(share * 100) / 100:.2f}, if the "
+                        "training still fits beside it")
+    raise DoesNotFit(
+        f"{job_name}: colocated vLLM does not fit its share of each training GPU (term colocated_vllm): "
+        f"{chosen.describe()} at grpo.vllm_tensor_parallel_size {tensor_parallel} "
+        f"(share: grpo.vllm_gpu_memory_utilization {grpo.vllm_gpu_memory_utilization} of "
+        f"{layout.node.gpu.name}'s {layout.node.gpu.capacity_gb:.1f} GB). Would help: {'; or '.join(remedies)}"
+    )
+
+
+def _planned_length(grpo) -> int:
+    """The sequence length planned for a GRPO step: completion plus PROMPT_TOKENS, at most vLLM's window."""
+    length = grpo.max_completion_length + PROMPT_TOKENS
+    return min(length, grpo.vllm_max_model_length) if grpo.vllm_max_model_length else length
+
+
 # Prompt tokens planned beside the completion when vLLM's context window is not set: the prompts'
 # own length is known only once the data is prepared, after the DAG is planned.
 PROMPT_TOKENS = 1024
@@ -557,24 +835,32 @@ def training_job_layout(config: dict, model: str, method: str, model_dir: str | 
         settings[section] = {**settings[section], **values}
     trains_as = registry_name(config, method)  # a method variant trains as its registry method
     full = model_config["finetuning"] == "full"
-    job = TrainingJob(finetune="full" if full else "lora", lora_rank=config["lora"]["r"])
+    job = TrainingJob(
+        finetune="full" if full else "lora", lora_rank=config["lora"]["r"], lora_dropout=config["lora"]["lora_dropout"]
+    )
     common = {"processes": model_config["training_processes"], "params_b": model_config["params_b"], "other_gpus": others}
+    colocated = None
     if METHODS[trains_as].online:
         from execrl.grpo_settings import GRPOSettings
 
         grpo = GRPOSettings(**settings["grpo"])
-        length = grpo.max_completion_length + PROMPT_TOKENS
-        if grpo.vllm_max_model_length:
-            length = min(length, grpo.vllm_max_model_length)
-        colocated = grpo.use_vllm and grpo.vllm_mode == "colocate"
-        frozen = int(full and grpo.beta > 0) + int(trains_as == "code_game" and settings["code_game"]["opponent"] == "base")
+        length = _planned_length(grpo)
+        colocated = grpo if grpo.use_vllm and grpo.vllm_mode == "colocate" else None
+        server = grpo.use_vllm and grpo.vllm_mode == "server"
+        opponent = trains_as == "code_game" and settings["code_game"]["opponent"] == "base"
         job = dataclasses.replace(
             job,
             sequence_length=length,
+            scored_length=min(grpo.max_completion_length, length),
+            row_chunks=GRPO_SCORE_CHUNKS,
+            gradient_checkpointing=grpo.gradient_checkpointing,
             colocated_vllm_fraction=grpo.vllm_gpu_memory_utilization if colocated else 0.0,
-            frozen_copies=frozen,
+            # A reference for the KL term (full weights; LoRA scores it with the adapter off) is
+            # sharded like the policy; code_game's opponent is a plain model every process loads whole.
+            frozen_copies=int(full and grpo.beta > 0),
+            whole_copies=int(opponent),
+            server_weight_sync=server,
         )
-        server = grpo.use_vllm and grpo.vllm_mode == "server"
 
         def plan(node: Node) -> TrainingLayout:
             return plan_training_layout(
@@ -592,7 +878,12 @@ def training_job_layout(config: dict, model: str, method: str, model_dir: str | 
     else:
         dpo = settings["dpo"]
         # A DPO micro-batch of m pairs holds 2m sequences (chosen and rejected), planned as m of twice the length.
-        job = dataclasses.replace(job, sequence_length=2 * dpo["max_length"], frozen_copies=int(full))
+        job = dataclasses.replace(
+            job,
+            sequence_length=2 * dpo["max_length"],
+            frozen_copies=int(full),
+            gradient_checkpointing=dpo["gradient_checkpointing"],
+        )
 
         def plan(node: Node) -> TrainingLayout:
             return plan_training_layout(
@@ -604,10 +895,15 @@ def training_job_layout(config: dict, model: str, method: str, model_dir: str | 
                 **common,
             )
 
+    def checked(layout: TrainingLayout) -> TrainingLayout:
+        if colocated is None:
+            return layout
+        return check_colocated_vllm(arch, layout, colocated, f"train {model}/{method}")
+
     errors = []
     for node in nodes:
         try:
-            return plan(node)
+            return checked(plan(node))
         except DoesNotFit as error:
             errors.append(str(error))
     raise DoesNotFit(" | ".join(errors))
