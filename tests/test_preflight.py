@@ -106,8 +106,8 @@ def test_compare_names_the_term_that_overran_its_plan():
     from execrl.preflight import compare
 
     layout = SimpleNamespace(plan=SimpleNamespace(
-        terms={"weights": 1.0, "gradients": 0.5, "optimizer": 1.0, "activations": 2.0, "colocated_vllm": 3.0,
-               "frozen_copies": 0.0},
+        terms={"weights": 1.0, "gradients": 0.5, "optimizer": 1.0, "saved_activations": 0.5, "backward_peak": 1.5,
+               "colocated_vllm": 3.0, "frozen_copies": 0.0},
         total_gb=7.5))
     gb = 10**9
     probe = {"baseline": {"allocated": 0, "reserved": 0}, "train_begin": {"allocated": 1 * gb},

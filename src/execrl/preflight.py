@@ -52,9 +52,12 @@ GRPO_PROBE = {"eval_every": 0, "save_steps": 1_000_000, "use_vllm": False}
 DPO_PROBE = {"eval_every": 0, "save_steps": 1_000_000}
 # Plan terms the probe measures together: (measured term, plan terms it compares with).
 MEASURED_TERMS = (
-    ("weights", ("weights", "frozen_copies")),
-    ("optimizer_state", ("gradients", "optimizer")),
-    ("activations", ("activations",)),
+    # Loaded before training begins: the policy, its frozen reference, the code game's opponent.
+    ("weights", ("weights", "frozen_copies", "opponent")),
+    # Made by the first step: gradients, optimizer state and DeepSpeed's buckets.
+    ("optimizer_state", ("gradients", "optimizer", "deepspeed_buffers")),
+    # The step's peak over what stays: what the forward saves and the backward's largest part.
+    ("activations", ("saved_activations", "backward_peak")),
 )
 
 
