@@ -39,8 +39,10 @@ env: $(BIN)/snakemake
 report: env
 	$(BIN)/snakemake --profile profiles/local results/report.html --configfile $(EMBEDDED) $(OVERLAYS)
 
+# One worker per core; a test file stays on one worker, so a module's fixture (a finished
+# workflow run, a Slurm cluster) is made once.
 test: env
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 # `make preflight`: every training job of the configs, one measured optimizer step each on this
 # machine (execrl.preflight): GPU jobs where CUDA is available, else the tiny model's on the CPU.

@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from execrl.config import ConfigError, check_references, merged_config
+from execrl.config import RUNTIME_SETTINGS, ConfigError, check_references, merged_config
 from execrl.methods import METHODS
 from execrl.run_paths import METHOD_LEVELS, RunSegments, digest, readable, segment
 
@@ -185,9 +185,8 @@ def test_every_other_leaf_setting_moves_some_segment():
     config["tiny_model"]["sft"]["refinement_share"] = 0.1
     unmoved = []
     for path in leaves(config):
-        if path[:1] in NEVER_A_RESULT or path in {("execution", "workers"), ("grpo", "vllm_server_gpus"),
-                                                  ("grpo", "vllm_server_gpu_memory_utilization"),
-                                                  ("grpo", "vllm_server_timeout_s")}:
+        runtime = {(section, key) for section, keys in RUNTIME_SETTINGS.items() for key in keys}
+        if path[:1] in NEVER_A_RESULT or path in runtime:
             continue
         if path[:1] == ("models",) and path[-1] == "gpu_model":
             continue
