@@ -31,7 +31,6 @@ KNOWN_OPEN = {
     "feature/files/test_writes_program_reads",
     "feature/files/program_writes_test_reads",
     "feature/aliasing/setup_defined_node",
-    "feature/threads/threads_call_the_tests_function",  # intermittent: agreed in one full run, not in the next
 }
 
 

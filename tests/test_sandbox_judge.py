@@ -719,6 +719,18 @@ FALSE_FAILS = {
         ["assert depth(995) == 995", "assert depth(998) == 998", "assert depth(1200) == 1200",
          "assert len(str(big())) == 5001", "assert via_child(21) == 42", "assert via_child(21) == 43"],
         ["pass", "pass", "error", "pass", "pass", "fail"]),
+    # the program's threads calling a function of the test's: their requests interleaved on
+    # the socket (each read another's answer) and the run hung or answered wrongly
+    "threads_call_the_tests_function": (
+        "import threading\n"
+        "def run_in_threads(f, xs):\n    out = [None] * len(xs)\n    def work(i):\n        out[i] = f(xs[i])\n"
+        "    ts = [threading.Thread(target=work, args=(i,)) for i in range(len(xs))]\n"
+        "    for t in ts:\n        t.start()\n    for t in ts:\n        t.join()\n    return out\n",
+        ["assert run_in_threads(lambda x: x * 2, list(range(16))) == [2 * x for x in range(16)]",
+         "seen = []\nassert run_in_threads(lambda x: seen.append(x) or x + 1, [1, 2, 3, 4]) == [2, 3, 4, 5]\n"
+         "assert sorted(seen) == [1, 2, 3, 4]",
+         "assert run_in_threads(lambda x: x * 2, [1, 2, 3]) == [2, 4, 7]"],
+        ["pass", "pass", "fail"]),
 }
 
 

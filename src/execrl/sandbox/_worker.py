@@ -47,6 +47,7 @@ from json.encoder import c_make_encoder, encode_basestring_ascii
 from json.scanner import c_make_scanner
 
 import _socket
+import _thread
 
 # Every function below resolves builtins through this private snapshot (CPython binds a
 # function's builtins when it is created), so a candidate that patches the ``builtins``
@@ -362,6 +363,7 @@ _list_iter, _tuple_iter, _set_iter, _fset_iter = list.__iter__, tuple.__iter__, 
 _dict_items = dict.items
 _dict_keys = dict.keys
 _getpid = os.getpid
+_RLock = _thread.RLock
 _hash = hash
 _int_copy, _float_copy, _str_copy, _bytes_copy = int.__int__, float.__float__, str.__str__, bytes.__bytes__
 _complex_copy = complex.__complex__
@@ -1069,6 +1071,7 @@ class _ChildSide(_Side):
         self.sources = sources
         self.shadows: dict = {}  # lent number -> (object, base type, its last content)
         self.pid = _getpid()
+        self.lock = _RLock()
 
     def finish(self):
         _flush()
@@ -1520,7 +1523,10 @@ class _JudgeRef:
     def _ask(self, msg: list, ex: _Exchange):
         side = _JudgeRef._side.__get__(self)
         snap = side.snapshot(ex)  # our containers the judge's code may change
-        reply = side.call_peer(msg)
+        # one request at a time on the socket: the program's threads calling the test's
+        # function would interleave their requests and read each other's answers
+        with side.lock:
+            reply = side.call_peer(msg)
         rex = ex.follow()
         if reply[0] == "e":
             side.apply_updates(reply[5], rex)
