@@ -1418,7 +1418,8 @@ class _ChildSide(_Side):
             t = _type(e)
             cls = None
             mod = t.__module__
-            if _type(mod) is _str and mod != "builtins" and mod.split(".")[0] in getattr(sys, "stdlib_module_names", ()):
+            stdlib = getattr(sys, "stdlib_module_names", ())
+            if _type(mod) is _str and mod != "builtins" and mod.split(".")[0] in stdlib:
                 found = sys.modules.get(mod)
                 for part in _str(t.__qualname__).split("."):
                     found = _getattr(found, "__dict__", {}).get(part)
