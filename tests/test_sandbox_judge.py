@@ -632,3 +632,140 @@ def test_a_numpy_scalar_without_a_plain_value_stays_in_the_run(ex):
     program = "import numpy\ndef f(x):\n    return numpy.longdouble(1.5)\n"
     r = ex.run(problem(["assert f(1) == 1.5", "assert f(1).is_integer() is False"]), program)
     assert statuses(r) == ["fail", "pass"], r.test_outcomes
+
+
+# ---- issue 35, section 4: correct programs plain Python passes, and wrong ones it fails ----
+
+# name: (program, tests, the statuses plain ``python`` gives them)
+FALSE_FAILS = {
+    # the program's exception: the standard library's class, its own nested class, its
+    # arguments, attributes and cause, as the test's ``except`` sees them
+    "stdlib_exception_classes": (
+        "import json, statistics, decimal\n"
+        "def parse(s):\n    return json.loads(s)\n"
+        "def mean(xs):\n    return statistics.mean(xs)\n"
+        "def dec(s):\n    return decimal.Decimal(s)\n"
+        "class Fake(ValueError):\n    pass\n"
+        "Fake.__module__, Fake.__qualname__ = 'json', 'JSONDecodeError'\n"
+        "def fake(s):\n    raise Fake(s)\n",
+        ["import json\ntry:\n    parse('{')\nexcept json.JSONDecodeError as e:\n    assert e.pos == 1 and e.msg\n"
+         "else:\n    assert False",
+         "import statistics\ntry:\n    mean([])\nexcept statistics.StatisticsError:\n    pass\nelse:\n    assert False",
+         "import decimal\ntry:\n    dec('x')\nexcept decimal.InvalidOperation:\n    pass\nelse:\n    assert False",
+         "import json\ntry:\n    parse('{')\nexcept ValueError as e:\n    assert type(e) is ValueError\n",
+         "import json\ntry:\n    fake('{')\nexcept json.JSONDecodeError:\n    pass"],  # only names json's class
+        ["pass", "pass", "pass", "fail", "error"]),
+    "nested_and_own_exception_classes": (
+        "class Stack:\n    class Empty(Exception):\n        pass\n    def pop(self):\n        raise Stack.Empty('empty')\n"
+        "class ParseError(ValueError):\n    def __init__(self, pos, msg):\n        super().__init__(msg)\n"
+        "        self.pos = pos\n"
+        "def parse(s):\n    raise ParseError(2, f'bad {s!r}')\n"
+        "class AppError(Exception):\n    pass\n"
+        "def load(s):\n    try:\n        return int(s)\n    except ValueError as e:\n        raise AppError('bad') from e\n",
+        ["try:\n    Stack().pop()\nexcept Stack.Empty as e:\n    assert str(e) == 'empty'\nelse:\n    assert False",
+         "try:\n    parse('x')\nexcept ParseError as e:\n    assert e.pos == 2 and str(e) == \"bad 'x'\" and e.args == (\"bad 'x'\",)"
+         "\nelse:\n    assert False",
+         "try:\n    load('z')\nexcept AppError as e:\n    assert isinstance(e.__cause__, ValueError)\nelse:\n    assert False",
+         "try:\n    parse('x')\nexcept ParseError as e:\n    assert e.pos == 3",
+         "try:\n    Stack().pop()\nexcept KeyError:\n    pass"],
+        ["pass", "pass", "pass", "fail", "error"]),
+    "exception_arguments": (
+        "def lookup(d, k):\n    return d[k]\n"
+        "def fail(*args):\n    raise ValueError(*args)\n",
+        ["try:\n    lookup({}, 'a')\nexcept KeyError as e:\n    assert str(e) == \"'a'\" and e.args == ('a',)",
+         "try:\n    fail('x', 3)\nexcept ValueError as e:\n    assert e.args == ('x', 3) and str(e) == \"('x', 3)\"",
+         "try:\n    lookup({}, 'a')\nexcept KeyError as e:\n    assert e.args == ('b',)"],
+        ["pass", "pass", "fail"]),
+    # the program's objects: hashed by the program's __hash__, formatted by its __format__,
+    # a builtin type as itself
+    "program_hash_and_format": (
+        "class Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n"
+        "    def __eq__(self, o):\n        return (self.x, self.y) == (o.x, o.y)\n"
+        "    def __hash__(self):\n        return hash((self.x, self.y))\n"
+        "def unique(ps):\n    return set(ps)\n"
+        "class Money:\n    def __init__(self, a):\n        self.a = a\n"
+        "    def __format__(self, spec):\n        return '$' + format(self.a, spec)\n",
+        ["assert len({Point(1, 2), Point(1, 2)}) == 1",
+         "d = {Point(1, 2): 'a'}\nassert d[Point(1, 2)] == 'a'",
+         "assert Point(1, 2) in unique([Point(1, 2), Point(0, 0)])",
+         "assert Point(5, 5) not in unique([Point(5, 5)])",
+         "assert (1, 2) in unique([Point(1, 2)])",
+         "assert f'{Money(3.5):.2f}' == '$3.50'",
+         "assert f'{Money(3.5):.1f}' == '$3.50'"],
+        ["pass", "pass", "pass", "fail", "fail", "pass", "fail"]),
+    "builtin_types_returned": (
+        "def kind(x):\n    return type(x)\n",
+        ["assert kind(3) == int", "assert kind('a') is str", "assert kind([]) is dict", "assert kind(2.0)(3) == 3.0"],
+        ["pass", "pass", "fail", "pass"]),
+    "numpy_arrays_in_numpy_calls": (
+        "import numpy as np\n"
+        "def double(xs):\n    return np.asarray(xs) * 2\n"
+        "def halves(xs):\n    return np.asarray(xs) / 2\n",
+        ["import numpy as np\nassert np.array_equal(double([1, 2]), np.array([2, 4]))",
+         "import numpy as np\nassert np.allclose(halves([1, 3]), [0.5, 1.5])",
+         "import numpy as np\nassert (double([[1, 2], [3, 4]]) == np.array([[2, 4], [6, 8]])).all()",
+         "import numpy as np\nassert np.array_equal(double([1, 2]), np.array([2, 5]))",
+         "import numpy as np\nassert np.allclose(halves([1, 3]), [0.5, 1.6])"],
+        ["pass", "pass", "pass", "fail", "fail"]),
+    # the interpreter's state: recursion as deep as plain Python's, the program's
+    # int_max_str_digits, a forked child's sys.exit
+    "interpreter_state": (
+        "import os, sys\nsys.set_int_max_str_digits(0)\n"
+        "def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)\n"
+        "def big():\n    return 10 ** 5000\n"
+        "def via_child(x):\n    r, w = os.pipe()\n    pid = os.fork()\n    if pid == 0:\n        os.close(r)\n"
+        "        os.write(w, str(x * 2).encode())\n        sys.exit(0)\n    os.close(w)\n"
+        "    data = os.read(r, 100)\n    os.close(r)\n    os.waitpid(pid, 0)\n    return int(data)\n",
+        ["assert depth(995) == 995", "assert depth(998) == 998", "assert depth(1200) == 1200",
+         "assert len(str(big())) == 5001", "assert via_child(21) == 42", "assert via_child(21) == 43"],
+        ["pass", "pass", "error", "pass", "pass", "fail"]),
+    # the program's threads calling a function of the test's: their requests interleaved on
+    # the socket (each read another's answer) and the run hung or answered wrongly
+    "threads_call_the_tests_function": (
+        "import threading\n"
+        "def run_in_threads(f, xs):\n    out = [None] * len(xs)\n    def work(i):\n        out[i] = f(xs[i])\n"
+        "    ts = [threading.Thread(target=work, args=(i,)) for i in range(len(xs))]\n"
+        "    for t in ts:\n        t.start()\n    for t in ts:\n        t.join()\n    return out\n",
+        ["assert run_in_threads(lambda x: x * 2, list(range(16))) == [2 * x for x in range(16)]",
+         "seen = []\nassert run_in_threads(lambda x: seen.append(x) or x + 1, [1, 2, 3, 4]) == [2, 3, 4, 5]\n"
+         "assert sorted(seen) == [1, 2, 3, 4]",
+         "assert run_in_threads(lambda x: x * 2, [1, 2, 3]) == [2, 4, 7]"],
+        ["pass", "pass", "fail"]),
+}
+
+
+@pytest.mark.parametrize("name", FALSE_FAILS)
+def test_correct_programs_pass_as_under_plain_python(ex, name):
+    """Before, each of these gave ``error`` or ``fail`` where plain Python passes: an
+    exception came back as its nearest builtin class (``except json.JSONDecodeError`` did not
+    catch; its attributes lost; a KeyError's text quoted twice), a program's object hashed by
+    identity and had no ``__format__``, a builtin type stayed a handle, numpy read a returned
+    array's ``__array_interface__`` in the judge's memory, the harness's frames cut recursion
+    to 988 levels, the program's ``set_int_max_str_digits`` did not reach the test, and a
+    forked child's ``sys.exit(0)`` answered the judge. The wrong checks still fail."""
+    program, tests, plain = FALSE_FAILS[name]
+    r = ex.run(problem(tests), program)
+    assert statuses(r) == plain, (name, r.test_outcomes)
+
+
+def test_the_template_is_not_shut_down_by_the_warm_up():
+    """The warm-up ran ``threading._shutdown()`` in the template every program is forked
+    from, when the template had imported ``threading``: a program importing
+    ``concurrent.futures`` then failed (can't register atexit after shutdown)."""
+    code = ("import atexit, threading\nfrom execrl.sandbox import _worker\n"
+            "atexit.register(print, 'at exit')\n_worker.warm_up(None, rounds=1)\n"
+            "import sys\nsys.stderr.write(f'shut={threading._SHUTTING_DOWN}\\n')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "shut=False" in out.stderr, out.stderr[-2000:]
+    assert "at exit" in out.stdout  # the template's atexit handlers were not run (and emptied) either
+
+
+def test_numpy_protocols_of_a_returned_object_are_not_read_in_the_judge(ex):
+    """An object whose ``__array_interface__`` names an address: the judge's numpy would read
+    its own memory there. Only ``__array__`` (a copy of a real numpy array's numbers) counts."""
+    program = ("import numpy as np\n"
+               "class Fake:\n    @property\n    def __array_interface__(self):\n"
+               "        a = np.array([2, 4])\n        return a.__array_interface__\n"
+               "def double(xs):\n    return Fake()\n")
+    r = ex.run(problem(["import numpy as np\nassert np.array_equal(double([1, 2]), np.array([2, 4]))"]), program)
+    assert r.status != "pass" and statuses(r) != ["pass"], r.test_outcomes

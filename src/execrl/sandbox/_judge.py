@@ -54,6 +54,8 @@ JUDGE_CACHE = 1024
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _STARTUP_MODULES = frozenset(name for name in sys.modules if not name.startswith("__"))
 """The modules the judge holds before any problem (the worker's preloaded ones among them)."""
+_INT_DIGITS = sys.get_int_max_str_digits()
+_DIGITS_KEY = "__int_max_str_digits__"  # the run's greeting: the program's int_max_str_digits
 _JUDGE_MODULES = ("math", "cmath")
 """Always the judge's own modules, whatever the program binds to these names."""
 
@@ -164,11 +166,11 @@ class Remote:
     """An object of the program's that stays in its run: what the test does with it is done
     there (by a request over the run's socket)."""
 
-    __slots__ = ("_side", "_ref", "_tname", "_note", "_buf", "_end", "_batch", "__weakref__")
+    __slots__ = ("_side", "_ref", "_tname", "_note", "_buf", "_end", "_batch", "_hash", "__weakref__")
 
     def __init__(self, side: Any, ref: dict, tname: str = "object", note: str = "") -> None:
         for name, value in (("_side", side), ("_ref", ref), ("_tname", tname), ("_note", note), ("_buf", None),
-                            ("_end", None), ("_batch", 1)):
+                            ("_end", None), ("_batch", 1), ("_hash", None)):
             object.__setattr__(self, name, value)
 
     def _op(self, name: str, *operands: Any) -> Any:
@@ -178,9 +180,25 @@ class Remote:
         return Remote._side.__get__(self).request_call(self, args, kwargs)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_execrl"):
+        # numpy's protocols are never the program's: ``__array_interface__`` would have the
+        # judge's numpy read its own memory at an address the program names
+        if name.startswith(("_execrl", "__array", "__dlpack")):
             raise AttributeError(name)
         return Remote._side.__get__(self).request_attr(self, name)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        """The judge's copy of the program's numpy array (of bools or numbers), for numpy in
+        the test (``numpy.array_equal(f(x), expected)``, ``(f(x) == expected).all()``)."""
+        side = Remote._side.__get__(self)
+        got = self._op("array", self)
+        numpy = side.numpy()
+        if type(got) is not list or len(got) != 3 or type(got[0]) is not str or type(got[2]) is not list:
+            raise TypeError("not a numpy array")
+        dt = numpy.dtype(got[0]) if got[0][:1] in "<>|=" and len(got[0]) <= 4 else None
+        if dt is None or dt.kind not in "biufc" or dt.fields is not None or dt.subdtype is not None:
+            raise TypeError("not a numpy array")
+        out = numpy.array(got[1], dtype=dt).reshape([int(n) for n in got[2]])
+        return out if dtype is None else out.astype(dtype)
 
     def __setattr__(self, name: str, value: Any) -> None:
         Remote._side.__get__(self).request_set(self, name, value)
@@ -261,7 +279,21 @@ class Remote:
     def __ge__(self, other: Any) -> Any:
         return self._op("ge", self, other) if isinstance(other, Remote) else NotImplemented
 
-    __hash__ = object.__hash__  # one proxy per object of the run: identity is the run's
+    def __hash__(self) -> int:
+        """The program's hash of its object (sent with it as an item of a set or a dict key,
+        else asked once): a set of the program's points holds them as the program's own
+        does. An equal hash never makes the test's value equal to the program's object
+        (``__eq__`` above): a plain value is never found in a set by a program's object."""
+        h = Remote._hash.__get__(self)
+        if h is None:
+            h = self._op("hash", self)
+            if type(h) is not int:
+                raise TypeError(f"unhashable type: {Remote._tname.__get__(self)!r}")
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __format__(self, spec: str) -> str:
+        return self._op("format", self, spec) if spec else str(self)
 
     def __instancecheck__(self, instance: Any) -> bool:
         return self._op("isinstance", instance, self)
@@ -429,6 +461,8 @@ class _JudgeSide(_Side):
                 tname = val[1] if len(val) > 1 and type(val[1]) is str else "object"
                 note = val[2] if len(val) > 2 and type(val[2]) is str else ""
                 remote = self.proxies[n] = Remote(self, {"h": n}, _short(tname, 80), _short(note, 80))
+            if len(val) > 3 and type(val[3]) is int:  # the program's hash of an item of a set, a key
+                object.__setattr__(remote, "_hash", val[3])
             return remote
         if tag == "S":
             if type(val) is not list or len(val) != 3 or type(val[0]) is not int:
@@ -450,6 +484,15 @@ class _JudgeSide(_Side):
             return shadow
         if tag == "j":
             return self.lent_object(val)
+        if tag == "B":  # a builtin type (never a function of the builtins: the judge runs none)
+            v = getattr(builtins, val, None) if type(val) is str and not val.startswith("_") else None
+            if not isinstance(v, type) or v.__module__ != "builtins":
+                raise ProtocolError("bad builtin")
+            return v
+        if tag == "X":  # an exception class of the program's: the judge's stand-in
+            if type(val) is not list or len(val) != 2 or not all(type(x) is str for x in val):
+                raise ProtocolError("bad exception class")
+            return self.exception_class(val[0][:200], val[1])
         raise ProtocolError(f"unknown tag {tag!r}")
 
     @staticmethod
@@ -622,7 +665,7 @@ class _JudgeSide(_Side):
                 self.apply_updates(reply[5], rex)
                 self.refresh(reply[6], rex)
                 # raised after this handler: a MemoryError of the program's is its own
-                raised = self.candidate_exception(reply[1:5] + [reply[7]])
+                raised = self.candidate_exception(reply[1:5] + reply[7:9])
             else:
                 if len(reply) < 4:
                     raise ProtocolError("malformed answer")
@@ -677,24 +720,85 @@ class _JudgeSide(_Side):
         ex = _Exchange()
         return self.ask(["k", name, [self.enc(a, ex) for a in args]], ex)[0]
 
-    def candidate_exception(self, record) -> BaseException:
+    def exception_class(self, key: str, base: str) -> type:
+        """The judge's stand-in for the program's exception class ``key`` (a global name, or
+        the qualified name of a nested class: ``Stack.Empty``), a subclass of the builtin
+        ``base``; one per key, so that the test's ``except`` catches what the program raises."""
+        cls = self.exceptions.get(key)
+        if cls is None:
+            b = getattr(builtins, base, None)
+            if not (isinstance(b, type) and issubclass(b, Exception)):
+                b = Exception
+            name = key.rpartition(".")[2] or "Exception"
+            cls = self.exceptions[key] = type(name, (b,), {"__module__": "__main__", "__qualname__": key})
+        return cls
+
+    @staticmethod
+    def _stdlib_class(path) -> type | None:
+        """The standard library's exception class ``[module, qualname]``, looked up (never
+        imported, no code run) in a module the judge already holds."""
+        if type(path) is not list or len(path) != 2 or not all(type(p) is str for p in path):
+            return None
+        mod, qualname = path
+        if mod.split(".")[0] not in getattr(sys, "stdlib_module_names", ()):
+            return None
+        obj = sys.modules.get(mod)
+        if obj is None:
+            return None
+        ns = vars(obj)
+        for part in qualname.split("."):
+            obj = ns.get(part)
+            if not isinstance(obj, type):
+                return None
+            ns = obj.__dict__
+        if issubclass(obj, Exception) and obj.__module__ == mod:
+            return obj
+        return None
+
+    def candidate_exception(self, record, depth: int = 0) -> BaseException:
         """The program's exception, raised in the test as its nearest builtin class (so
-        ``except ValueError`` works), or as the judge's stand-in for the program's own class."""
+        ``except ValueError`` works), as the judge's stand-in for the program's own class, or
+        as the standard library's class (the judge's own ``json.JSONDecodeError``); with the
+        program's arguments and attributes when they are plain scalars, and its ``__cause__``."""
         if type(record) is not list or len(record) < 4:
             return _Violation("malformed exception record")
         etype, msg, trace, base = (str(x)[:2000] for x in record[:4])
         gname = record[4] if len(record) > 4 and type(record[4]) is str else None
-        cls = self.exceptions.get(gname) if gname else None
+        detail = record[5] if len(record) > 5 and type(record[5]) is dict else {}
+        cls = self.exception_class(gname[:200], base) if gname else self._stdlib_class(detail.get("c"))
         if cls is None:
             cls = getattr(builtins, base, None)
             if not (isinstance(cls, type) and issubclass(cls, BaseException)):
                 cls = Exception
             elif not issubclass(cls, Exception):
                 cls = _CANDIDATE_EXITS.get(base, CandidateExit)
-        try:
-            exc = cls(msg)
-        except Exception:  # noqa: BLE001 - a builtin class with other constructor arguments
-            exc = Exception(msg)
+        args = detail.get("a")
+        args = tuple(args) if type(args) is list and all(type(a) in _DETAIL_TYPES for a in args) else (msg,)
+        exc = None
+        if getattr(cls, "__module__", "builtins") not in ("builtins", "__main__"):
+            try:  # the standard library's class, without running its ``__init__``
+                exc = BaseException.__new__(cls)
+                exc.args = args
+            except Exception:  # noqa: BLE001 - a class of another layout (an OSError's)
+                exc = None
+        if exc is None:
+            for a in (args, (msg,)):
+                try:
+                    exc = cls(*a) if cls.__module__ in ("builtins", "__main__") else Exception(*a)
+                    break
+                except Exception:  # noqa: BLE001 - a builtin class with other constructor arguments
+                    exc = Exception(msg)
+        attrs = detail.get("d")
+        for kv in attrs if type(attrs) is list else ():
+            if (type(kv) is list and len(kv) == 2 and type(kv[0]) is str and kv[0].isidentifier()
+                    and not kv[0].startswith(("_", "execrl")) and type(kv[1]) in _DETAIL_TYPES
+                    and not hasattr(type(exc), kv[0])):
+                exc.__dict__[kv[0]] = kv[1]
+        cause = detail.get("k")
+        if cause is not None and depth < 3:
+            c = self.candidate_exception(cause, depth + 1)
+            if not isinstance(c, _Violation):
+                exc.__cause__ = c
         exc.execrl_candidate = (etype, msg, trace)
         return exc
 
@@ -731,6 +835,8 @@ class _JudgeSide(_Side):
             return fn(*operands)
         raise ProtocolError(f"unexpected request {op!r}")
 
+
+_DETAIL_TYPES = frozenset({type(None), bool, int, float, str})
 
 _REVERSE_OPS = {"iter": iter, "next": next, "len": len, "repr": repr, "hash": hash, "truth": bool,
                 "getitem": lambda a, b: a[b], "contains": lambda a, b: b in a, "eq": lambda a, b: a == b,
@@ -1167,10 +1273,7 @@ class _Candidate:
         self.modules: dict[str, Any] = {}
         for name, kind in kinds.items():
             if kind.startswith("x:"):
-                base = getattr(builtins, kind[2:], Exception)
-                if not (isinstance(base, type) and issubclass(base, Exception)):
-                    base = Exception
-                side.exceptions[name] = type(name, (base,), {"__module__": "__main__"})
+                side.exception_class(name, kind[2:])
 
     # ---- the namespace --------------------------------------------------------------------
     def namespace(self) -> _Names:
@@ -1440,9 +1543,18 @@ def judge_candidate(problem: Problem, code: str, fd: int, budget: float | None =
         if first[0] != "g" or len(first) != 2 or type(first[1]) is not dict or any(
                 type(v) is not str for v in first[1].values()):
             return {"tests": [], "violation": "malformed greeting"}
+        digits = first[1].pop(_DIGITS_KEY, None)
         side.kinds = first[1]
         candidate = _Candidate(problem, side, first[1])
-        report = candidate.run_calls() if problem.mode == "call" else candidate.run_asserts()
+        if digits is not None and digits.isdigit() and len(digits) <= 9:
+            try:  # what the program set when it loaded, for the tests' ``str()`` of an int
+                sys.set_int_max_str_digits(int(digits))
+            except ValueError:
+                pass
+        try:
+            report = candidate.run_calls() if problem.mode == "call" else candidate.run_asserts()
+        finally:
+            sys.set_int_max_str_digits(_INT_DIGITS)
         # a run that answered a batch of every test's call has ended by itself (see
         # ``_ChildSide.serve_batch``): nothing to tell it
         if side.ended is None and not (batch and problem.batch_complete and not side.batch_stopped):

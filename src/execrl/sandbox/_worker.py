@@ -47,6 +47,7 @@ from json.encoder import c_make_encoder, encode_basestring_ascii
 from json.scanner import c_make_scanner
 
 import _socket
+import _thread
 
 # Every function below resolves builtins through this private snapshot (CPython binds a
 # function's builtins when it is created), so a candidate that patches the ``builtins``
@@ -360,6 +361,10 @@ _range, _getattr, _setattr, _hasattr, _callable = range, getattr, setattr, hasat
 _NoneType = type(None)
 _list_iter, _tuple_iter, _set_iter, _fset_iter = list.__iter__, tuple.__iter__, set.__iter__, frozenset.__iter__
 _dict_items = dict.items
+_dict_keys = dict.keys
+_getpid = os.getpid
+_RLock = _thread.RLock
+_hash = hash
 _int_copy, _float_copy, _str_copy, _bytes_copy = int.__int__, float.__float__, str.__str__, bytes.__bytes__
 _complex_copy = complex.__complex__
 _GENERATOR_TYPES = (type((lambda: (yield))()), type(map(None, ())), type(zip()), type(filter(None, ())),
@@ -612,13 +617,13 @@ class _Side:
             return {"t": [enc(x, ex, d) for x in v]}
         if t is _dict:
             self._number(v, ex)
-            return {"d": [[enc(a, ex, d), enc(b, ex, d)] for a, b in v.items()]}
+            return {"d": self._keyed([[enc(a, ex, d), enc(b, ex, d)] for a, b in v.items()], v)}
         if t is _set:
             self._number(v, ex)
-            return {"s": [enc(x, ex, d) for x in v]}
+            return {"s": self._hashed([enc(x, ex, d) for x in v], v)}
         if t is _frozenset:
             self._number(v, ex)
-            return {"f": [enc(x, ex, d) for x in v]}
+            return {"f": self._hashed([enc(x, ex, d) for x in v], v)}
         if t is _bytes:
             return {"b": v.hex()}
         if t is _bytearray:
@@ -630,14 +635,36 @@ class _Side:
             return {"r": [v.start, v.stop, v.step]}
         if t is _Counter or t is _OrderedDict:
             self._number(v, ex)
-            return {"C" if t is _Counter else "O": [[enc(a, ex, d), enc(b, ex, d)] for a, b in _dict_items(v)]}
+            return {"C" if t is _Counter else "O": self._keyed([[enc(a, ex, d), enc(b, ex, d)]
+                                                                for a, b in _dict_items(v)], v)}
         if t is _defaultdict:
             self._number(v, ex)
-            return {"D": [enc(v.default_factory, ex, d), [[enc(a, ex, d), enc(b, ex, d)] for a, b in _dict_items(v)]]}
+            return {"D": [enc(v.default_factory, ex, d),
+                          self._keyed([[enc(a, ex, d), enc(b, ex, d)] for a, b in _dict_items(v)], v)]}
         if t is _deque:
             self._number(v, ex)
             return {"Q": [[enc(x, ex, d) for x in v], v.maxlen]}
         return self.other(v, ex, depth)
+
+    HASHES = False  # whether the objects this side lends as set items and dict keys carry their hash
+
+    def _hashed(self, items: list, values) -> list:
+        """``items``, the encoded ``values`` of a set: an object lent (an ``{"h": [n, type, note]}``)
+        gets its hash as a fourth element, so that the peer's copy of the set holds it where the
+        program's hash puts it (a set of points, equal by the program's ``__eq__``)."""
+        if self.HASHES:
+            for r, x in zip(items, values):
+                if _type(r) is _dict and "h" in r:
+                    h = r["h"]
+                    if _len(h) == 2:
+                        h.append("")
+                    h.append(_hash(x))
+        return items
+
+    def _keyed(self, pairs: list, d) -> list:
+        if self.HASHES:
+            self._hashed([p[0] for p in pairs], _list(_dict_keys(d)))
+        return pairs
 
     @staticmethod
     def _number(v, ex: _Exchange) -> None:
@@ -654,7 +681,9 @@ class _Side:
         if t is _bytearray:
             return v.hex()
         if _isinstance(v, _dict):
-            return [[enc(a, ex, 1), enc(b, ex, 1)] for a, b in _dict_items(v)]
+            return self._keyed([[enc(a, ex, 1), enc(b, ex, 1)] for a, b in _dict_items(v)], v)
+        if _isinstance(v, (_set, _frozenset)):
+            return self._hashed([enc(x, ex, 1) for x in v], v)
         return [enc(x, ex, 1) for x in v]
 
     def updates(self, snap, ex: _Exchange) -> list:
@@ -959,6 +988,22 @@ def _type_name(t) -> str:
         return "object"
 
 
+_NOT_PLAIN = object()
+
+
+def _plain_scalar(v):
+    """``v`` when it crosses as itself in an exception's detail (None, bool, a small int, a
+    finite float, a short str), else ``_NOT_PLAIN``."""
+    t = _type(v)
+    if v is None or t is _bool or (t is _str and _len(v) <= 2000):
+        return v
+    if t is _int and -(1 << 62) < v < (1 << 62):
+        return v
+    if t is _float and v == v and v not in (float("inf"), float("-inf")):
+        return v
+    return _NOT_PLAIN
+
+
 def _exc_record(e, sources: dict) -> list:
     return [_exc_name(e), _text(e), _format_exc(e, sources), _builtin_base(e)]
 
@@ -985,6 +1030,22 @@ _OPS.update(len=len, iter=iter, next=next, repr=repr, str=str, hash=hash, format
             divmod=divmod, contains=_operator.contains, truth=None)
 
 
+def _array_copy(v):
+    """A numpy array's plain content for the judge's own copy (``numpy.array_equal`` in the
+    test): ``[dtype, nested list, shape]``, for an array of bools or numbers."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or _type(v) is not numpy.ndarray:
+        raise TypeError(f"{_type_name(_type(v))!r} object is not a numpy array")
+    dt = v.dtype
+    if dt.kind not in "biufc" or dt.fields is not None or dt.subdtype is not None or v.size > _ARRAY_COPY_LIMIT:
+        raise TypeError("a numpy array of this dtype or size is not copied")
+    return [dt.str, v.tolist(), _list(v.shape)]
+
+
+_ARRAY_COPY_LIMIT = 1 << 16
+_OPS["array"] = _array_copy
+
+
 _SCALAR_BASES = ((_int, _int_copy), (_float, _float_copy), (_str, _str_copy), (_bytes, _bytes_copy),
                  (_complex, _complex_copy))
 
@@ -1001,16 +1062,33 @@ def _truth(v):
 class _ChildSide(_Side):
     """The program's side: runs what the judge asks for on the program's objects."""
 
+    HASHES = True
+
     def __init__(self, fd: int, sources: dict):
         super().__init__(fd)
         self.g: dict = {}
         self.kinds: dict = {}
         self.sources = sources
         self.shadows: dict = {}  # lent number -> (object, base type, its last content)
+        self.pid = _getpid()
+        self.lock = _RLock()
 
     def finish(self):
         _flush()
         _os_exit(0)
+
+    def _write(self, data: bytes) -> None:
+        if _getpid() != self.pid:
+            self.forked_child_ends(None)
+        _Side._write(self, data)
+
+    def forked_child_ends(self, e) -> None:
+        """A process the program forked, its call ended (``sys.exit(0)`` in the child after
+        ``os.fork()``): it ends as it would under plain Python, where the exception ends the
+        child's copy of the test; it never answers the judge in the run's place."""
+        if _getpid() != self.pid:
+            _flush()
+            _os_exit(0 if e is None else _exit_status(e) if isinstance(e, SystemExit) else 1)
 
     # ---- encoding what only this side has ------------------------------------------------
     def other(self, v, ex, depth):
@@ -1023,6 +1101,14 @@ class _ChildSide(_Side):
         scalar = self.numpy_scalar(v, t)
         if scalar is not None:
             return {"N": [scalar[0], self.enc(scalar[1], ex, depth)]}
+        if t is _type:
+            name = _getattr(v, "__name__", None)
+            if _type(name) is _str and not name.startswith("_") and _CLEAN_BUILTINS.get(name) is v:
+                return {"B": name}  # ``type(x) == int`` in the test
+            if issubclass(v, BaseException):
+                key = self._class_key(v)
+                if key is not None:  # ``except Stack.Empty`` in the test: the judge's stand-in
+                    return {"X": [key, _builtin_base_of_class(v)]}
         for base, copy in _SCALAR_BASES:
             if _isinstance(v, base):  # a subclass (an IntEnum, a str subclass): its plain value, not its type
                 return {"S": [self.lend(v), _type_name(t), self.enc(copy(v), ex, depth)]}
@@ -1284,7 +1370,7 @@ class _ChildSide(_Side):
                 end = "s"
                 break
             except BaseException as e:  # noqa: BLE001
-                end = _exc_record(e, self.sources) + [self._global_name(e)]
+                end = _exc_record(e, self.sources) + [self._class_key(_type(e)), self._exc_detail(e, 3)]
                 break
             if time.thread_time() - start > 0.002:
                 break
@@ -1302,12 +1388,51 @@ class _ChildSide(_Side):
             v = _list(v)
         return v
 
-    def _global_name(self, e):
-        t = _type(e)
+    def _class_key(self, t):
+        """The judge's key for the program's exception class ``t``: its global name, or the
+        qualified name of a class of the program's that is not a global (``Stack.Empty``)."""
         for name, v in self.g.items():
             if v is t:
                 return name
+        try:
+            if t.__module__ == "__main__" and _type(t.__qualname__) is _str:
+                return _text(t.__qualname__, 200)
+        except BaseException:  # noqa: BLE001 - a candidate's metaclass
+            pass
         return None
+
+    def _exc_detail(self, e, depth: int):
+        """What the test may read of an exception besides its type and text: its arguments
+        and attributes when they are plain scalars, its class when the standard library's
+        (``json.JSONDecodeError``), the exception it was raised from (``__cause__``)."""
+        try:
+            args = BaseException.args.__get__(e)
+            args = [_plain_scalar(a) for a in args] if _len(args) <= 16 else None
+            if args is not None and _NOT_PLAIN in args:
+                args = None
+            attrs = []
+            for k, v in _list(_dict(object.__getattribute__(e, "__dict__")).items())[:32]:
+                v = _plain_scalar(v)
+                if _type(k) is _str and not k.startswith("_") and v is not _NOT_PLAIN:
+                    attrs.append([k, v])
+            t = _type(e)
+            cls = None
+            mod = t.__module__
+            stdlib = getattr(sys, "stdlib_module_names", ())
+            if _type(mod) is _str and mod != "builtins" and mod.split(".")[0] in stdlib:
+                found = sys.modules.get(mod)
+                for part in _str(t.__qualname__).split("."):
+                    found = _getattr(found, "__dict__", {}).get(part)
+                if found is t:  # the module's own class, not one that names the module as its own
+                    cls = [mod, _text(t.__qualname__, 200)]
+            cause = None
+            c = BaseException.__cause__.__get__(e)
+            if c is not None and depth > 1:
+                cause = [_exc_name(c), _text(c), "", _builtin_base(c), self._class_key(_type(c)),
+                         self._exc_detail(c, depth - 1)]
+            return {"a": args, "d": attrs, "c": cls, "k": cause}
+        except BaseException:  # noqa: BLE001 - a candidate's exception that resists: its text only
+            return None
 
     def _refresh(self, ex: _Exchange) -> list:
         """New content of the program's container subclasses the judge holds a copy of."""
@@ -1350,11 +1475,12 @@ class _ChildSide(_Side):
         return text
 
     def _answer_error(self, e, ex: _Exchange, snap) -> str:
+        self.forked_child_ends(e)
         self.tell_cpu()
         rex = ex.follow()
         try:
             return _dumps(["e", *_exc_record(e, self.sources), self.updates(snap, rex), self._refresh(rex),
-                           self._global_name(e)])
+                           self._class_key(_type(e)), self._exc_detail(e, 3)])
         except BaseException:  # noqa: BLE001 - e.g. the updates cannot be encoded
             return _dumps(["e", *_exc_record(e, self.sources), [], [], None])
 
@@ -1398,7 +1524,10 @@ class _JudgeRef:
     def _ask(self, msg: list, ex: _Exchange):
         side = _JudgeRef._side.__get__(self)
         snap = side.snapshot(ex)  # our containers the judge's code may change
-        reply = side.call_peer(msg)
+        # one request at a time on the socket: the program's threads calling the test's
+        # function would interleave their requests and read each other's answers
+        with side.lock:
+            reply = side.call_peer(msg)
         rex = ex.follow()
         if reply[0] == "e":
             side.apply_updates(reply[5], rex)
@@ -1511,11 +1640,29 @@ SOCK_FD = 998
 """The child's end of its conversation with the judge (close-on-exec)."""
 
 
+# what a call of the program's adds over ``_run_served``'s depth: measured so that a plain
+# call test (``assert f(998) == ...``, served by ``serve_batch``) recurses exactly as deep as
+# under ``python prog.py``; other calls go one frame deeper (``serve_one``): one level less
+_SERVE_FRAMES = 2
+_RECURSION_LIMIT = sys.getrecursionlimit()  # plain Python's (the warm-up runs here too: not cumulative)
+
+
+def _discount_harness_frames() -> None:
+    """Raise the recursion limit by the harness's own frames, so that the program recurses
+    as deep as under ``python prog.py`` (before, 988 levels where plain Python reaches 998)."""
+    f, n = sys._getframe(1), 0
+    while f is not None:
+        n += 1
+        f = f.f_back
+    sys.setrecursionlimit(_RECURSION_LIMIT + n + _SERVE_FRAMES)
+
+
 def _run_served(code: str, token: str, side: _ChildSide | None = None) -> None:
     """The program's process in ``assert`` and ``call`` mode: load the program the judge
     compiled, then do what the judge asks (call a function, get an attribute, ...) until it
     says it is done. The tests themselves run in the judge; nothing here is a verdict."""
     sources = {"<solution>": code}
+    _discount_harness_frames()
     if side is None:
         side = _ChildSide(SOCK_FD, sources)
         side.budget = _RUN_BUDGET[0]
@@ -1538,9 +1685,13 @@ def _run_served(code: str, token: str, side: _ChildSide | None = None) -> None:
     side.g = g
     try:
         side.kinds = _global_kinds(g)
+        greeting = _dict(side.kinds)
+        digits = sys.get_int_max_str_digits()
+        if digits != _INT_DIGITS:  # the program's ``sys.set_int_max_str_digits(0)``: the test's ``str()`` too
+            greeting[_DIGITS_KEY] = _str(digits)
         # held until the first answer (or the first wait for a request): one write for both; a
         # run that ends before it loses both, which the judge cannot tell from losing the answer
-        text = _dumps(["g", side.kinds]).encode("ascii")
+        text = _dumps(["g", greeting]).encode("ascii")
         side.held = _STRUCT_LEN.pack(_len(text) + 1) + b"J" + text
         side.serve()
     except BaseException:  # noqa: BLE001 - the judge is gone (or the program broke this harness)
@@ -1597,10 +1748,17 @@ def _exit_status(e) -> int:
     return 1
 
 
+_INT_DIGITS = sys.get_int_max_str_digits()
+_DIGITS_KEY = "__int_max_str_digits__"  # in the greeting, beside the globals (none of which starts with "__")
+_WARMING = [False]  # the template runs the harness in ``warm_up``
+
+
 def _exit_as_python_does() -> None:
     """What the interpreter does after ``__main__`` ends: wait for non-daemon threads (a
     common pattern runs ``main`` in a thread with a larger stack), then run ``atexit``
     handlers (fast-I/O classes flush their buffer there). Their output is the program's."""
+    if _WARMING[0]:  # the template itself: shutting threading down (or emptying atexit) would stay so
+        return
     threading = sys.modules.get("threading")
     if threading is not None:
         try:
@@ -2413,6 +2571,7 @@ def warm_up(worker: Worker, rounds: int = 12) -> None:
     sink = os.open(os.devnull, os.O_WRONLY)
     os.dup2(sink, RESULT_FD, inheritable=False)
     program = _WARM_PROGRAM + "LIMIT = 3\nTABLE = [1, 2]\n"
+    _WARMING[0] = True
     try:
         for _ in range(rounds):
             compiled, _ = compile_candidate(program)
@@ -2441,6 +2600,7 @@ def warm_up(worker: Worker, rounds: int = 12) -> None:
             _run_stdio(_WARM_PROGRAM, compiled, "0" * 24)
             marshal.loads(marshal.dumps(({"mode": "assert"}, _WARM_PROGRAM, compiled)))
     finally:
+        _WARMING[0] = False
         _flush()  # nothing of the warm-up may stay buffered for a child to inherit
         os.close(RESULT_FD)
         os.close(sink)

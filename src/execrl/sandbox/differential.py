@@ -57,6 +57,11 @@ INTENDED: dict[str, str] = {
         "limit: the sandbox charges the judge's work on the program's values and its own harness to the "
         "candidate (one budget per candidate), so a program near the limit may time out in one and not "
         "the other; the margin is a measurement, not a verdict the program can steer"),
+    "program_decides_a_check": (
+        "the program's own __contains__ and __bool__ never decide a test's check: `x in obj` would hand the "
+        "test's value (often the expected one) to the program's __contains__, and an object whose __bool__ "
+        "the program defines has no truth value in the judge, as an always-true __eq__ decides no `==`; "
+        "plain Python lets such an object pass any membership or truth test, the sandbox makes it an error"),
 }
 """Disagreements the sandbox has on purpose, by name, with the reason (docs/sandbox.md lists
 the same). A program of the feature corpus may name one (``intended=``); ``cpu_near_limit``
