@@ -6,12 +6,14 @@ every method x 5 seeds, evaluated on both splits, with the Slurm profile (offlin
 and nothing is downloaded). The baseline is the same workflow planning one base-model run, so
 `per job` is what each further job costs.
 
-    PYTHONPATH=src .venv/bin/python bench/plan_time.py [--repeat 5]
+    PYTHONPATH=src .venv/bin/python bench/plan_time.py [--repeat 5] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import shutil
 import statistics
@@ -62,7 +64,9 @@ def plan(workdir: Path, configfiles: list[str], quiet: bool) -> tuple[float, int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    figures = {"repeat": args.repeat, "cpus": os.cpu_count(), "load_average_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         for name in ("workflow", "config", "profiles", ".test"):
@@ -78,10 +82,13 @@ def main() -> None:
             "paper grid": ["config/grid.yaml"],
         }
         for quiet in (False, True):
-            report(workdir, cases, quiet, args.repeat)
+            figures["quiet" if quiet else "every_job_printed"] = report(workdir, cases, quiet, args.repeat)
+    figures["load_average_after"] = os.getloadavg()
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1) + "\n")
 
 
-def report(workdir: Path, cases: dict[str, list[str]], quiet: bool, repeat: int) -> None:
+def report(workdir: Path, cases: dict[str, list[str]], quiet: bool, repeat: int) -> dict[str, dict]:
     times: dict[str, list[float]] = {name: [] for name in cases}
     jobs: dict[str, int] = {}
     for _ in range(repeat):  # interleaved, so load on the machine hits every case alike
@@ -96,6 +103,7 @@ def report(workdir: Path, cases: dict[str, list[str]], quiet: bool, repeat: int)
         median = statistics.median(values)
         extra = (median - baseline) / (jobs[name] - base_jobs) * 1000 if jobs[name] > base_jobs else float("nan")
         print(f"  {name:36} {jobs[name]:>5} {median:>9.2f} {min(values):>6.2f} {max(values):>6.2f} {extra:>23.2f}")
+    return {name: {"jobs": jobs[name], "seconds": values} for name, values in times.items()}
 
 
 if __name__ == "__main__":
