@@ -41,6 +41,9 @@ GRID = {
         "taco-verified": {"adapter": "taco", "source": "likaixin/TACO-verified", "options": {"test_fraction": 0.1, "seed": 0}}
     },
     "models": {"qwen2.5-7b-instruct": {"source": "Qwen/Qwen2.5-7B-Instruct", "params_b": 7.6}},
+    # 7B's weights and KV cache do not fit config.yaml's colocated share (0.3 of a GPU): the plan
+    # refuses it, so the grid serves vLLM from GPUs of its own.
+    "grpo": {"vllm_mode": "server"},
 }
 ONE_RUN = {"experiment": {"name": "one-run", "methods": ["base"], "seeds": [0]}}
 
