@@ -213,23 +213,30 @@ def _level_and_peak(allocations, start, end) -> tuple[int, int]:
     return before, peak
 
 
-def measure_cpu_step(arch: Architecture, shape: StepShape, workdir: str | Path) -> dict[str, int]:
-    """Bytes per activation term of one micro-batch's loss and backward on the CPU (see the module)."""
+def prepared_step(arch: Architecture, shape: StepShape, workdir: str | Path, use_cpu: bool):
+    """The trainer, its model and one micro-batch's inputs, after one loss and backward: gradients
+    exist (the optimizer's first step creates them; backward then accumulates) and lazily created
+    state (autocast caches, PEFT wrappers) is made, so the measured step counts neither."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
-    trainer = build_trainer(arch, shape, workdir, use_cpu=True)
+    trainer = build_trainer(arch, shape, workdir, use_cpu=use_cpu)
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train() for each step
     enable_checkpointing(trainer)
     model = trainer.model
     model.train()
     inputs = step_inputs(trainer, arch, shape)
-    # Gradients exist before the step (the optimizer's first step creates them; backward then accumulates).
     for parameter in model.parameters():
         if parameter.requires_grad:
             parameter.grad = torch.zeros_like(parameter)
-    # One step outside the profiler, so lazily created state (autocast caches, PEFT wrappers) is not counted.
     trainer.compute_loss(model, inputs).backward()
+    return trainer, model, inputs
+
+
+def measure_cpu_step(arch: Architecture, shape: StepShape, workdir: str | Path) -> dict[str, int]:
+    """Bytes per activation term of one micro-batch's loss and backward on the CPU (see the module)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    trainer, model, inputs = prepared_step(arch, shape, workdir, use_cpu=True)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         trainer.compute_loss(model, inputs).backward()
     allocations, nodes = _timeline(prof)
@@ -272,16 +279,7 @@ def measure_cuda_step(arch: Architecture, shape: StepShape, workdir: str | Path)
     the current CUDA device (torch.cuda.max_memory_allocated), bf16, through the same trainer."""
     import torch
 
-    trainer = build_trainer(arch, shape, workdir, use_cpu=False)
-    trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train() for each step
-    enable_checkpointing(trainer)
-    model = trainer.model
-    model.train()
-    inputs = step_inputs(trainer, arch, shape)
-    for parameter in model.parameters():
-        if parameter.requires_grad:
-            parameter.grad = torch.zeros_like(parameter)
-    trainer.compute_loss(model, inputs).backward()
+    trainer, model, inputs = prepared_step(arch, shape, workdir, use_cpu=False)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()
