@@ -37,15 +37,12 @@ from dataclasses import dataclass
 from execrl.online_task import OnlineTask
 from execrl.problems import Problem
 from execrl.program_rewards import ExecRewardSettings, execution_reward, run_metrics
+from execrl.config import POLICY_OPPONENT_RETIRED
 from execrl.prompting import PromptConfig, chat_prompt, extract_code
 from execrl.rewards import completion_text
 from execrl.sandbox.programs import ProgramRun, run_programs
 
 OPPONENTS = ("base",)
-POLICY_OPPONENT_RETIRED = (
-    "code_game.opponent: policy is no longer an opponent: the policy's predictions were never trained, and as a "
-    "wrong prediction is the policy's win, it gained by predicting worse; use base (a frozen copy of the base model)"
-)
 COMPARISONS = ("normalized", "exact")
 DEFAULT_PROGRAM_TEMPLATE = (
     "Write a short Python program on the task below that prints a result. Another player will read "
