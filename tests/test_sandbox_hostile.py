@@ -410,21 +410,9 @@ def test_a_stuck_worker_is_replaced_within_its_deadline(monkeypatch):
 
 # A forged end-of-run record, then a way out that makes the harness's own record fail: the run
 # ends as `python solution.py` does (status 1), so it did not run (`ran`) and passes no test.
-FORGE_THEN_FAIL = """import os, sys
-print(input())
-token = None
-frame = sys._getframe()
-while frame is not None:
-    token = frame.f_locals.get('token', token)
-    frame = frame.f_back
-for name in os.listdir('/proc/self/fd'):
-    if int(name) > 2:
-        try:
-            os.write(int(name), ('["d", 0, "%s"]\\n' % token).encode())
-            os.close(int(name))
-        except OSError:
-            pass
-"""
+# The corpus program forges the record and closes every descriptor; the ways out below replace its
+# final `raise`.
+FORGE_THEN_FAIL = (HOSTILE_DIR / "forge_end_record_then_fail.py").read_text().rsplit('raise ValueError("not finished")', 1)[0]
 FAILURES_AFTER_THE_FORGERY = {
     "raises": "raise ValueError('x')",
     "exits_3": "sys.exit(3)",
