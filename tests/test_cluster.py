@@ -3,6 +3,7 @@ config's `cluster:` section and the Slurm executor's partition file, checked aga
 snakemake-executor-plugin-slurm itself accepts."""
 
 import copy
+import json
 import math
 import re
 from types import SimpleNamespace
@@ -12,13 +13,13 @@ import yaml
 
 from conftest import REPO
 from execrl.cluster import ClusterError, target_gpu, target_nodes
-from execrl.config import merged_config
+from execrl.config import SCHEMA as SCHEMA_PATH, merged_config
 from snakemake_executor_plugin_slurm.partitions import read_partition_file
 from snakemake_executor_plugin_slurm.utils import set_gres_string
 from snakemake_interface_common.exceptions import WorkflowError
 
 SHIPPED_PARTITIONS = REPO / "profiles" / "slurm" / "partitions.yaml"
-SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+SCHEMA = json.loads(SCHEMA_PATH.read_text())
 GPU_TYPES = SCHEMA["properties"]["cluster"]["properties"]["gpu_types"]
 
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from conftest import EMBEDDED, REPO
-from execrl.config import merged_config
+from execrl.config import SCHEMA as SCHEMA_PATH, merged_config
 from execrl.datasets import DatasetError, builtin, load_split
 
 
@@ -157,7 +157,7 @@ def test_templates_that_give_one_reference_fall_in_one_split():
 
 
 def test_holdout_default_is_the_schemas():
-    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    schema = json.loads(SCHEMA_PATH.read_text())
     dataset = schema["properties"]["datasets"]["additionalProperties"]
     assert dataset["if"]["properties"]["adapter"]["const"] == "builtin"
     holdout = dataset["then"]["properties"]["options"]["properties"]["holdout"]

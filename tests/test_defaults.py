@@ -3,12 +3,12 @@ has the schema's default for each key they share, so a job given a partial secti
 and a run from the workflow all mean the same thing."""
 
 import dataclasses
+import json
 
 import pytest
-import yaml
 
-from conftest import REPO
 from execrl.code_game import CodeGameSettings
+from execrl.config import SCHEMA as SCHEMA_PATH
 from execrl.dpo import DPOSettings
 from execrl.generation import GenerationSettings
 from execrl.grpo import GRPOSettings
@@ -23,7 +23,7 @@ from execrl.srrl import SRRLSettings
 from execrl.watch.monitor import WatchSettings
 from execrl.watch.plus_tests import PlusTestSettings
 
-SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+SCHEMA = json.loads(SCHEMA_PATH.read_text())
 
 SECTIONS = {
     ("grpo",): GRPOSettings,
@@ -78,3 +78,34 @@ def test_every_schema_default_builds_its_settings(path, settings):
     properties = schema_properties(path)
     names = {f.name for f in dataclasses.fields(settings)}
     settings(**{k: v["default"] for k, v in properties.items() if k in names and "default" in v})
+
+
+# The JSON Schema 2020-12 keywords the schema may use; any other key of a subschema is a typo
+# or a description split by a comma (which a YAML flow mapping once did four times).
+KEYWORDS = {
+    "$schema", "$id", "$ref", "$comment", "definitions", "description", "title", "type", "enum", "const",
+    "default", "examples", "properties", "additionalProperties", "patternProperties", "required",
+    "minProperties", "maxProperties", "items", "minItems", "maxItems", "uniqueItems", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "pattern", "format",
+    "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "propertyNames", "dependentRequired",
+}
+
+
+def subschemas(schema: dict, path: str = "#"):
+    yield path, schema
+    for key in ("properties", "definitions", "patternProperties"):
+        for name, sub in schema.get(key, {}).items():
+            yield from subschemas(sub, f"{path}/{key}/{name}")
+    for key in ("additionalProperties", "items", "not", "if", "then", "else", "propertyNames"):
+        if isinstance(schema.get(key), dict):
+            yield from subschemas(schema[key], f"{path}/{key}")
+    for key in ("anyOf", "oneOf", "allOf"):
+        for i, sub in enumerate(schema.get(key, [])):
+            yield from subschemas(sub, f"{path}/{key}/{i}")
+
+
+def test_the_schema_uses_only_json_schema_keywords_and_describes_in_strings():
+    unknown = {path: sorted(set(sub) - KEYWORDS) for path, sub in subschemas(SCHEMA) if set(sub) - KEYWORDS}
+    assert not unknown, f"keys that are not JSON Schema keywords: {unknown}"
+    not_text = [path for path, sub in subschemas(SCHEMA) if "description" in sub and not isinstance(sub["description"], str)]
+    assert not not_text, f"descriptions that are not strings: {not_text}"

@@ -60,7 +60,7 @@ class Gpu:
 MIB = 1024**2
 # For the library's callers that name no cluster (unit tests, bench scripts); the workflow always
 # passes the GPU `target_gpu` resolves from the config. 81920 MiB: the A100 80GB's total as
-# nvidia-smi reports it (the default cluster.gpu_types table in workflow/schemas/config.schema.yaml).
+# nvidia-smi reports it (the default cluster.gpu_types table in workflow/schemas/config.schema.json).
 A100_80GB = Gpu("a100_80gb", 80.0, 8.0, 81920)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = Path("config") / "config.yaml"
 """Relative to the working directory, as in the Snakefile."""
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.json"
 
 # Here, not in execrl.code_game, so that checking a config (done when the DAG is planned)
 # imports neither the game nor the sandbox behind it.

@@ -607,7 +607,7 @@ def merged_without_snakemake(configfiles: list[Path], base: Path) -> dict:
     config: dict = {}
     for path in [base, *configfiles]:
         _lay_over(config, yaml.safe_load(Path(path).read_text()) or {})
-    fill_defaults(config, yaml.safe_load(SCHEMA.read_text()))
+    fill_defaults(config, json.loads(SCHEMA.read_text()))
     check_references(config)
     return config
 

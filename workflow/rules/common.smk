@@ -11,7 +11,7 @@ from execrl.run_paths import (
 )
 
 check_retired(config)
-validate(config, schema="../schemas/config.schema.yaml")
+validate(config, schema="../schemas/config.schema.json")
 check_references(config)
 
 EXPERIMENT = config["experiment"]
