@@ -181,8 +181,21 @@ def merged_config(configfiles: list[str | Path] = (), base: str | Path = DEFAULT
     for path in [base, *configfiles]:
         update_config(config, yaml.safe_load(Path(path).read_text()) or {})
     validate(config, schema=str(SCHEMA))
+    config = plain_dicts(config)
     check_references(config)
     return config
+
+
+def plain_dicts(value: Any) -> Any:
+    """`value` with every mapping a plain dict. Snakemake reads a JSON schema with
+    `object_pairs_hook=OrderedDict`, so the defaults `validate` fills in are OrderedDicts: their
+    repr (which Snakemake records to see a rule's params change) and YAML dumps differ from a
+    dict's."""
+    if isinstance(value, dict):
+        return {k: plain_dicts(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain_dicts(v) for v in value]
+    return value
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,6 +1,6 @@
 from snakemake.utils import validate
 
-from execrl.config import check_references, check_retired, model_kind
+from execrl.config import check_references, check_retired, model_kind, plain_dicts
 from execrl.methods import RULES, trained_methods
 from execrl.run_paths import (
     METHOD_LEVELS,
@@ -12,6 +12,8 @@ from execrl.run_paths import (
 
 check_retired(config)
 validate(config, schema="../schemas/config.schema.json")
+# The schema's defaults arrive as OrderedDicts: plain dicts keep params' reprs as recorded.
+config.update(plain_dicts(config))
 check_references(config)
 
 EXPERIMENT = config["experiment"]
