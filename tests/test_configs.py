@@ -413,7 +413,7 @@ def test_every_training_job_fits_its_gpus_and_runs_the_plan(workdir, name):
         assert ("--offload_optimizer_device cpu" in shell) is layout.offload_optimizer
         assert (" zero3.yaml " in shell.replace("/", " ")) is (layout.zero_stage == 3)
         if layout.server_gpus:
-            assert re.search(rf"execrl\.vllm_server --model resources/models/{re.escape(model)}-[0-9a-f]{{6}} --gpus {layout.server_gpus} ", shell)
+            assert re.search(rf"execrl\.generation\.vllm_server --model resources/models/{re.escape(model)}-[0-9a-f]{{6}} --gpus {layout.server_gpus} ", shell)
             assert f"--max-model-len {config['grpo']['vllm_max_model_length']} --" in shell
             assert "EXECRL_VLLM_SERVER_LOG=logs/train/" in shell
         # ...and the dry run shows the plan: GB per GPU by term, micro-batch x accumulation, GPUs, offload
