@@ -45,12 +45,12 @@ test: env
 	$(BIN)/python -m pytest -n auto --dist loadfile
 
 # `make preflight`: every training job of the configs, one measured optimizer step each on this
-# machine (execrl.preflight): GPU jobs where CUDA is available, else the tiny model's on the CPU.
+# machine (execrl.planning.preflight): GPU jobs where CUDA is available, else the tiny model's on the CPU.
 # Optional: neither `make test` nor `make report` needs it. On an offline GPU machine without this
 # environment: bash bench/gpu_preflight.sh --wheels DIR.
 PREFLIGHT_CONFIGS ?= $(EMBEDDED) $(OVERLAYS)
 preflight: env
-	PYTHONPATH=src $(BIN)/python -m execrl.preflight $(addprefix --configfile ,$(PREFLIGHT_CONFIGS)) \
+	PYTHONPATH=src $(BIN)/python -m execrl.planning.preflight $(addprefix --configfile ,$(PREFLIGHT_CONFIGS)) \
 		--output results/preflight/make.json
 
 lint: env

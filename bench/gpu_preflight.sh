@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The preflight (execrl.preflight) on a bare, offline GPU machine, from a checkout:
+# The preflight (execrl.planning.preflight) on a bare, offline GPU machine, from a checkout:
 #
 #   bash bench/gpu_preflight.sh [--wheels DIR] [--cpu]
 #
@@ -75,7 +75,7 @@ else
   name=cpu
 fi
 status=0
-"$PYTHON" -m execrl.preflight "$@" --work "$OUT_DIR/work-$name" --output "$OUT_DIR/preflight-$name.json" || status=$?
+"$PYTHON" -m execrl.planning.preflight "$@" --work "$OUT_DIR/work-$name" --output "$OUT_DIR/preflight-$name.json" || status=$?
 # Job logs travel back with the report; the models built with random weights do not.
 rm -rf "$OUT_DIR/work-$name/models"
 find "$OUT_DIR/work-$name" -name trained -prune -exec rm -rf {} + 2>/dev/null || true

@@ -2,7 +2,7 @@
 
 Qwen2.5 shapes cut to 2 layers, random weights, one micro-batch's loss and backward through
 execrl's GRPO trainer (LoRA, dropout, 4 scoring chunks) and TRL's DPOTrainer (full weights), both
-with TRL's fused, chunked LM head (execrl.memory_measure). On the CPU (fp32, TRL's torch fallback of
+with TRL's fused, chunked LM head (execrl.planning.memory_measure). On the CPU (fp32, TRL's torch fallback of
 its Triton kernel): each term from torch's profiler (the CPU allocator's every allocation and
 free). With CUDA also (bf16, the Triton kernel): the step's peak from torch.cuda.max_memory_allocated
 against saved_activations + max(lm_head, recompute, embedding_gradient).
@@ -16,8 +16,8 @@ import dataclasses
 import json
 import tempfile
 
-from execrl.memory_measure import StepShape, measure_cpu_step, measure_cuda_step, planned_activation_bytes
-from execrl.memory_plan import architecture
+from execrl.planning.memory_measure import StepShape, measure_cpu_step, measure_cuda_step, planned_activation_bytes
+from execrl.planning.memory_plan import architecture
 
 SHAPES = ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct")
 # prompt:completion tokens; micro-batches of 4 completions (GRPO) and 2 pairs (DPO)

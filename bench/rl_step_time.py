@@ -22,14 +22,14 @@ import torch
 import yaml
 
 from execrl.config import merged_config
-from execrl.grpo import GRPOSettings, LengthChunkedGRPOTrainer, train_grpo
-from execrl.lora import LoRASettings
+from execrl.training.grpo import GRPOSettings, LengthChunkedGRPOTrainer, train_grpo
+from execrl.training.lora import LoRASettings
 from execrl.problems import read_problems
 from execrl.prompting import PromptConfig
-from execrl.rewards import RewardSettings
+from execrl.training.rewards import RewardSettings
 from execrl.run_paths import RunSegments
 from execrl.sandbox import ExecutionLimits, Executor
-from execrl.srrl import SRRLSettings
+from execrl.training.srrl import SRRLSettings
 
 
 def run(method: str, steps: int, chunks: int, config: dict, model: str, data: Path) -> list[float]:

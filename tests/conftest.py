@@ -60,7 +60,7 @@ def workflow_copy(tmp_path):
 
 def build_tiny_model(root: Path, texts: list[str]) -> str:
     """A one-layer model with a tokenizer trained on `texts`: enough to train and sample in seconds."""
-    from execrl.tiny_model import TinyModelConfig, init_model, train_tokenizer
+    from execrl.models.tiny_model import TinyModelConfig, init_model, train_tokenizer
 
     train_tokenizer(texts, 300, root / "tokenizer")
     config = TinyModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, intermediate_size=64)

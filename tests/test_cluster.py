@@ -1,4 +1,4 @@
-"""The GPU a model's jobs are planned for and the node they must fit (execrl.cluster), from the
+"""The GPU a model's jobs are planned for and the node they must fit (execrl.planning.cluster), from the
 config's `cluster:` section and the Slurm executor's partition file, checked against what
 snakemake-executor-plugin-slurm itself accepts."""
 
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from execrl.cluster import ClusterError, target_gpu, target_nodes
+from execrl.planning.cluster import ClusterError, target_gpu, target_nodes
 from execrl.config import SCHEMA as SCHEMA_PATH, merged_config
 from snakemake_executor_plugin_slurm.partitions import read_partition_file
 from snakemake_executor_plugin_slurm.utils import set_gres_string

@@ -15,8 +15,8 @@ import yaml
 from conftest import EMBEDDED, MBPP_DIR, REPO, SNAKEMAKE, copy_workflow
 from execrl.config import merged_config, without_runtime_settings
 from execrl.datasets import load_split
-from execrl.grpo import GRPOSettings
-from execrl.memory_plan import training_job_layout
+from execrl.training.grpo import GRPOSettings
+from execrl.planning.memory_plan import training_job_layout
 from execrl.run_paths import readable
 
 CONFIGS = {
@@ -137,7 +137,7 @@ def test_seed_002_trains_each_method_on_one_gpu_with_its_own_settings(workdir):
     for method, job in train.items():
         assert (job["resources"]["gpu"], job["resources"]["processes"]) == ("1", "1"), method
         assert int(job["resources"]["cpus_per_task"]) == 8 + workers, method  # online: sandbox workers beside it
-        assert "ddp.yaml --mixed_precision bf16 --num_processes 1 " in job["shell"] and " -m execrl.train_job " + method in job["shell"]
+        assert "ddp.yaml --mixed_precision bf16 --num_processes 1 " in job["shell"] and " -m execrl.training.train_job " + method in job["shell"]
         assert '"learning_rate": 2e-05' in job["shell"] and '"max_steps": 90' in job["shell"]
     assert '"code_game": {' in train["code_game"]["shell"] and '"exec": {' in train["code_game"]["shell"]
     assert '"spiral": {' in train["spiral"]["shell"] and '"code_game"' not in train["spiral"]["shell"]
@@ -298,7 +298,7 @@ def test_large_models_train_all_weights_under_zero3_beside_a_vllm_server(workdir
     train = {j["wildcards"]["model"]: j for j in jobs if j["rule"] == "train"}
     largest = train["qwen2.5-32b-instruct"]
     assert largest["resources"]["gpu"] == "8" and largest["resources"]["processes"] == "7"
-    assert "execrl.vllm_server" in largest["shell"] and "--gpus 1 " in largest["shell"]
+    assert "execrl.generation.vllm_server" in largest["shell"] and "--gpus 1 " in largest["shell"]
     # 32.8B x 16 bytes over 7 processes is 75 GB of state per GPU: the plan offloads it to the host
     assert "zero3.yaml --mixed_precision bf16 --offload_optimizer_device cpu --num_processes 7 " in largest["shell"]
     assert "--gpu-memory-utilization 0.9 --max-model-len 8192 -- " in largest["shell"]  # the server owns its GPU
@@ -322,7 +322,7 @@ def test_seed_000s_refinement_prompt_shows_the_execution_trace():
     from execrl.problems import Problem
     from execrl.prompting import PromptConfig
     from execrl.sandbox import Executor
-    from execrl.srrl import SRRLSettings, refinement_message
+    from execrl.training.srrl import SRRLSettings, refinement_message
 
     config = merged("config.yaml")
     settings = SRRLSettings(**config["srrl"])
@@ -351,7 +351,7 @@ def test_seed_000s_grpo_is_tiny_grpos_step_in_trls_terms(tmp_path):
     split into mini-batches of 16 completions, one update each."""
     from trl import GRPOConfig
 
-    from execrl.training import device_kwargs
+    from execrl.training.common import device_kwargs
 
     settings = GRPOSettings(**without_runtime_settings(merged("config.yaml"))["grpo"])
     args = GRPOConfig(output_dir=str(tmp_path), **settings.trl_args(processes=1), use_vllm=False, report_to=[],
@@ -413,7 +413,7 @@ def test_every_training_job_fits_its_gpus_and_runs_the_plan(workdir, name):
         assert ("--offload_optimizer_device cpu" in shell) is layout.offload_optimizer
         assert (" zero3.yaml " in shell.replace("/", " ")) is (layout.zero_stage == 3)
         if layout.server_gpus:
-            assert re.search(rf"execrl\.vllm_server --model resources/models/{re.escape(model)}-[0-9a-f]{{6}} --gpus {layout.server_gpus} ", shell)
+            assert re.search(rf"execrl\.generation\.vllm_server --model resources/models/{re.escape(model)}-[0-9a-f]{{6}} --gpus {layout.server_gpus} ", shell)
             assert f"--max-model-len {config['grpo']['vllm_max_model_length']} --" in shell
             assert "EXECRL_VLLM_SERVER_LOG=logs/train/" in shell
         # ...and the dry run shows the plan: GB per GPU by term, micro-batch x accumulation, GPUs, offload

@@ -7,19 +7,19 @@ import json
 
 import pytest
 
-from execrl.code_game import CodeGameSettings
+from execrl.games.code_game import CodeGameSettings
 from execrl.config import SCHEMA as SCHEMA_PATH
-from execrl.dpo import DPOSettings
+from execrl.training.dpo import DPOSettings
 from execrl.generation import GenerationSettings
-from execrl.grpo import GRPOSettings
-from execrl.lora import LoRASettings
-from execrl.program_rewards import ExecRewardSettings
+from execrl.training.grpo import GRPOSettings
+from execrl.training.lora import LoRASettings
+from execrl.training.program_rewards import ExecRewardSettings
 from execrl.prompting import PromptConfig
-from execrl.rewards import RewardSettings
+from execrl.training.rewards import RewardSettings
 from execrl.sandbox import ExecutionLimits
-from execrl.sft import SFTSettings
-from execrl.spiral import SPIRALSettings
-from execrl.srrl import SRRLSettings
+from execrl.training.sft import SFTSettings
+from execrl.games.spiral import SPIRALSettings
+from execrl.training.srrl import SRRLSettings
 from execrl.watch.monitor import WatchSettings
 from execrl.watch.plus_tests import PlusTestSettings
 

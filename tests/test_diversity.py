@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from execrl.diversity import candidate_diversity, code_tokens, jaccard, normalize_code, problem_diversity, sample_pairs
+from execrl.evaluation.diversity import candidate_diversity, code_tokens, jaccard, normalize_code, problem_diversity, sample_pairs
 
 
 def test_layout_and_comments_do_not_make_programs_distinct():

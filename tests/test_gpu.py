@@ -16,7 +16,7 @@ import torch
 from execrl.generation import GenerationSettings, VLLMSettings, candidate_records, get_backend
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
-from execrl.tiny_model import TinyModelConfig
+from execrl.models.tiny_model import TinyModelConfig
 from test_train_job import (
     PROBLEMS,
     build_tiny,
@@ -115,7 +115,7 @@ def test_grpo_beside_a_vllm_server(tiny, tmp_path):
     settings = grpo_settings()
     settings["grpo"].update(use_vllm=True, vllm_mode="server", prompts_per_step=2)
     data = write_jsonl(tmp_path / "problems.jsonl", PROBLEMS)
-    server = (sys.executable, "-m", "execrl.vllm_server", "--model", str(tiny / "model"), "--gpus", "1",
+    server = (sys.executable, "-m", "execrl.generation.vllm_server", "--model", str(tiny / "model"), "--gpus", "1",
               "--gpu-memory-utilization", "0.3", "--max-model-len", "256", "--log", str(tmp_path / "vllm.log"), "--")
     command, env = job(tiny, tmp_path, "grpo", settings, data, processes=1, config="ddp.yaml", prefix=server,
                        extra=("--eval-problems", str(data), "--sandbox-workers", "1"))
@@ -130,15 +130,15 @@ def test_grpo_beside_a_vllm_server(tiny, tmp_path):
 @pytest.mark.parametrize("trainer, lora", [("grpo", True), ("dpo", False)], ids=["grpo-lora", "dpo-full"])
 @pytest.mark.parametrize("prompt, completion", [(256, 768), (512, 1536)])
 def test_memory_plans_activation_terms_against_cudas_allocator(tmp_path, source, trainer, lora, prompt, completion):
-    """The plan's activations of one micro-batch (execrl.memory_plan, bf16, TRL's Triton kernel)
-    against torch.cuda.max_memory_allocated of a real TRL step (execrl.memory_measure): execrl's GRPO
+    """The plan's activations of one micro-batch (execrl.planning.memory_plan, bf16, TRL's Triton kernel)
+    against torch.cuda.max_memory_allocated of a real TRL step (execrl.planning.memory_measure): execrl's GRPO
     trainer (LoRA, 4 scoring chunks) or TRL's DPOTrainer (full weights), the shape at 2 layers,
     random bf16 weights, gradient checkpointing, gradients allocated before measuring. The step's
     peak within 25% of saved_activations + max(lm_head, recompute, embedding_gradient). Not yet run on a GPU."""
     import dataclasses
 
-    from execrl.memory_measure import StepShape, measure_cuda_step, planned_activation_bytes
-    from execrl.memory_plan import architecture
+    from execrl.planning.memory_measure import StepShape, measure_cuda_step, planned_activation_bytes
+    from execrl.planning.memory_plan import architecture
 
     arch = dataclasses.replace(architecture(source), num_hidden_layers=2)
     shape = StepShape(trainer, micro_batch=4 if trainer == "grpo" else 2, prompt_length=prompt,

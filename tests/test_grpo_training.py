@@ -4,13 +4,13 @@ import pytest
 import torch
 
 from conftest import build_tiny_model
-from execrl.grpo import GRPOSettings, generate_with_merged_adapter, train_grpo
-from execrl.lora import LoRASettings
+from execrl.training.grpo import GRPOSettings, generate_with_merged_adapter, train_grpo
+from execrl.training.lora import LoRASettings
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
-from execrl.rewards import RewardSettings
+from execrl.training.rewards import RewardSettings
 from execrl.sandbox import Executor
-from execrl.srrl import SRRLRollout, SRRLSettings
+from execrl.training.srrl import SRRLRollout, SRRLSettings
 
 PROBLEMS = [
     Problem(id=f"t/{i}", prompt=f"Write f(x) returning x + {i}.", test_type="assert",
@@ -87,7 +87,7 @@ def test_length_chunked_scoring_matches_trl_on_mixed_prompt_lengths(tiny_model, 
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from execrl.grpo import LengthChunkedGRPOTrainer
+    from execrl.training.grpo import LengthChunkedGRPOTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     trainer = LengthChunkedGRPOTrainer(
@@ -125,7 +125,7 @@ def test_length_chunked_scoring_matches_trl_on_mixed_prompt_lengths(tiny_model, 
 def test_only_rotary_models_are_scored_in_chunks():
     from transformers import GPT2Config, LlamaConfig, Qwen2Config
 
-    from execrl.grpo import uses_rotary_positions
+    from execrl.training.grpo import uses_rotary_positions
 
     assert uses_rotary_positions(Qwen2Config()) and uses_rotary_positions(LlamaConfig())
     assert not uses_rotary_positions(GPT2Config())
@@ -136,7 +136,7 @@ def test_full_weight_training_without_deepspeed_loads_fp32(tiny_model, tmp_path)
     from transformers import AutoModelForCausalLM
     from trl import GRPOConfig
 
-    from execrl.training import load_model
+    from execrl.training.common import load_model
 
     AutoModelForCausalLM.from_pretrained(tiny_model).to(torch.bfloat16).save_pretrained(tmp_path / "bf16")
     args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, report_to=[])
@@ -200,13 +200,13 @@ def test_steps_per_generation_must_split_a_rounds_completions():
 
 
 def settings_trainer(tiny_model, tmp_path, lora_dropout: float = 0.0, **grpo):
-    """A GRPOTrainer built from GRPOSettings through `execrl.trainer_config` (as train_grpo builds
+    """A GRPOTrainer built from GRPOSettings through `execrl.training.trainer_config` (as train_grpo builds
     it), on the tiny model with a LoRA adapter; nothing is sampled."""
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
-    from execrl.trainer_config import grpo_config
+    from execrl.training.trainer_config import grpo_config
 
     peft = LoRASettings(r=4, lora_alpha=8, lora_dropout=lora_dropout, target_modules=["q_proj", "v_proj"]).peft_config()
     peft.init_lora_weights = False  # an adapter that already changes the output, so its dropout shows

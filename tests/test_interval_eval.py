@@ -5,7 +5,7 @@ import pytest
 from accelerate import Accelerator
 from transformers import TrainerControl, TrainerState
 
-from execrl.interval_eval import IntervalEvaluation, pass_at_1_interval
+from execrl.evaluation.interval_eval import IntervalEvaluation, pass_at_1_interval
 from execrl.problems import Problem
 from execrl.sandbox import ExecutionLimits, Executor
 
@@ -73,7 +73,7 @@ def test_evaluates_at_step_0_every_n_steps_and_at_the_end_at_its_own_temperature
 
 
 def test_benchmark_name_is_the_shared_id_prefix():
-    from execrl.interval_eval import benchmark_name
+    from execrl.evaluation.interval_eval import benchmark_name
 
     def problems(*ids):
         return [Problem(id=i, prompt="p", test_type="assert", tests=["assert True"]) for i in ids]
@@ -107,7 +107,7 @@ def test_a_real_dpo_run_evaluates_before_its_first_step_every_n_steps_and_after_
     import json
 
     from conftest import build_tiny_model
-    from execrl import train_job
+    from execrl.training import train_job
 
     tasks = [(f"Write f(x) returning x + {i}.", f"def f(x):\n    return x + {i}\n") for i in range(8)]
     model = build_tiny_model(tmp_path / "tiny", [prompt + "\n" + code for prompt, code in tasks] * 20)

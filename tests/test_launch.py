@@ -9,21 +9,21 @@ from accelerate.commands.config.config_args import load_config_from_file
 from accelerate.commands.launch import _validate_launch_command, launch_command_parser
 from accelerate.utils import DistributedType
 
-from execrl.launch import (
+from execrl.training.launch import (
     DEFAULT_CONFIG_DIR,
     accelerate_config,
     accelerate_config_of_stage,
     fits_one_gpu,
     training_processes,
 )
-from execrl.resources import stage_resources
+from execrl.planning.resources import stage_resources
 
 
 def rule_command(config_file, processes):
     """What `accelerate launch` makes of the `train` rule's command line, without starting anything."""
     argv = [
         "--config_file", str(config_file), "--num_processes", str(processes), "--num_machines", "1",
-        "--main_process_port", "0", "-m", "execrl.train_job", "grpo", "--model", "m",
+        "--main_process_port", "0", "-m", "execrl.training.train_job", "grpo", "--model", "m",
     ]
     args, _, _ = _validate_launch_command(launch_command_parser().parse_args(argv))
     return args
@@ -38,7 +38,7 @@ def test_cpu_config_starts_its_processes_itself_on_cpu(processes):
     args = rule_command(DEFAULT_CONFIG_DIR / "cpu.yaml", processes)
     assert args.multi_gpu and not args.use_deepspeed and not args.cpu
     assert args.num_processes == processes and args.main_process_port == 0
-    assert args.module and args.training_script == "execrl.train_job"
+    assert args.module and args.training_script == "execrl.training.train_job"
     assert args.training_script_args == ["grpo", "--model", "m"]
 
 
@@ -128,7 +128,7 @@ def test_plan_dtype_and_offload_reach_deepspeed(dtype, monkeypatch):
     argv = [
         "--config_file", str(accelerate_config_of_stage("gpu", 3)), "--mixed_precision", dtype,
         "--offload_optimizer_device", "cpu", "--num_processes", "7", "--num_machines", "1",
-        "--main_process_port", "0", "-m", "execrl.train_job", "grpo", "--model", "m",
+        "--main_process_port", "0", "-m", "execrl.training.train_job", "grpo", "--model", "m",
     ]
     args, defaults, _ = _validate_launch_command(launch_command_parser().parse_args(argv))
     args.deepspeed_fields_from_accelerate_config = ",".join(defaults.deepspeed_config)  # as launch_command does
@@ -163,7 +163,7 @@ def test_config_of_the_plans_zero_stage():
 def test_training_dtype_is_the_one_accelerate_was_launched_with(monkeypatch):
     import torch
 
-    from execrl.training import device_kwargs
+    from execrl.training.common import device_kwargs
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "fp16")  # a V100 or T4

@@ -3,7 +3,7 @@
 import torch
 
 from conftest import build_tiny_model
-from execrl.lora import merge_adapter
+from execrl.training.lora import merge_adapter
 
 
 def test_merge_on_cpu_keeps_the_base_dtype_and_the_adapters_outputs(tmp_path):

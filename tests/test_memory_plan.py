@@ -7,8 +7,8 @@ import json
 import pytest
 
 from conftest import REPO
-from execrl.cluster import Gpu, Node
-from execrl.memory_plan import (
+from execrl.planning.cluster import Gpu, Node
+from execrl.planning.memory_plan import (
     GB,
     GIB,
     SHIPPED_SHAPES,

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from execrl.passk import feasible_ks, mean_pass_at_k, pass_at_k
+from execrl.evaluation.passk import feasible_ks, mean_pass_at_k, pass_at_k
 
 
 @st.composite

@@ -1,4 +1,4 @@
-"""The preflight (execrl.preflight): its CPU mode on the embedded default at small shapes, a job
+"""The preflight (execrl.planning.preflight): its CPU mode on the embedded default at small shapes, a job
 that does not fit, the environment checks, and `preflight.required` in the workflow's DAG."""
 
 import json
@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from conftest import EMBEDDED, REPO, copy_workflow, run_snakemake, segments
-from execrl.cluster import Gpu
-from execrl.preflight_env import FAIL, NOT_APPLICABLE, OK, driver_check, environment_checks, gpu_check
+from execrl.planning.cluster import Gpu
+from execrl.planning.preflight_env import FAIL, NOT_APPLICABLE, OK, driver_check, environment_checks, gpu_check
 
 # The embedded default at shapes that step in seconds (bench/gpu_preflight.sh --cpu's overlay).
 SMALL = yaml.safe_load((REPO / "bench" / "preflight" / "cpu.yaml").read_text())
@@ -21,7 +21,7 @@ def preflight(tmp_path, overlay, *args):
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(overlay))
     output = tmp_path / "preflight.json"
     result = subprocess.run(
-        [sys.executable, "-m", "execrl.preflight", "--configfile", str(REPO / EMBEDDED), "--configfile",
+        [sys.executable, "-m", "execrl.planning.preflight", "--configfile", str(REPO / EMBEDDED), "--configfile",
          str(tmp_path / "small.yaml"), "--device", "cpu", "--work", str(tmp_path / "work"), "--output", str(output), *args],
         cwd=REPO, capture_output=True, text=True, timeout=900,
     )
@@ -70,7 +70,7 @@ def test_a_job_that_does_not_fit_exits_non_zero_naming_job_and_term(tmp_path):
 
 def test_variants_of_one_shape_run_once():
     from execrl.config import merged_config
-    from execrl.preflight import planned_jobs
+    from execrl.planning.preflight import planned_jobs
 
     config = merged_config([REPO / EMBEDDED], base=REPO / "config" / "config.yaml")
     jobs = {job.name: job for job in planned_jobs(config)}
@@ -83,7 +83,7 @@ def test_config_without_snakemake_fills_the_same_defaults():
     """The offline GPU node has no Snakemake: the preflight lays the files over one another and
     fills the schema's defaults itself, as Snakemake's validate does."""
     from execrl.config import merged_config
-    from execrl.preflight import merged_without_snakemake
+    from execrl.planning.preflight import merged_without_snakemake
 
     base = REPO / "config" / "config.yaml"
     for overlays in ([], [REPO / EMBEDDED], [REPO / "bench" / "preflight" / "gpu.yaml"]):
@@ -91,8 +91,8 @@ def test_config_without_snakemake_fills_the_same_defaults():
 
 
 def test_carried_model_configs_have_the_planned_shapes():
-    from execrl.memory_plan import SHIPPED_SHAPES, Architecture
-    from execrl.preflight import model_config_of
+    from execrl.planning.memory_plan import SHIPPED_SHAPES, Architecture
+    from execrl.planning.preflight import model_config_of
 
     carried = REPO / "bench" / "preflight" / "model_configs"
     for source in ("Qwen/Qwen2.5-3B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"):
@@ -103,7 +103,7 @@ def test_carried_model_configs_have_the_planned_shapes():
 def test_compare_names_the_term_that_overran_its_plan():
     from types import SimpleNamespace
 
-    from execrl.preflight import compare
+    from execrl.planning.preflight import compare
 
     layout = SimpleNamespace(plan=SimpleNamespace(
         terms={"weights": 1.0, "gradients": 0.5, "optimizer": 1.0, "saved_activations": 0.5, "backward_peak": 1.5,
@@ -180,7 +180,7 @@ def test_a_hub_model_is_built_from_its_config_with_random_weights(tmp_path):
     tokenizer that AutoTokenizer loads as the model's type and that makes tokens of filler words."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from execrl.preflight import build_model, tokens_per_word
+    from execrl.planning.preflight import build_model, tokens_per_word
 
     shape = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 32, "intermediate_size": 64,
              "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 5000,

@@ -1,4 +1,4 @@
-"""`exec` and `code_game` through TRL's GRPOTrainer and `execrl.train_job`: one real step each on a
+"""`exec` and `code_game` through TRL's GRPOTrainer and `execrl.training.train_job`: one real step each on a
 tiny random model, with the sandbox running every completion as a program."""
 
 import json
@@ -6,11 +6,11 @@ import json
 import pytest
 
 from conftest import build_tiny_model
-from execrl import train_job
-from execrl.code_game import CodeGameSettings
-from execrl.grpo import GRPOSettings
+from execrl.training import train_job
+from execrl.games.code_game import CodeGameSettings
+from execrl.training.grpo import GRPOSettings
 from execrl.problems import Problem
-from execrl.program_rewards import ExecRewardSettings
+from execrl.training.program_rewards import ExecRewardSettings
 
 PROBLEMS = [
     Problem(id=f"t/{i}", prompt=f"Print {i} squared.", test_type="assert", tests=[f"assert {i} == {i}"])

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from execrl.code_game import (
+from execrl.games.code_game import (
     CodeGameRewards,
     CodeGameSettings,
     deterministic,
     game_reward,
     prediction_matches,
 )
-from execrl.program_rewards import ExecRewardSettings, ProgramRewards, execution_reward
+from execrl.training.program_rewards import ExecRewardSettings, ProgramRewards, execution_reward
 from execrl.prompting import PromptConfig
 from execrl.sandbox import ExecutionLimits, Executor
 from execrl.sandbox.programs import ProgramRun

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from test_report import GRPO, evaluations, metrics_files, per_problem, write_benchmark  # noqa: F401 (fixtures)
 
-from execrl.evaluation import summary_table
+from execrl.evaluation.scores import summary_table
 from execrl.report import cost, readme_results, stats, training
 from execrl.report.build import ReportInputs, build
 from execrl.report.evaluations import outcome_table

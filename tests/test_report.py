@@ -10,16 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from execrl.evaluation import evaluate_annotations
+from execrl.evaluation.scores import evaluate_annotations
 from execrl.generation import GenerationSettings
-from execrl.passk import pass_at_k
-from execrl import refinement_samples
+from execrl.evaluation.passk import pass_at_k
+from execrl.evaluation import refinement_samples
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.report import cost, figures, refinements, stats, summary, tables, training
 from execrl.report.build import ReportInputs, build
 from execrl.report.evaluations import outcome_table, per_problem_table, read_tsv
-from execrl.srrl import SRRLSettings
+from execrl.training.srrl import SRRLSettings
 
 N = 4
 PROBLEMS = [
@@ -452,7 +452,7 @@ def parse_table(page, table_id):
 
 
 def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_problem, metrics_files):
-    from execrl.evaluation import summary_table
+    from execrl.evaluation.scores import summary_table
 
     (tmp_path / "t").mkdir()
     paths = {name: tmp_path / "t" / f"{name}.tsv"

@@ -5,14 +5,14 @@ steps on a tiny random model, every generation recorded, the metrics file read b
 import pytest
 
 from conftest import build_tiny_model
-from execrl.grpo import GRPOSettings, train_grpo
-from execrl.lora import LoRASettings
+from execrl.training.grpo import GRPOSettings, train_grpo
+from execrl.training.lora import LoRASettings
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.report import budget
-from execrl.rewards import RewardSettings
+from execrl.training.rewards import RewardSettings
 from execrl.sandbox import Executor
-from execrl.srrl import SRRLRollout, SRRLSettings
+from execrl.training.srrl import SRRLRollout, SRRLSettings
 
 PROBLEMS = [
     Problem(id=f"t/{i}", prompt=f"Write f(x) returning x + {i}.", test_type="assert",

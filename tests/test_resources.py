@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from execrl.resources import (
+from execrl.planning.resources import (
     CPU_STAGES,
     GPU_STAGES,
     MAX_GPUS,
@@ -171,7 +171,7 @@ def test_full_weight_never_gets_less_than_lora(params_b, attempt):
 
 
 def test_training_without_a_plan_keeps_the_servers_gpus_and_one_process_per_other_gpu():
-    from execrl.resources import training_job_resources
+    from execrl.planning.resources import training_job_resources
 
     cpu = training_job_resources(None, 0.003, sandbox_workers=4)
     assert (cpu["gpu"], cpu["processes"], cpu["nodes"]) == (0, 1, 1) and cpu["cpus_per_task"] == 2 + 4
@@ -181,8 +181,8 @@ def test_training_without_a_plan_keeps_the_servers_gpus_and_one_process_per_othe
 
 
 def test_training_resources_follow_the_memory_plan():
-    from execrl.memory_plan import TrainingJob, architecture, plan_training_layout
-    from execrl.resources import training_job_resources
+    from execrl.planning.memory_plan import TrainingJob, architecture, plan_training_layout
+    from execrl.planning.resources import training_job_resources
 
     arch = architecture("Qwen/Qwen2.5-32B-Instruct")
     layout = plan_training_layout(arch, TrainingJob(finetune="full"), lambda n: 8 * n, processes=7, server_gpus=1,
@@ -195,7 +195,7 @@ def test_training_resources_follow_the_memory_plan():
 
 
 def test_gpu_jobs_are_sized_for_the_nodes_gpu_and_capped_at_its_cpus():
-    from execrl.cluster import Gpu, Node
+    from execrl.planning.cluster import Gpu, Node
 
     forty = Node(gpus=4, gpu=Gpu("a100_40gb", 40, 8.0), cpus=24)
     # 20B generation: 50 GB of weights and cache, one 80 GB GPU or two 40 GB ones.
@@ -209,7 +209,7 @@ def test_gpu_jobs_are_sized_for_the_nodes_gpu_and_capped_at_its_cpus():
 
 
 def test_gpu_job_cpus_give_the_node_what_it_has_down_to_the_least():
-    from execrl.resources import gpu_job_cpus, least_gpu_job_cpus
+    from execrl.planning.resources import gpu_job_cpus, least_gpu_job_cpus
 
     assert gpu_job_cpus(8, 7, 8) == (120, 8)  # 8 per GPU and 8 sandbox workers per process
     assert gpu_job_cpus(8, 7, 8, node_cpus=96) == (96, 8)

@@ -3,7 +3,7 @@
 import pytest
 
 from execrl.problems import Problem
-from execrl.rewards import ExecutionRewards, RewardSettings, pass_rates
+from execrl.training.rewards import ExecutionRewards, RewardSettings, pass_rates
 
 PASS = {"status": "pass", "tests_passed": 3, "tests_total": 3}
 WRONG = {"status": "fail", "tests_passed": 1, "tests_total": 3}
@@ -131,7 +131,7 @@ def test_srrl_first_attempts_run_against_the_capped_tests():
     shows the problem as given."""
     from execrl.prompting import PromptConfig
     from execrl.sandbox import Executor
-    from execrl.srrl import SRRLRollout, SRRLSettings
+    from execrl.training.srrl import SRRLRollout, SRRLSettings
 
     class Sampler:
         class tokenizer:

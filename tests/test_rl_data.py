@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from execrl.rl_data import PairSettings, build_rl_datasets
+from execrl.training_data.rl_data import PairSettings, build_rl_datasets
 
 
 def candidate(problem, index, code, status, passed, total=3):

@@ -1,15 +1,15 @@
-"""SPIRAL through TRL's GRPOTrainer and `execrl.train_job`: real steps on a tiny random model."""
+"""SPIRAL through TRL's GRPOTrainer and `execrl.training.train_job`: real steps on a tiny random model."""
 
 import json
 
 import pytest
 
 from conftest import build_tiny_model
-from execrl import train_job
-from execrl.grpo import GRPOSettings
+from execrl.training import train_job
+from execrl.training.grpo import GRPOSettings
 from execrl.problems import Problem
-from execrl.self_play import BASELINES_FILE, SelfPlayTask
-from execrl.spiral import SPIRALSettings
+from execrl.games.self_play import BASELINES_FILE, SelfPlayTask
+from execrl.games.spiral import SPIRALSettings
 
 PROBLEMS = [Problem(id=f"t/{i}", prompt=f"Return {i}.", test_type="assert", tests=[f"assert f() == {i}"]) for i in range(4)]
 GRPO = GRPOSettings(num_generations=2, prompts_per_step=4, max_steps=2, max_completion_length=6, save_steps=1,

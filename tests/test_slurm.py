@@ -30,7 +30,7 @@ import yaml
 
 from conftest import EMBEDDED, REPO, SNAKEMAKE, copy_workflow, dpo_paths
 from execrl.config import merged_config
-from execrl.resources import stage_resources
+from execrl.planning.resources import stage_resources
 from test_workflow import REDUCED, deep_update
 
 SLURM_SH = REPO / "tests" / "cluster" / "slurm.sh"

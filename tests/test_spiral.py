@@ -10,7 +10,7 @@ import pytest
 from execrl.games import GAMES, MinimaxOpponent, RandomOpponent
 from execrl.games.play import Episode, MatchRules, Sampled, Turn, match_stats, play_against, play_matches
 from execrl.games.tictactoe import TicTacToeState
-from execrl.spiral import (
+from execrl.games.spiral import (
     Lockstep,
     RoleBaselines,
     SPIRALSettings,

@@ -8,9 +8,9 @@ from transformers import TrainerControl, TrainerState
 
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
-from execrl.srrl import SRRLRollout, SRRLSettings, assign_refinements, budget, refinement_message
-from execrl.token_budget import TokenBudget, read_token_budget
-from execrl.training import GeneratedTokenCount, StopAtTokenBudget
+from execrl.training.srrl import SRRLRollout, SRRLSettings, assign_refinements, budget, refinement_message
+from execrl.training.token_budget import TokenBudget, read_token_budget
+from execrl.training.common import GeneratedTokenCount, StopAtTokenBudget
 
 PROBLEM = Problem(
     id="p/1",
@@ -247,10 +247,10 @@ TOKEN_PROBLEMS = [
 
 def train_tiny(tmp_path, name, model, settings, srrl=None, token_budget=None):
     """Train a tiny run; its metrics records."""
-    from execrl.grpo import train_grpo
+    from execrl.training.grpo import train_grpo
     from execrl.jsonl import read_jsonl
-    from execrl.lora import LoRASettings
-    from execrl.rewards import RewardSettings
+    from execrl.training.lora import LoRASettings
+    from execrl.training.rewards import RewardSettings
     from execrl.sandbox import Executor
 
     metrics = tmp_path / name / "metrics.jsonl"
@@ -272,17 +272,17 @@ def test_a_real_srrl_run_stops_at_its_token_budget(tmp_path, monkeypatch):
     what a first run had used after two steps, a second run ends at the first step whose count
     reaches it, well before max_steps. Its advantages come from c1 and c2 subgroups (`groups:
     separate`, the default) at every step."""
-    import execrl.srrl
+    import execrl.training.srrl
     from conftest import build_tiny_model
-    from execrl.grpo import GRPOSettings
+    from execrl.training.grpo import GRPOSettings
 
     model = build_tiny_model(tmp_path / "tiny", [p.prompt + "\n" + p.reference for p in TOKEN_PROBLEMS] * 20)
     settings = GRPOSettings(num_generations=2, prompts_per_step=2, max_steps=6, max_completion_length=8, save_steps=100,
                             gradient_checkpointing=False, learning_rate=1e-3, use_vllm=False, eval_every=0, temperature=1.0)
     srrl = SRRLSettings(refine_share=0.5, budget="total_tokens")
     subgrouped = []
-    original = execrl.srrl.subgroup_advantages
-    monkeypatch.setattr(execrl.srrl, "subgroup_advantages",
+    original = execrl.training.srrl.subgroup_advantages
+    monkeypatch.setattr(execrl.training.srrl, "subgroup_advantages",
                         lambda rewards, kinds, *args: subgrouped.append(list(kinds)) or original(rewards, kinds, *args))
     unlimited = counts(train_tiny(tmp_path, "unlimited", model, settings, srrl), "num_tokens")
     assert len(subgrouped) == settings.max_steps and all(len(kinds) == 4 for kinds in subgrouped)
@@ -302,7 +302,7 @@ def test_srrl_held_to_grpos_generated_tokens_stops_within_one_round_of_grpos_cou
     GRPO's metrics' count, stops at the end of a generation round (two optimizer steps each here,
     steps_per_generation 2), at or past GRPO's count by less than its own last round's tokens."""
     from conftest import build_tiny_model
-    from execrl.grpo import GRPOSettings
+    from execrl.training.grpo import GRPOSettings
 
     model = build_tiny_model(tmp_path / "tiny", [p.prompt + "\n" + p.reference for p in TOKEN_PROBLEMS] * 20)
     common = dict(num_generations=2, prompts_per_step=2, max_completion_length=8, save_steps=100,
@@ -341,7 +341,7 @@ def test_separate_groups_give_failed_first_attempts_no_signal_where_pooled_pushe
     every c1 down because refinements passed; separate gives the c1s nothing and ranks the c2s."""
     import torch
 
-    from execrl.srrl import subgroup_advantages
+    from execrl.training.srrl import subgroup_advantages
 
     kinds = ["c1"] * 4 + ["c2"] * 4
     rewards = torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0])
@@ -358,7 +358,7 @@ def test_separate_groups_give_c1s_grpos_advantages_whatever_the_refinements_did(
     depend on how the refinements did; under `pooled` it does."""
     import torch
 
-    from execrl.srrl import subgroup_advantages
+    from execrl.training.srrl import subgroup_advantages
 
     kinds = ["c1"] * 4 + ["c2"] * 4
     c1 = torch.tensor([1.0, 0.0, 0.0, 1.0])
@@ -388,7 +388,7 @@ def test_separate_grouping_replaces_the_advantages_the_trainer_returns(monkeypat
 
     import torch
 
-    from execrl.srrl import grouping_trainer_class, subgroup_advantages
+    from execrl.training.srrl import grouping_trainer_class, subgroup_advantages
 
     kinds = ["c1"] * 4 + ["c2"] * 4
     rewards = torch.tensor([[0.0], [0.0], [0.0], [0.0], [1.0], [0.0], [1.0], [0.0]])

@@ -11,7 +11,7 @@ import huggingface_hub
 import pytest
 
 from conftest import build_tiny_model
-from execrl import staging
+from execrl.models import staging
 
 
 def test_stage_model_asks_for_the_weights_config_and_tokenizer_at_the_revision(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""`python -m execrl.train_job` under `accelerate launch` with 2 CPU processes (gloo), as the `train` rule runs it.
+"""`python -m execrl.training.train_job` under `accelerate launch` with 2 CPU processes (gloo), as the `train` rule runs it.
 
 What each rank did is observed, not assumed: the data each rank's loader loads comes from the
 job's log (`rank R/N loads ...`), and which process writes the output folder and the metrics
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from execrl.launch import DEFAULT_CONFIG_DIR
-from execrl.tiny_model import TinyModelConfig, init_model, train_tokenizer
+from execrl.training.launch import DEFAULT_CONFIG_DIR
+from execrl.models.tiny_model import TinyModelConfig, init_model, train_tokenizer
 
 pytestmark = pytest.mark.slow
 
@@ -110,7 +110,7 @@ def job(tiny, workdir, method, settings, data, processes=2, extra=(), config="cp
     command = [
         *prefix, ACCELERATE, "launch", "--config_file", str(DEFAULT_CONFIG_DIR / config),
         "--num_processes", str(processes), "--num_machines", "1", "--main_process_port", "0",
-        "-m", "execrl.train_job", method, "--model", str(tiny / "model"), "--settings", json.dumps(settings),
+        "-m", "execrl.training.train_job", method, "--model", str(tiny / "model"), "--settings", json.dumps(settings),
         "--pairs" if method == "dpo" else "--problems", str(data),
         "--output", str(workdir / "trained"), "--metrics", str(workdir / "metrics.jsonl"),
         "--checkpoint-root", str(workdir / "checkpoints"), "--run-name", f"{method}/run", "--threads", "1",
@@ -210,7 +210,7 @@ def test_grpo_on_two_processes(tiny, tmp_path):
 
 
 def training_processes(workdir):
-    """Live processes of `execrl.train_job` writing under `workdir`."""
+    """Live processes of `execrl.training.train_job` writing under `workdir`."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
@@ -218,7 +218,7 @@ def training_processes(workdir):
             state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if b"execrl.train_job" in argv and str(workdir).encode() in b" ".join(argv) and state != "Z":
+        if b"execrl.training.train_job" in argv and str(workdir).encode() in b" ".join(argv) and state != "Z":
             found.append(int(proc.name))
     return found
 

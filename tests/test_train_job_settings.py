@@ -1,13 +1,13 @@
-"""`execrl.train_job`'s settings: malformed ones fail before a model loads, naming the key; the
+"""`execrl.training.train_job`'s settings: malformed ones fail before a model loads, naming the key; the
 checkpoint folder follows the settings and nothing else."""
 
 import json
 
 import pytest
 
-from execrl import train_job
-from execrl.grpo import GRPOSettings
-from execrl.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
+from execrl.training import train_job
+from execrl.training.grpo import GRPOSettings
+from execrl.generation.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
 
 GRPO = {
     "grpo": {"num_generations": 2, "prompts_per_step": 4, "seed": 0},
@@ -41,8 +41,8 @@ def never_trains(monkeypatch):
     def refuse(**kwargs):
         raise AssertionError("training started")
 
-    monkeypatch.setattr("execrl.dpo.train_dpo", refuse)
-    monkeypatch.setattr("execrl.grpo.train_grpo", refuse)
+    monkeypatch.setattr("execrl.training.dpo.train_dpo", refuse)
+    monkeypatch.setattr("execrl.training.grpo.train_grpo", refuse)
     for name in ("WORLD_SIZE", VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV, VLLM_GROUP_PORT_ENV):
         monkeypatch.delenv(name, raising=False)
 
@@ -93,7 +93,7 @@ def grpo_metrics(path, records):
 
 
 def test_token_budget_comes_from_grpos_metrics_only_under_a_token_budget(tmp_path, capsys):
-    from execrl.token_budget import TokenBudget
+    from execrl.training.token_budget import TokenBudget
 
     assert "srrl.budget is 'generated_tokens': pass GRPO's metrics file as --token-budget-from" in error_of(
         argv("srrl", SRRL_TOKENS), capsys
@@ -124,7 +124,7 @@ def test_prompts_per_step_must_share_out_over_the_processes(monkeypatch, capsys)
 
 def test_server_mode_needs_the_server_the_vllm_server_command_starts(monkeypatch, capsys):
     server = {**GRPO, "grpo": {**GRPO["grpo"], "use_vllm": True, "vllm_mode": "server"}}
-    assert "run the training command under `python -m execrl.vllm_server" in error_of(argv("grpo", server), capsys)
+    assert "run the training command under `python -m execrl.generation.vllm_server" in error_of(argv("grpo", server), capsys)
     monkeypatch.setenv(VLLM_SERVER_HOST_ENV, "127.0.0.1")
     monkeypatch.setenv(VLLM_SERVER_PORT_ENV, "8123")
     monkeypatch.setenv(VLLM_GROUP_PORT_ENV, "51999")
@@ -146,7 +146,7 @@ def test_checkpoints_follow_settings_not_runtime_options():
     assert train_job.checkpoint_dir(changed_model, GRPO) != base
     # A token budget keys the folder: a checkpoint on the way to a larger budget may lie past a smaller one.
     srrl = train_job.parser().parse_args(argv("srrl", SRRL_TOKENS))
-    from execrl.token_budget import TokenBudget
+    from execrl.training.token_budget import TokenBudget
 
     budgets = {train_job.checkpoint_dir(srrl, SRRL_TOKENS, tokens) for tokens in (
         None, TokenBudget("generated_tokens", 1600), TokenBudget("generated_tokens", 1601), TokenBudget("total_tokens", 1600))}
@@ -196,7 +196,7 @@ def test_a_plan_that_does_not_cut_the_batch_is_refused(monkeypatch, capsys):
 
 
 def test_the_plans_micro_batch_reaches_dpos_config():
-    from execrl.dpo import DPOSettings, trainer_batch
+    from execrl.training.dpo import DPOSettings, trainer_batch
 
     settings = DPOSettings(per_device_train_batch_size=8, gradient_accumulation_steps=2)
     assert trainer_batch(settings) == {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2}

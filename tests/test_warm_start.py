@@ -3,17 +3,17 @@ the code-output game's two formats."""
 
 import random
 
-from execrl.code_game import CodeGameSettings, prediction_matches
+from execrl.games.code_game import CodeGameSettings, prediction_matches
 from execrl.datasets.builtin import generate
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.sandbox import Executor
-from execrl.srrl import SRRLSettings
+from execrl.training.srrl import SRRLSettings
 from execrl.sandbox.programs import run_programs
 from execrl.games import get_game
 from execrl.games.moves import parse_move
-from execrl.spiral import SPIRALSettings
-from execrl.warm_start import (
+from execrl.games.spiral import SPIRALSettings
+from execrl.training_data.warm_start import (
     broken_attempts,
     code_game_examples,
     entry_point_call,

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from execrl.datasets import builtin
-from execrl.rewards import ExecutionRewards, RewardSettings
+from execrl.training.rewards import ExecutionRewards, RewardSettings
 from execrl.sandbox import ExecutionLimits, Executor
 from execrl.watch.monitor import RewardHackingWatch, WatchSettings, is_count, metric_names, pooled_rates
 from execrl.watch.plus_tests import PlusTestSettings, call_shape, make_plus_tests
@@ -131,7 +131,7 @@ def test_the_trainer_sums_counts_over_processes_and_rounds():
 
     import torch
 
-    from execrl.grpo import CountingGRPOTrainer
+    from execrl.training.grpo import CountingGRPOTrainer
 
     other = {"watch/hard_coding_checked": 10.0, "watch/hard_coding_flagged": 5.0, "watch/check_cpu_s": 0.5}
 

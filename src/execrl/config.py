@@ -20,7 +20,7 @@ DEFAULT_CONFIG = Path("config") / "config.yaml"
 """Relative to the working directory, as in the Snakefile."""
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.json"
 
-# Here, not in execrl.code_game, so that checking a config (done when the DAG is planned)
+# Here, not in execrl.games.code_game, so that checking a config (done when the DAG is planned)
 # imports neither the game nor the sandbox behind it.
 POLICY_OPPONENT_RETIRED = (
     "code_game.opponent: policy is no longer an opponent: the policy's predictions were never trained, and as a "
@@ -85,7 +85,7 @@ def _section_everywhere(config: dict[str, Any], section: str) -> list[tuple[str,
 def check_retired(config: dict[str, Any]) -> None:
     """Values this version retired, named with what replaces them. Runs before the schema's check,
     whose message would only list the values it knows."""
-    from execrl.token_budget import RETIRED
+    from execrl.training.token_budget import RETIRED
 
     for path, srrl in _section_everywhere(config, "srrl"):
         if srrl.get("budget") in RETIRED:
@@ -100,7 +100,7 @@ def check_references(config: dict[str, Any]) -> None:
     run, and templates use known fields only."""
     from execrl.methods import METHODS
 
-    from execrl.token_budget import TOKEN_BUDGETS
+    from execrl.training.token_budget import TOKEN_BUDGETS
 
     experiment = config["experiment"]
     variants = config.get("method_variants", {})

@@ -1,7 +1,7 @@
 """The registry of methods and workflow rules: the one table the workflow and the report read.
 
 Adding a method means adding a `Method` here, its training module (called by
-`execrl.train_job`), and nothing in the rules: every trained method runs through the same
+`execrl.training.train_job`), and nothing in the rules: every trained method runs through the same
 `train` rule, which asks this table for the method's training data and settings.
 """
 
@@ -134,7 +134,7 @@ class Rule:
     """What the report needs to know of a workflow rule."""
 
     stage: str
-    """Resource stage (`execrl.resources`): data, generate, train, merge, execute or report."""
+    """Resource stage (`execrl.planning.resources`): data, generate, train, merge, execute or report."""
     phase: str
     """Where its cost is counted: data, warm start, training, evaluation or report."""
     wildcards: tuple[str, ...] = ()

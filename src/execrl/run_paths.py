@@ -138,7 +138,7 @@ def training_settings(config: dict, method: str, model: str) -> dict:
 def token_budget_source(config: dict, method: str) -> str | None:
     """The method whose tokens bound this one (GRPO, for SRRL under a token budget: `srrl.budget:
     generated_tokens` or `total_tokens`)."""
-    from execrl.token_budget import TOKEN_BUDGETS
+    from execrl.training.token_budget import TOKEN_BUDGETS
 
     if registry_name(config, method) != "srrl" or method_section(config, method, "srrl")["budget"] not in TOKEN_BUDGETS:
         return None

@@ -1,4 +1,4 @@
-# Preflight (execrl.preflight): on the node a model's training jobs get, one measured optimizer
+# Preflight (execrl.planning.preflight): on the node a model's training jobs get, one measured optimizer
 # step of each of them with random weights, planned against measured memory per term. With
 # `preflight.required` every training job of the model waits for it, so a job that would not fit
 # fails here in minutes, not after its time in the queue.

@@ -1,14 +1,14 @@
-# Cluster resources of every rule, sized by `execrl.resources` from the job's model, and for
-# training by its memory plan (`execrl.memory_plan`), made here when the DAG is planned. Resources
+# Cluster resources of every rule, sized by `execrl.planning.resources` from the job's model, and for
+# training by its memory plan (`execrl.planning.memory_plan`), made here when the DAG is planned. Resources
 # never change a result, so none of this reruns anything.
 import sys
 from functools import cache
 
 from snakemake.exceptions import WorkflowError
 
-from execrl.cluster import ClusterError, target_nodes
-from execrl.memory_plan import DoesNotFit, UnknownShape, training_job_layout
-from execrl.resources import stage_resources, training_job_resources
+from execrl.planning.cluster import ClusterError, target_nodes
+from execrl.planning.memory_plan import DoesNotFit, UnknownShape, training_job_layout
+from execrl.planning.resources import stage_resources, training_job_resources
 
 
 def params_b_of(wildcards):
@@ -25,7 +25,7 @@ def gpu_model(wildcards):
 
 @cache
 def model_node(model):
-    """The node a GPU job of `model` is sized for (execrl.cluster): the first GPU partition of
+    """The node a GPU job of `model` is sized for (execrl.planning.cluster): the first GPU partition of
     `cluster.partitions` it may run on, with the GPU its `gpu_model` names, or the smallest the
     partitions list. A GPU the pinned torch cannot run, or one the plan cannot know, stops the
     planning here, naming the key."""
@@ -61,7 +61,7 @@ def job_resources(stage):
             "mem_mb": resource(stage, "mem_mb"),
             "runtime": resource(stage, "runtime"),
         }
-    if stage == "merge":  # on the CPU (execrl.lora.merge_adapter)
+    if stage == "merge":  # on the CPU (execrl.training.lora.merge_adapter)
         return {
             "cpus_per_task": resource(stage, "cpus_per_task"),
             "mem_mb": resource(stage, "mem_mb"),

@@ -7,7 +7,7 @@ import os
 import shlex
 
 from execrl.config import without_runtime_settings
-from execrl.launch import accelerate_config, accelerate_config_of_stage
+from execrl.training.launch import accelerate_config, accelerate_config_of_stage
 from execrl.run_paths import training_settings
 
 RESULT_CONFIG = without_runtime_settings(config)
@@ -206,7 +206,7 @@ def get_vllm_server_prefix(wildcards):
     command = [
         "python",
         "-m",
-        "execrl.vllm_server",
+        "execrl.generation.vllm_server",
         "--model",
         get_base_model(wildcards),
         "--gpus",

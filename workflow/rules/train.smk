@@ -57,7 +57,7 @@ rule train:
         " {params.vllm_server}accelerate launch --config_file {params.accelerate_config}"
         " {params.launch_options}"
         " --num_processes {resources.processes} --num_machines 1 --main_process_port 0"
-        " -m execrl.train_job {params.method} --model {params.model:q}"
+        " -m execrl.training.train_job {params.method} --model {params.model:q}"
         " --settings {params.settings:q} --data {input.data}"
         " --eval-problems {input.eval_problems} {params.token_budget} {params.micro_batching}"
         " --output {output.trained}"

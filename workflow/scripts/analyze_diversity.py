@@ -2,7 +2,7 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w")
 
-from execrl.diversity import candidate_diversity
+from execrl.evaluation.diversity import candidate_diversity
 from execrl.jsonl import iter_jsonl
 from execrl.run_paths import readable
 

@@ -3,7 +3,7 @@ import sys
 sys.stderr = open(snakemake.log[0], "w")
 
 from execrl.jsonl import read_jsonl, write_json, write_jsonl
-from execrl.rl_data import PairSettings, build_rl_datasets, file_digest
+from execrl.training_data.rl_data import PairSettings, build_rl_datasets, file_digest
 
 nbest, pairs, manifest = build_rl_datasets(
     read_jsonl(snakemake.input.annotations), PairSettings(**snakemake.params.rl_data)

@@ -2,7 +2,7 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w")
 
-from execrl.evaluation import evaluate_annotations
+from execrl.evaluation.scores import evaluate_annotations
 from execrl.jsonl import read_jsonl, write_json
 from execrl.problems import read_problems
 from execrl.run_paths import readable

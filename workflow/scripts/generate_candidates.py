@@ -4,7 +4,7 @@ import sys
 def main():
     sys.stderr = open(snakemake.log[0], "w")
 
-    from execrl.staging import work_offline
+    from execrl.models.staging import work_offline
 
     work_offline()
 

@@ -4,7 +4,7 @@ import sys
 def main():
     sys.stderr = open(snakemake.log[0], "w")
 
-    from execrl.staging import work_offline
+    from execrl.models.staging import work_offline
 
     work_offline()
 
@@ -14,9 +14,9 @@ def main():
     from execrl.jsonl import read_jsonl, write_jsonl
     from execrl.problems import read_problems
     from execrl.prompting import PromptConfig
-    from execrl.refinement_samples import sample_refinements, select_failed_attempts
+    from execrl.evaluation.refinement_samples import sample_refinements, select_failed_attempts
     from execrl.sandbox import ExecutionLimits, Executor
-    from execrl.srrl import SRRLSettings
+    from execrl.training.srrl import SRRLSettings
 
     torch.set_num_threads(snakemake.threads)
     params = snakemake.params

@@ -6,13 +6,13 @@ from contextlib import nullcontext
 
 import torch
 
-from execrl.code_game import CodeGameSettings
+from execrl.games.code_game import CodeGameSettings
 from execrl.problems import read_problems
 from execrl.prompting import PromptConfig
 from execrl.sandbox import Executor
-from execrl.sft import SFTSettings, run_sft
-from execrl.spiral import SPIRALSettings
-from execrl.srrl import SRRLSettings
+from execrl.training.sft import SFTSettings, run_sft
+from execrl.games.spiral import SPIRALSettings
+from execrl.training.srrl import SRRLSettings
 
 torch.set_num_threads(snakemake.threads)
 refinement = snakemake.params.refinement

@@ -5,7 +5,7 @@ sys.stderr = open(snakemake.log[0], "w")
 # The one job that goes online (the workflow sets the hub offline for every other job).
 os.environ["HF_HUB_OFFLINE"] = "0"
 
-from execrl.staging import stage_model
+from execrl.models.staging import stage_model
 
 stage_model(
     snakemake.params.source,

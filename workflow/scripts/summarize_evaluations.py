@@ -2,7 +2,7 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w")
 
-from execrl.evaluation import summary_table
+from execrl.evaluation.scores import summary_table
 from execrl.report.evaluations import outcome_table, per_problem_table
 
 summary_table(snakemake.input).to_csv(snakemake.output.table, sep="\t", index=False)

@@ -4,7 +4,7 @@ sys.stderr = open(snakemake.log[0], "w")
 
 from execrl.problems import read_problems
 from execrl.prompting import PromptConfig, user_message
-from execrl.tiny_model import train_tokenizer
+from execrl.models.tiny_model import train_tokenizer
 
 prompt_config = PromptConfig(**snakemake.params.prompt)
 problems = read_problems(snakemake.input.problems)

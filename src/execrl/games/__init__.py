@@ -3,6 +3,9 @@
     GAMES["tictactoe"], GAMES["kuhn_poker"]         the games (stateless; states are values)
     make_opponent("random" | "perfect", game)       an evaluation opponent
     parse_move(completion, legal_moves, format)     a completion's move (`execrl.games.moves`)
+
+The methods that train on games are here too: SPIRAL (`spiral`, and `self_play`, its steps through
+TRL's GRPOTrainer) and the code-output game (`code_game`).
 """
 
 from __future__ import annotations

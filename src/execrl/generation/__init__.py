@@ -1,4 +1,8 @@
-"""Sampling candidate programs from a model, behind one interface for every backend."""
+"""Sampling candidate programs from a model, behind one interface for every backend.
+
+Sampling from the policy while it trains is here too (`policy_sampling`), as are vLLM's CPU build
+(`vllm_cpu`) and the vLLM server beside a training job (`vllm_server`).
+"""
 
 from __future__ import annotations
 

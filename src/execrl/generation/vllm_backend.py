@@ -12,7 +12,7 @@ class VLLMBackend(GenerationBackend):
         super().__init__(model_path)
         from vllm import LLM
 
-        from execrl.vllm_cpu import vllm_on_cpu
+        from execrl.generation.vllm_cpu import vllm_on_cpu
 
         # vLLM's CPU build fails seeded sampling once a prompt's prefill is split over engine steps (it
         # rewinds the request's generator, and a CPU generator has no offset to rewind):

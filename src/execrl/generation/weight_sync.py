@@ -102,13 +102,13 @@ def vllm_generation_class(base_class=None):
 def trl_vllm_generation(use_vllm: bool = True):
     """While a GRPO trainer is built (TRL builds its `VLLMGeneration` inside `GRPOTrainer.__init__`, with no
     other hook): where it uses vLLM, the trainer's `VLLMGeneration` is `vllm_generation_class()`'s, and on
-    vLLM's CPU build `execrl.vllm_cpu.cpu_vllm_generation_class()`'s (built on it)."""
+    vLLM's CPU build `execrl.generation.vllm_cpu.cpu_vllm_generation_class()`'s (built on it)."""
     if not use_vllm:
         yield
         return
     import trl.trainer.grpo_trainer as grpo_trainer
 
-    from execrl.vllm_cpu import cpu_vllm_generation_class, vllm_on_cpu
+    from execrl.generation.vllm_cpu import cpu_vllm_generation_class, vllm_on_cpu
 
     original = grpo_trainer.VLLMGeneration
     grpo_trainer.VLLMGeneration = cpu_vllm_generation_class() if vllm_on_cpu() else vllm_generation_class()

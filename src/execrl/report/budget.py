@@ -6,7 +6,7 @@ Two running counts are logged, both summed over processes: TRL's `num_tokens`, t
 completion tokens of every completion sampled for training (`state.num_input_tokens_seen`; each
 completion counts its own prompt, so a group of G completions counts its prompt G times, and a
 refinement its refinement prompt), and execrl's `num_generated_tokens`, the completion tokens
-alone (`execrl.training.GeneratedTokenCount`). Generated tokens are the policy's sampling;
+alone (`execrl.training.common.GeneratedTokenCount`). Generated tokens are the policy's sampling;
 prompt tokens (the difference) are only read. A run trained before execrl logged
 `num_generated_tokens` gets an estimate instead: TRL's mean completion length per generation
 batch (`completions/mean_length`, averaged over the logged batches) times the completions drawn.
@@ -23,7 +23,7 @@ import pandas as pd
 from execrl.methods import METHODS
 from execrl.report.tables import MISSING, is_missing
 from execrl.report.training import completions_per_step, method_grpo, parse_run, read_metrics
-from execrl.token_budget import GENERATED_TOKENS, TOKEN_BUDGETS, TOTAL_TOKENS, logged_total
+from execrl.training.token_budget import GENERATED_TOKENS, TOKEN_BUDGETS, TOTAL_TOKENS, logged_total
 
 COMPLETION_LENGTH = "completions/mean_length"
 NOTE = (

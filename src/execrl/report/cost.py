@@ -1,8 +1,8 @@
 """What the run cost, from Snakemake's benchmark files (`benchmark:` of every rule).
 
 Wall time and CPU time are measured by Snakemake. GPU hours are not measured: they are wall
-time × the GPUs the workflow requests for the job (`execrl.resources`; for training, the memory
-plan's, `execrl.memory_plan`), which is what a cluster bills. Jobs still running, or never run, have no benchmark file and are not counted.
+time × the GPUs the workflow requests for the job (`execrl.planning.resources`; for training, the memory
+plan's, `execrl.planning.memory_plan`), which is what a cluster bills. Jobs still running, or never run, have no benchmark file and are not counted.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from execrl.methods import METHODS, rule_info
-from execrl.resources import GPU_STAGES, gpus_for
+from execrl.planning.resources import GPU_STAGES, gpus_for
 from execrl.run_paths import readable
 
 JOB_COLUMNS = [

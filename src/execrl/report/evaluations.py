@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from execrl.evaluation import STATUSES
+from execrl.evaluation.scores import STATUSES
 from execrl.run_paths import readable
 
 RUN_KEYS = ["dataset", "model", "method", "seed", "split"]

@@ -1,5 +1,5 @@
 """Refinement examples in the report: how often a model's refinements (c2) pass where the first
-attempt (c1) failed, read from the records `execrl.refinement_samples` wrote."""
+attempt (c1) failed, read from the records `execrl.evaluation.refinement_samples` wrote."""
 
 from __future__ import annotations
 

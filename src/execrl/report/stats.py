@@ -35,7 +35,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from execrl.passk import pass_at_k
+from execrl.evaluation.passk import pass_at_k
 
 BASELINE = "base"
 SRRL_AGAINST_GRPO = ("srrl", "grpo")

@@ -5,7 +5,7 @@ It sees each step's completions, their programs and the sandbox's verdicts after
 ran them, and logs (under ``watch/``, to the metrics file and W&B like every TRL metric):
 
 - ``watch/hard_coding_checked`` and ``watch/hard_coding_flagged``: counts, summed over
-  processes (`execrl.grpo.CountingGRPOTrainer`): the checked completions (rewarded programs
+  processes (`execrl.training.grpo.CountingGRPOTrainer`): the checked completions (rewarded programs
   that passed every test the reward ran) and those of them that fail a held-out test. With
   ``rewards.plus_tests: eval`` the held-out tests run on a sample of at most
   ``watch.sample_size`` passing completions per step and process (the sandbox CPU time, summed

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from execrl.passk import feasible_ks, pass_at_k
+from execrl.evaluation.passk import feasible_ks, pass_at_k
 from execrl.problems import Problem
 
 STATUSES = ("pass", "fail", "error", "timeout", "syntax_error")

@@ -25,7 +25,7 @@ GPU_GB_PER_B = {"generate": 2.5, "train": 6.0, "merge": 2.5}
 # master weights and two moments (12 bytes) per parameter, plus activations: 18 GB per billion.
 # ZeRO-3 shards all of it, so the job's GPUs need this much together.
 FULL_WEIGHT_TRAIN_GB_PER_B = 18.0
-# Without a node (execrl.cluster.Node) to size for: 80 GB GPUs, 8 to a node.
+# Without a node (execrl.planning.cluster.Node) to size for: 80 GB GPUs, 8 to a node.
 GPU_MEMORY_GB = 80
 # One node: `accelerate launch` and vLLM's tensor parallelism stay inside one job on one node.
 MAX_GPUS = 8
@@ -94,7 +94,7 @@ def gpus_for(
 ) -> int:
     """GPUs one job of a GPU stage needs: enough devices of `gpu_memory_gb` for the model, as a
     power of two, at most `max_gpus` (one node). Merging an adapter runs on the CPU
-    (`execrl.lora.merge_adapter`): no GPU."""
+    (`execrl.training.lora.merge_adapter`): no GPU."""
     if stage not in GPU_STAGES:
         raise ValueError(f"{stage!r} is not a GPU stage ({', '.join(GPU_STAGES)})")
     if params_b < CPU_ONLY_BELOW_B or stage == "merge":
@@ -113,7 +113,7 @@ def stage_resources(
 ) -> dict[str, int]:
     """Slurm resources for one job: GPUs, CPUs, memory (MB) and runtime (minutes).
 
-    `node` (execrl.cluster.Node, the partition a GPU job targets) sizes GPU jobs for its GPU's
+    `node` (execrl.planning.cluster.Node, the partition a GPU job targets) sizes GPU jobs for its GPU's
     memory, at most its GPUs and CPUs; None: 80 GB GPUs, 8 to a node, CPUs unbounded.
 
     GPU stages (generation, training, merging) get GPUs, CPUs and host memory from the model's
@@ -158,7 +158,7 @@ def stage_resources(
 def training_job_resources(
     layout, params_b: float, attempt: int = 1, sandbox_workers: int = 0, server_gpus: int = 0
 ) -> dict[str, int]:
-    """Slurm resources of a training job from its memory plan (`execrl.memory_plan.TrainingLayout`;
+    """Slurm resources of a training job from its memory plan (`execrl.planning.memory_plan.TrainingLayout`;
     None for a model that trains on CPU): the training processes' and the vLLM server's GPUs, one
     node, the plan's CPUs (every GPU's plus `sandbox_workers` per training process, at most the
     node's) and host memory (every GPU's share, the model's weights and the optimizer state the

@@ -1,12 +1,12 @@
 """GRPO's settings (TRL's names) and how they become TRL's GRPOConfig arguments, without importing
-TRL: the memory plan reads them while Snakemake builds the DAG. The trainer is execrl.grpo."""
+TRL: the memory plan reads them while Snakemake builds the DAG. The trainer is execrl.training.grpo."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 
-from execrl.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
+from execrl.generation.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
 
 VLLM_MODES = ("colocate", "server")
 IMPORTANCE_SAMPLING_MODES = ("sequence_mask", "sequence_truncate", "token_mask", "token_truncate")
@@ -63,15 +63,15 @@ class GRPOSettings:
     use_vllm: bool = True
     vllm_mode: str = "colocate"
     """`colocate` (vLLM inside the training process) or `server` (`trl vllm-serve` on other GPUs of
-    the job, started by `python -m execrl.vllm_server`)."""
+    the job, started by `python -m execrl.generation.vllm_server`)."""
     vllm_gpu_memory_utilization: float = 0.3
     """Share of each training GPU's memory colocated vLLM may take (TRL's default). A server gets
-    its own GPUs and its own fraction (`execrl.vllm_server --gpu-memory-utilization`)."""
+    its own GPUs and its own fraction (`execrl.generation.vllm_server --gpu-memory-utilization`)."""
     vllm_max_model_length: int | None = None
     """vLLM's context window: longest prompt plus max_completion_length (None: the model's)."""
     vllm_tensor_parallel_size: int = 1
     """Colocate mode: GPUs each vLLM engine spans (must divide the training processes). Server
-    mode: the server's GPUs are set by the job (`execrl.vllm_server --gpus`), not by this."""
+    mode: the server's GPUs are set by the job (`execrl.generation.vllm_server --gpus`), not by this."""
     gradient_checkpointing: bool = True
     """Trade compute for memory (TRL's default); small models train faster without it."""
     seed: int = 0
@@ -114,7 +114,7 @@ class GRPOSettings:
 
     def micro_batches(self, processes: int, micro_batch: int | None = None, accumulation: int | None = None) -> dict:
         """TRL's per-device batch, accumulation and steps per generation; with the memory plan's
-        `micro_batch` × `accumulation` (execrl.memory_plan), each of these settings' micro-batches is
+        `micro_batch` × `accumulation` (execrl.planning.memory_plan), each of these settings' micro-batches is
         cut into pieces of `micro_batch`, and the generation round and the optimizer step keep their
         completions."""
         batch = self.per_device_batch(processes)
@@ -161,7 +161,7 @@ class GRPOSettings:
 
     def vllm_args(self, processes: int) -> dict:
         """GRPOConfig's vLLM arguments for `processes` training processes; in server mode, the
-        server's address from `execrl.vllm_server`."""
+        server's address from `execrl.generation.vllm_server`."""
         if not self.use_vllm:
             return {"use_vllm": False}
         if self.vllm_mode == "colocate" and processes % self.vllm_tensor_parallel_size:
@@ -181,7 +181,7 @@ class GRPOSettings:
             if missing:
                 raise ValueError(
                     f"grpo.vllm_mode is 'server' but {', '.join(missing)} is not set: "
-                    "run the training command under `python -m execrl.vllm_server ... -- COMMAND`"
+                    "run the training command under `python -m execrl.generation.vllm_server ... -- COMMAND`"
                 )
             args.update(
                 vllm_server_host=os.environ[VLLM_SERVER_HOST_ENV],

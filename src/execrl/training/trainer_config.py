@@ -1,8 +1,8 @@
 """The TRL configs a training job runs with, built once for training and for display.
 
 `grpo_config` and `dpo_config` build TRL's `GRPOConfig` / `DPOConfig` from execrl's settings, and
-`peft_config` the LoRA config (None: all weights train); `execrl.grpo.train_grpo` and
-`execrl.dpo.train_dpo` train with exactly these, and `python -m execrl.train_job ...
+`peft_config` the LoRA config (None: all weights train); `execrl.training.grpo.train_grpo` and
+`execrl.training.dpo.train_dpo` train with exactly these, and `python -m execrl.training.train_job ...
 --print-trainer-config` prints them (`describe`) without loading a model. Importing this module
 imports no trainer: TRL's configs load when a function is called.
 """
@@ -33,11 +33,11 @@ def grpo_config(
     micro_batch: int | None = None,
     accumulation: int | None = None,
 ):
-    """TRL's GRPOConfig for `settings` (`execrl.grpo.GRPOSettings`) on `processes` training
+    """TRL's GRPOConfig for `settings` (`execrl.training.grpo.GRPOSettings`) on `processes` training
     processes, with the memory plan's `micro_batch` × `accumulation` when given."""
     from trl import GRPOConfig
 
-    from execrl.training import resumable_run_kwargs
+    from execrl.training.common import resumable_run_kwargs
 
     config = GRPOConfig(
         **settings.trl_args(processes, micro_batch, accumulation),
@@ -62,11 +62,11 @@ def dpo_config(
     micro_batch: int | None = None,
     accumulation: int | None = None,
 ):
-    """TRL's DPOConfig for `settings` (`execrl.dpo.DPOSettings`)."""
+    """TRL's DPOConfig for `settings` (`execrl.training.dpo.DPOSettings`)."""
     from trl import DPOConfig
 
-    from execrl.dpo import trainer_batch
-    from execrl.training import resumable_run_kwargs
+    from execrl.training.dpo import trainer_batch
+    from execrl.training.common import resumable_run_kwargs
 
     return DPOConfig(
         beta=settings.beta,
@@ -84,7 +84,7 @@ def dpo_config(
 
 
 def peft_config(lora):
-    """PEFT's LoraConfig for `lora` (`execrl.lora.LoRASettings`); None trains all weights."""
+    """PEFT's LoraConfig for `lora` (`execrl.training.lora.LoRASettings`); None trains all weights."""
     return lora.peft_config() if lora is not None else None
 
 

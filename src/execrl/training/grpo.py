@@ -8,19 +8,19 @@ import torch
 from trl import GRPOTrainer
 
 from execrl.generation.weight_sync import trl_vllm_generation
-# GRPO's settings are read when the DAG is planned, without TRL: they live in execrl.grpo_settings.
-from execrl.grpo_settings import VLLM_MODES, GRPOSettings  # noqa: F401
-from execrl.interval_eval import IntervalEvaluation
-from execrl.lora import LoRASettings
-from execrl.policy_sampling import TransformersPolicySampler, generate_with_merged_adapter
-from execrl.online_task import OnlineTask
+# GRPO's settings are read when the DAG is planned, without TRL: they live in execrl.training.grpo_settings.
+from execrl.training.grpo_settings import VLLM_MODES, GRPOSettings  # noqa: F401
+from execrl.evaluation.interval_eval import IntervalEvaluation
+from execrl.training.lora import LoRASettings
+from execrl.generation.policy_sampling import TransformersPolicySampler, generate_with_merged_adapter
+from execrl.training.online_task import OnlineTask
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
-from execrl.rewards import ExecutionRewards, RewardSettings
-from execrl.srrl import SRRLRollout, SRRLSettings, grouping_trainer_class
-from execrl.token_budget import GENERATED_TOKENS, TokenBudget
-from execrl.trainer_config import grpo_config, peft_config
-from execrl.training import (
+from execrl.training.rewards import ExecutionRewards, RewardSettings
+from execrl.training.srrl import SRRLRollout, SRRLSettings, grouping_trainer_class
+from execrl.training.token_budget import GENERATED_TOKENS, TokenBudget
+from execrl.training.trainer_config import grpo_config, peft_config
+from execrl.training.common import (
     ExampleLog,
     GeneratedTokenCount,
     MetricsFileCallback,
@@ -44,7 +44,7 @@ class CountingGRPOTrainer(GRPOTrainer):
 
     - Every generation round adds its completions' lengths, gathered from all processes as TRL
       gathers them for `completions/mean_length` (model-generated tokens only), to
-      `generated_tokens` (an `execrl.training.GeneratedTokenCount`, which a checkpoint keeps).
+      `generated_tokens` (an `execrl.training.common.GeneratedTokenCount`, which a checkpoint keeps).
     - TRL averages what a reward function logs through `log_metric` over processes. Counts
       (`execrl.watch.monitor.is_count`) are summed over processes instead, and over the rounds
       between two logs, so a step's record holds the step's totals; the watch's rates are
@@ -198,7 +198,7 @@ def train_grpo(
     `micro_batch` × `accumulation`: the memory plan's cut of each step (`GRPOSettings.micro_batches`).
 
     The reward is the problems' tests (`reward_settings`) unless `task` gives another
-    (an `execrl.online_task.OnlineTask`: its prompts, reward, rollout, callbacks and trainer), as
+    (an `execrl.training.online_task.OnlineTask`: its prompts, reward, rollout, callbacks and trainer), as
     `exec`, `code_game` and `spiral` do. With `watch` (and the problems' tests as the reward), every
     step also logs the reward-hacking watch's rates (`execrl.watch.monitor`).
 
@@ -257,7 +257,7 @@ def train_grpo(
     if srrl is not None:
         trainer_class = grouping_trainer_class(trainer_class, srrl)
     # The trainer's weight sync merges a LoRA adapter out of place (execrl.generation.weight_sync), and
-    # on vLLM's CPU build reaches vLLM as execrl.vllm_cpu's does.
+    # on vLLM's CPU build reaches vLLM as execrl.generation.vllm_cpu's does.
     with trl_vllm_generation(settings.use_vllm):
         trainer = trainer_class(
             model=model,

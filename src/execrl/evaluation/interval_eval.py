@@ -122,7 +122,7 @@ class IntervalEvaluation(PeriodicEvaluation):
         """The evaluation of the policy a trainer trains, prompted as the method's own samples are.
 
         `make_sampler(trainer)` returns a sampler of that policy with a `texts(prompts,
-        temperature)` method (`execrl.policy_sampling`); it is made for each evaluation, once
+        temperature)` method (`execrl.generation.policy_sampling`); it is made for each evaluation, once
         `trainer` is set, which must happen before training starts (the trainer takes its
         callbacks before it exists).
         """

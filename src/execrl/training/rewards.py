@@ -10,7 +10,7 @@ from collections.abc import Callable
 import dataclasses
 from dataclasses import dataclass, field
 
-from execrl.online_task import OnlineTask
+from execrl.training.online_task import OnlineTask
 from execrl.problems import Problem
 from execrl.prompting import extract_code, follows_reasoning_format
 from execrl.watch.plus_tests import with_plus_tests

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from execrl.online_task import OnlineTask
+from execrl.training.online_task import OnlineTask
 from execrl.prompting import extract_code
-from execrl.rewards import completion_text
+from execrl.training.rewards import completion_text
 from execrl.sandbox.programs import ProgramRun, run_programs
 
 

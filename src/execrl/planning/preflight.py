@@ -1,17 +1,17 @@
 """Preflight: prove on the node, in minutes, that each planned training job fits and runs.
 
-    python -m execrl.preflight --configfile config/config.yaml [--configfile OVERLAY ...] \\
+    python -m execrl.planning.preflight --configfile config/config.yaml [--configfile OVERLAY ...] \\
         [--output results/preflight/MODEL.json] [--models MODEL ...] [--device auto|cpu|gpu]
 
-1. Environment checks (`execrl.preflight_env`): driver against torch's CUDA, the GPU against the
+1. Environment checks (`execrl.planning.preflight_env`): driver against torch's CUDA, the GPU against the
    plan's `gpu_model`, compilers and Python headers for Triton/DeepSpeed, NCCL (not applicable
    in CPU mode).
 2. Every training job shape the config plans (each model of `experiment.models` with each trained
    method; method variants whose sections that size a step (grpo, dpo, lora) are the same as
    another's share its shape and run once): a model with random weights from the model's config
    (no weights downloaded: a staged, carried or the hub's config.json on a GPU, the config's
-   `tiny_model` shape on the CPU) and a tokenizer trained here on filler text, one optimizer step through `execrl.train_job` under `accelerate launch` as the
-   `train` rule runs it (`execrl.preflight_step`): the same TRL trainer, the plan's micro-batch ×
+   `tiny_model` shape on the CPU) and a tokenizer trained here on filler text, one optimizer step through `execrl.training.train_job` under `accelerate launch` as the
+   `train` rule runs it (`execrl.planning.preflight_step`): the same TRL trainer, the plan's micro-batch ×
    accumulation and ZeRO stage, LoRA or all weights, prompts and completions at the planned length.
 3. A table of planned and measured memory per term and tokens/s per job, written as JSON; the exit
    status is non-zero when a check fails, a job does not fit (named with the term that overran its
@@ -23,7 +23,7 @@ processes, a ZeRO-3 job runs on the GPUs there are, sharding over fewer (a per-G
 
 CPU mode runs the jobs of models that train on the CPU (the tiny model), planned as if on a GPU
 of the cluster's type, measured by the process's resident set; GPU jobs are listed as skipped.
-Planning itself is `execrl.memory_plan.training_job_layout`, the function the workflow sizes jobs by.
+Planning itself is `execrl.planning.memory_plan.training_job_layout`, the function the workflow sizes jobs by.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from execrl.preflight_env import FAIL, Check, environment_checks
+from execrl.planning.preflight_env import FAIL, Check, environment_checks
 
 GB = 1e9
 # The method's sections that decide a training step's shape (and so its memory).
@@ -105,7 +105,7 @@ def planned_jobs(config: dict, models: list[str] | None = None) -> list[Job]:
 
 def trains_on_cpu(config: dict, model: str) -> bool:
     """Models the workflow trains on the CPU (no memory plan): the tiny model and those below 0.1B."""
-    from execrl.resources import stage_resources
+    from execrl.planning.resources import stage_resources
 
     spec = config["models"][model]
     return spec["source"] == "tiny" or stage_resources("train", spec["params_b"])["gpu"] == 0
@@ -115,14 +115,14 @@ def trains_on_cpu(config: dict, model: str) -> bool:
 
 
 # The tokenizer of a model built here: byte-level BPE trained on the filler words prompts are made
-# of (execrl.tiny_model.train_tokenizer, as the workflow's tiny model). A hub model's vocabulary is
+# of (execrl.models.tiny_model.train_tokenizer, as the workflow's tiny model). A hub model's vocabulary is
 # larger; ids the random model samples beyond the tokenizer's decode to nothing.
 TOKENIZER_VOCAB = 4096
 
 
 def filler_tokenizer(vocab_size: int, out_dir: Path):
     """A tokenizer trained on `words` text, saved to `out_dir`. No tokenizer is downloaded."""
-    from execrl.tiny_model import train_tokenizer
+    from execrl.models.tiny_model import train_tokenizer
 
     return train_tokenizer([words(400, seed) for seed in range(64)], vocab_size, out_dir)
 
@@ -162,7 +162,7 @@ def build_model(config: dict, model: str, out_dir: Path, configs_dir: Path | Non
     out_dir.mkdir(parents=True, exist_ok=True)
     spec = config["models"][model]
     if spec["source"] == "tiny":
-        from execrl.tiny_model import TinyModelConfig, init_model
+        from execrl.models.tiny_model import TinyModelConfig, init_model
 
         fields = {f.name for f in dataclasses.fields(TinyModelConfig)}
         shape = TinyModelConfig(**{k: v for k, v in config["tiny_model"].items() if k in fields})
@@ -239,15 +239,15 @@ def planning_config(config: dict, job: Job, model_dir: Path, cpu: bool) -> dict:
 
 
 def plan_of(config: dict, job: Job, model_dir: Path | None):
-    """The job's `TrainingLayout` (`execrl.memory_plan.training_job_layout`)."""
-    from execrl.memory_plan import training_job_layout
+    """The job's `TrainingLayout` (`execrl.planning.memory_plan.training_job_layout`)."""
+    from execrl.planning.memory_plan import training_job_layout
 
     return training_job_layout(config, job.model, job.method, model_dir)
 
 
 def sequence_plan(config: dict, job: Job) -> dict:
     """Planned tokens of one sequence: GRPO's prompt and completion, DPO's max_length."""
-    from execrl.memory_plan import PROMPT_TOKENS
+    from execrl.planning.memory_plan import PROMPT_TOKENS
     from execrl.methods import METHODS
     from execrl.run_paths import method_section
 
@@ -289,10 +289,10 @@ def job_settings(config: dict, job: Job, processes_run: int, processes_planned: 
 
 def launch_command(config: dict, planning: dict, job: Job, layout, processes: int, cpu: bool, model_dir: Path,
                    work: Path, probe_out: Path) -> tuple[list[str], int]:
-    """The `accelerate launch ... -m execrl.preflight_step` command of the job, as the train rule
+    """The `accelerate launch ... -m execrl.planning.preflight_step` command of the job, as the train rule
     builds its own (accelerate config of the plan's ZeRO stage, dtype, offload, micro-batching),
     and the number of sequences one step trains on."""
-    from execrl.launch import accelerate_config_of_stage
+    from execrl.training.launch import accelerate_config_of_stage
     from execrl.methods import METHODS
     from execrl.run_paths import method_section
 
@@ -318,7 +318,7 @@ def launch_command(config: dict, planning: dict, job: Job, layout, processes: in
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate), *options,
         "--num_processes", str(processes), "--num_machines", "1", "--main_process_port", "0",
-        "-m", "execrl.preflight_step", "--probe-out", str(probe_out),
+        "-m", "execrl.planning.preflight_step", "--probe-out", str(probe_out),
         job.trains_as, "--model", str(model_dir), "--settings", json.dumps(settings, sort_keys=True),
         "--data", str(data), "--eval-problems", str(eval_problems),
         "--micro-batch", str(layout.micro_batch), "--accumulation", str(layout.accumulation),
@@ -376,7 +376,7 @@ def compare(layout, probe: dict, capacity_gb: float) -> dict:
 def run_job(config: dict, job: Job, cpu: bool, work: Path, configs_dir: Path | None, capacity_gb: float | None,
             gpus: int, timeout_s: float) -> dict:
     """Plan, build, launch and compare one job; its record for the table and the JSON."""
-    from execrl.memory_plan import DoesNotFit
+    from execrl.planning.memory_plan import DoesNotFit
 
     record: dict = {"job": job.name, "method": job.method, "trains_as": job.trains_as, "model": job.model,
                     "same_shape_as": job.same_shape}
@@ -487,7 +487,7 @@ def table(report: dict) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m execrl.preflight", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m execrl.planning.preflight", description=__doc__.split("\n")[0])
     parser.add_argument("--configfile", action="append", default=[], type=Path,
                         help="config files laid over config/config.yaml, as snakemake --configfile")
     parser.add_argument("--base", type=Path, default=None, help="the base config (default: config/config.yaml of the checkout)")
@@ -513,7 +513,7 @@ def run(config: dict, models: list[str] | None = None, device: str = "auto", wor
     `model_configs`: a folder of carried ones (SOURCE/config.json); else the hub's."""
     import torch
 
-    from execrl.cluster import ClusterError, target_gpu
+    from execrl.planning.cluster import ClusterError, target_gpu
 
     cpu = device == "cpu" or (device == "auto" and not torch.cuda.is_available())
     if not cpu and not torch.cuda.is_available():

@@ -9,16 +9,16 @@ the CUDA context and NCCL's buffers; the colocated vLLM share; frozen copies (a 
 like the policy) and code_game's opponent (whole on every GPU). A vLLM server: its weights, KV
 cache and profiling peak per tensor-parallel GPU. Colocated vLLM is checked to hold its weights
 and the round's KV cache in its share. The capacity is what the GPU's driver reports
-(execrl.cluster.Gpu.capacity_gb).
+(execrl.planning.cluster.Gpu.capacity_gb).
 
 Bytes per parameter follow DeepSpeed's own estimator (`estimate_zero3_model_states_mem_needs`,
 checked against it in tests/test_memory_plan.py): under ZeRO-3 a GPU holds 2 bytes of 16-bit weights,
 4 of fp32 gradient partition and 12 of fp32 master weights plus Adam's two moments per parameter,
 divided by the processes, plus 4 bytes per parameter of the largest layer gathered at a time.
 Optimizer offload moves the gradient partition and the optimizer state to the host. A job's
-layout must also fit its node's host memory and CPUs (execrl.cluster.Node: a GPU partition of the
+layout must also fit its node's host memory and CPUs (execrl.planning.cluster.Node: a GPU partition of the
 Slurm executor's partition file). The activation terms are checked on the CPU against a real TRL
-trainer step (tests/test_memory_plan_trl.py, execrl.memory_measure); nothing here has been
+trainer step (tests/test_memory_plan_trl.py, execrl.planning.memory_measure); nothing here has been
 measured on a GPU yet, and the CUDA context, NCCL, DeepSpeed and vLLM figures are estimates from
 the sources named beside them. The workflow sizes every training job with `training_job_layout`
 when the DAG is planned (workflow/rules/resources.smk); nothing here imports torch or TRL.
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from execrl.cluster import A100_80GB, Gpu, Node
-from execrl.resources import gpu_job_cpus, gpu_job_host_gb, least_gpu_job_cpus
+from execrl.planning.cluster import A100_80GB, Gpu, Node
+from execrl.planning.resources import gpu_job_cpus, gpu_job_host_gb, least_gpu_job_cpus
 
 GB = 1e9
 GIB = 1024**3
@@ -42,8 +42,8 @@ GIB = 1024**3
 # TOKEN_CHUNK_SIZE) by 32768 vocabulary entries (trl/trainer/utils.py, _CHUNKED_LOGPROB_CHUNK_SIZE).
 HEAD_TOKEN_TILE = 4096
 HEAD_VOCAB_TILE = 32768
-# execrl.grpo.LengthChunkedGRPOTrainer.score_chunks: GRPO scores a micro-batch in 4 chunks of rows
-# (tests/test_memory_plan_trl.py holds the two equal; importing execrl.grpo would import TRL).
+# execrl.training.grpo.LengthChunkedGRPOTrainer.score_chunks: GRPO scores a micro-batch in 4 chunks of rows
+# (tests/test_memory_plan_trl.py holds the two equal; importing execrl.training.grpo would import TRL).
 GRPO_SCORE_CHUNKS = 4
 # Offloaded optimizer state on the host, bytes per trainable parameter: DeepSpeed ZeRO-3 with
 # `offload_optimizer: cpu` keeps the fp32 master weights (4), Adam's two fp32 moments (8) and the
@@ -51,7 +51,7 @@ GRPO_SCORE_CHUNKS = 4
 # to true in DeepSpeed 0.19), all processes' partitions on the one node. This is what DeepSpeed's
 # estimator counts (`estimate_zero3_model_states_mem_needs`, zero_init) without its 1.5 safety
 # factor (`additional_buffer_factor`): the rest of the job's host memory (CUDA contexts, loading
-# the weights) is counted separately by execrl.resources.gpu_job_host_gb.
+# the weights) is counted separately by execrl.planning.resources.gpu_job_host_gb.
 OFFLOADED_BYTES_PER_PARAMETER = 4 + 8 + 4
 # DeepSpeed ZeRO-3's gradient reduce bucket: accelerate's generated DeepSpeed config (from
 # workflow/accelerate/zero3.yaml's keys) sets no bucket key, so DeepSpeed's defaults hold
@@ -198,7 +198,7 @@ class Architecture:
         gradients (layer_backward_bytes); without checkpointing the backward's gradients alone
         (one of the MLP's width and one of the hidden width: the saved activations free as they go).
 
-        `row_chunks`: GRPO's micro-batch is scored in execrl.grpo.LengthChunkedGRPOTrainer's
+        `row_chunks`: GRPO's micro-batch is scored in execrl.training.grpo.LengthChunkedGRPOTrainer's
         chunks of rows, each through its own head call and its own backward; DPO's in one.
         `embedding_gradient`: with all weights training, the embedding's weight gradient, made last.
 
@@ -287,7 +287,7 @@ def architecture(source: str, local_dir: str | Path | None = None) -> Architectu
     if source not in SHIPPED_SHAPES:
         raise UnknownShape(
             f"no config.json for model {source!r}: stage it locally or add its shape to "
-            f"execrl.memory_plan.SHIPPED_SHAPES (shipped: {', '.join(sorted(SHIPPED_SHAPES))})"
+            f"execrl.planning.memory_plan.SHIPPED_SHAPES (shipped: {', '.join(sorted(SHIPPED_SHAPES))})"
         )
     return Architecture.from_config(SHIPPED_SHAPES[source])
 
@@ -312,7 +312,7 @@ class TrainingJob:
     colocated_vllm_fraction: float = 0.0  # vllm_gpu_memory_utilization when vLLM shares the GPU
     frozen_copies: int = 0  # copies sharded like the policy under ZeRO-3: DPO's or GRPO's reference
     whole_copies: int = 0  # copies every GPU loads whole: code_game's opponent
-    gpu: Gpu = A100_80GB  # the GPU each process gets (execrl.cluster.target_gpu in the workflow)
+    gpu: Gpu = A100_80GB  # the GPU each process gets (execrl.planning.cluster.target_gpu in the workflow)
     gradient_checkpointing: bool = True
     scored_length: int | None = None  # positions per sequence the LM head scores (GRPO: the completion)
     row_chunks: int = 1  # GRPO: GRPO_SCORE_CHUNKS, each scored and back-propagated on its own
@@ -606,7 +606,7 @@ class TrainingLayout:
     # into plan.accumulation pieces.
     settings_accumulation: int = 1
     node: Node = Node()
-    # The job's host memory: execrl.resources.gpu_job_host_gb plus the offloaded optimizer state.
+    # The job's host memory: execrl.planning.resources.gpu_job_host_gb plus the offloaded optimizer state.
     host_gb: float = 0.0
     cpus: int = 0
     sandbox_workers: int = 0  # per training process
@@ -688,8 +688,8 @@ def plan_training_layout(
     server) is the least the vLLM server gets: more when its weights and one `server_max_model_len`
     sequence (what vLLM checks at start) need a larger tensor parallelism. Each process's GPU is
     `node.gpu` (None: a node of 8 GPUs of `job.gpu` and unlimited host). A layout must also fit the node's host memory
-    (execrl.resources.gpu_job_host_gb for `params_b`, default the shape's count, plus the offloaded
-    state) and CPUs (execrl.resources.gpu_job_cpus with `sandbox_workers` per process). DoesNotFit
+    (execrl.planning.resources.gpu_job_host_gb for `params_b`, default the shape's count, plus the offloaded
+    state) and CPUs (execrl.planning.resources.gpu_job_cpus with `sandbox_workers` per process). DoesNotFit
     names the numbers and what would help (`other_gpus`: the cluster's other GPU types).
     """
     node = Node(gpu=job.gpu) if node is None else node
@@ -808,7 +808,7 @@ def _planned_length(grpo) -> int:
 # Prompt tokens planned beside the completion when vLLM's context window is not set: the prompts'
 # own length is known only once the data is prepared, after the DAG is planned.
 PROMPT_TOKENS = 1024
-# Below this size a model trains on CPU (execrl.resources.CPU_ONLY_BELOW_B): no GPU plan.
+# Below this size a model trains on CPU (execrl.planning.resources.CPU_ONLY_BELOW_B): no GPU plan.
 _CPU_ONLY_BELOW_B = 0.1
 
 
@@ -816,10 +816,10 @@ def training_job_layout(config: dict, model: str, method: str, model_dir: str | 
     """The layout of the `train` job of `method` on `model` under the merged workflow `config`,
     or None for a model that trains on CPU. The model's shape comes from `model_dir`'s
     config.json when present, else from SHIPPED_SHAPES (the hub is not asked). The node is the
-    first GPU partition of `cluster.partitions` the job fits, with the GPU execrl.cluster.target_gpu
+    first GPU partition of `cluster.partitions` the job fits, with the GPU execrl.planning.cluster.target_gpu
     plans for; DoesNotFit names each partition's numbers when it fits none, ClusterError a
     description that cannot place it."""
-    from execrl.cluster import gpu_types, target_nodes
+    from execrl.planning.cluster import gpu_types, target_nodes
     from execrl.config import without_runtime_settings
     from execrl.methods import METHODS
     from execrl.run_paths import method_overrides, registry_name
@@ -841,7 +841,7 @@ def training_job_layout(config: dict, model: str, method: str, model_dir: str | 
     common = {"processes": model_config["training_processes"], "params_b": model_config["params_b"], "other_gpus": others}
     colocated = None
     if METHODS[trains_as].online:
-        from execrl.grpo_settings import GRPOSettings
+        from execrl.training.grpo_settings import GRPOSettings
 
         grpo = GRPOSettings(**settings["grpo"])
         length = _planned_length(grpo)

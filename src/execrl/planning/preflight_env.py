@@ -7,7 +7,7 @@ Each check has a name, a status and one line of detail:
 - `n/a`: does not apply (CPU mode: no driver, GPU or NCCL to check).
 
 Checked: the NVIDIA driver against the CUDA major version the installed torch was built for, the
-GPU's type, compute capability and memory against the plan's `gpu_model` (`execrl.cluster.Gpu`),
+GPU's type, compute capability and memory against the plan's `gpu_model` (`execrl.planning.cluster.Gpu`),
 the C/C++ compilers and Python headers Triton and DeepSpeed compile kernels with at run time, and
 NCCL as torch sees it.
 """
@@ -20,7 +20,7 @@ import sysconfig
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from execrl.cluster import CUDA_MIN_COMPUTE_CAPABILITY, Gpu
+from execrl.planning.cluster import CUDA_MIN_COMPUTE_CAPABILITY, Gpu
 
 OK, FAIL, WARN, NOT_APPLICABLE = "ok", "fail", "warn", "n/a"
 # The oldest driver branch of each CUDA major version (NVIDIA's CUDA toolkit release notes,

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from execrl.interval_eval import IntervalEvaluation
-from execrl.lora import LoRASettings
-from execrl.policy_sampling import TransformersPolicySampler, generate_with_merged_adapter
+from execrl.evaluation.interval_eval import IntervalEvaluation
+from execrl.training.lora import LoRASettings
+from execrl.generation.policy_sampling import TransformersPolicySampler, generate_with_merged_adapter
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
-from execrl.trainer_config import dpo_config, peft_config
-from execrl.training import (
+from execrl.training.trainer_config import dpo_config, peft_config
+from execrl.training.common import (
     ExampleLog,
     MetricsFileCallback,
     finish_training,
@@ -40,7 +40,7 @@ class DPOSettings:
     """Trade compute for memory (TRL's default); small models train faster without it."""
     eval_every: int = 25
     """Interval evaluation every this many optimiser steps, besides before the first and after the
-    last (0: none), as GRPO's and SRRL's (`execrl.interval_eval`)."""
+    last (0: none), as GRPO's and SRRL's (`execrl.evaluation.interval_eval`)."""
     eval_problems: int = 64
     """Held-out problems in the interval evaluation."""
     eval_samples: int = 1
@@ -55,7 +55,7 @@ class DPOSettings:
 
 def trainer_batch(settings: DPOSettings, micro_batch: int | None = None, accumulation: int | None = None) -> dict:
     """DPOConfig's per-device batch and accumulation; with the memory plan's `micro_batch` ×
-    `accumulation` (execrl.memory_plan), each of the settings' micro-batches is cut into pieces of
+    `accumulation` (execrl.planning.memory_plan), each of the settings' micro-batches is cut into pieces of
     `micro_batch` pairs, and the optimizer step keeps its pairs."""
     batch, steps = settings.per_device_train_batch_size, settings.gradient_accumulation_steps
     if micro_batch is None:

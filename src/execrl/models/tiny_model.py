@@ -1,7 +1,7 @@
 """A small causal LM built locally: a BPE tokenizer trained on task text and a Qwen2-architecture model.
 
 It lets the whole workflow run on a laptop or CI with no hub access; a supervised warm start
-(`execrl.sft`) then gives it a non-trivial baseline for RL to improve on.
+(`execrl.training.sft`) then gives it a non-trivial baseline for RL to improve on.
 """
 
 from __future__ import annotations

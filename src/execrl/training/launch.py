@@ -3,7 +3,7 @@
 The `train` rule runs, for 1 or many processes, on CPU or GPU alike::
 
     accelerate launch --config_file <accelerate_config(...)> --num_processes <training_processes(...)> \\
-        --num_machines 1 --main_process_port 0 -m execrl.train_job METHOD ...
+        --num_machines 1 --main_process_port 0 -m execrl.training.train_job METHOD ...
 
 The config files live in ``workflow/accelerate/``:
 
@@ -25,10 +25,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from execrl.resources import GPU_MEMORY_GB, gpu_gb
+from execrl.planning.resources import GPU_MEMORY_GB, gpu_gb
 
 # workflow/accelerate in a checkout (the package is installed editable from src/).
-DEFAULT_CONFIG_DIR = Path(__file__).resolve().parents[2] / "workflow" / "accelerate"
+DEFAULT_CONFIG_DIR = Path(__file__).resolve().parents[3] / "workflow" / "accelerate"
 
 DEVICES = ("cpu", "gpu")
 
@@ -56,7 +56,7 @@ def accelerate_config(device: str, params_b: float, full_weight: bool = False, c
 
 
 def accelerate_config_of_stage(device: str, zero_stage: int, config_dir: str | Path | None = None) -> Path:
-    """The accelerate config of the memory plan's ZeRO stage (`execrl.memory_plan`): 0 is DDP
+    """The accelerate config of the memory plan's ZeRO stage (`execrl.planning.memory_plan`): 0 is DDP
     (``ddp.yaml``, ``cpu.yaml`` on CPU), 3 is ZeRO-3 (``zero3.yaml``, ``zero3-cpu.yaml``). The dtype
     and the optimizer's offload come as `accelerate launch` options (`--mixed_precision`,
     `--offload_optimizer_device`), so one file serves every GPU model."""

@@ -1,7 +1,7 @@
 """One training job from the command line: what the workflow's `train` rule runs under `accelerate launch`.
 
     accelerate launch --config_file workflow/accelerate/cpu.yaml --num_processes 2 --num_machines 1 \\
-        --main_process_port 0 -m execrl.train_job grpo --model MODEL --settings '{"grpo": {...}, ...}' \\
+        --main_process_port 0 -m execrl.training.train_job grpo --model MODEL --settings '{"grpo": {...}, ...}' \\
         --problems train.jsonl --eval-problems test.jsonl --output trained/ --metrics metrics.jsonl \\
         --checkpoint-root results/checkpoints --run-name grpo/mbpp/qwen/0
 
@@ -50,16 +50,16 @@ def section(settings: dict, name: str, cls, *, nullable: bool = False):
 def parse_settings(method: str, settings: dict) -> dict:
     """The settings objects of `method`, checked: exactly the sections its row in
     `execrl.methods.METHODS` names plus `lora`, known keys only."""
-    from execrl.dpo import DPOSettings
-    from execrl.grpo_settings import GRPOSettings
-    from execrl.lora import LoRASettings
+    from execrl.training.dpo import DPOSettings
+    from execrl.training.grpo_settings import GRPOSettings
+    from execrl.training.lora import LoRASettings
     from execrl.prompting import PromptConfig
-    from execrl.rewards import RewardSettings
+    from execrl.training.rewards import RewardSettings
     from execrl.sandbox import ExecutionLimits
-    from execrl.code_game import CodeGameSettings
-    from execrl.program_rewards import ExecRewardSettings
-    from execrl.spiral import SPIRALSettings
-    from execrl.srrl import SRRLSettings
+    from execrl.games.code_game import CodeGameSettings
+    from execrl.training.program_rewards import ExecRewardSettings
+    from execrl.games.spiral import SPIRALSettings
+    from execrl.training.srrl import SRRLSettings
     from execrl.watch.monitor import WatchSettings
 
     classes = {
@@ -93,7 +93,7 @@ def die_with_launcher() -> None:
     a session of its own, so killing the launcher's process group, as a local scheduler cancelling
     the job does, would leave them training and writing checkpoints beside the run replacing them.
     """
-    from execrl.vllm_server import die_with_parent
+    from execrl.generation.vllm_server import die_with_parent
 
     if "TORCHELASTIC_RUN_ID" in os.environ:
         die_with_parent()
@@ -119,7 +119,7 @@ def positive_int(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m execrl.train_job", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m execrl.training.train_job", description=__doc__.split("\n")[0])
     parser.add_argument("method", choices=METHODS)
     parser.add_argument("--model", required=True, help="base model: a folder or a hub id")
     parser.add_argument("--settings", required=True, help="JSON object of every result-changing setting")
@@ -136,7 +136,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--token-budget-from", type=Path,
                         help="GRPO's metrics file: srrl with a token budget stops once it has used as many tokens")
     parser.add_argument("--micro-batch", type=positive_int,
-                        help="the memory plan's micro-batch per process (execrl.memory_plan); default: the settings' batch")
+                        help="the memory plan's micro-batch per process (execrl.planning.memory_plan); default: the settings' batch")
     parser.add_argument("--accumulation", type=positive_int,
                         help="the memory plan's gradient accumulation steps, given with --micro-batch")
     parser.add_argument("--threads", type=positive_int, help="torch threads of each process")
@@ -154,7 +154,7 @@ def parser() -> argparse.ArgumentParser:
 
 def checkpoint_dir(args, settings: dict, token_budget=None) -> Path:
     """`token_budget` keys the folder too: a checkpoint saved on the way to one budget may lie past another."""
-    from execrl.training import settings_digest
+    from execrl.training.common import settings_digest
 
     key = {"method": args.method, "model": args.model, "settings": settings}
     if token_budget is not None:
@@ -163,9 +163,9 @@ def checkpoint_dir(args, settings: dict, token_budget=None) -> Path:
 
 
 def token_budget(method: str, settings: dict, budget_from: Path | None):
-    """SRRL's `execrl.token_budget.TokenBudget` under `srrl.budget: generated_tokens` or
+    """SRRL's `execrl.training.token_budget.TokenBudget` under `srrl.budget: generated_tokens` or
     `total_tokens`, read from GRPO's metrics file; None for every other method and budget."""
-    from execrl.token_budget import TOKEN_BUDGETS, read_token_budget
+    from execrl.training.token_budget import TOKEN_BUDGETS, read_token_budget
 
     srrl = settings.get("srrl")
     if srrl is None or srrl.budget not in TOKEN_BUDGETS:
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as error:
         cli.error(str(error))
 
-    from execrl.training import world_size
+    from execrl.training.common import world_size
 
     if (args.micro_batch is None) != (args.accumulation is None):
         cli.error("give --micro-batch and --accumulation together (the memory plan's cut of a step)")
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
             settings["grpo"].micro_batches(world_size(), args.micro_batch, args.accumulation)
             settings["grpo"].vllm_args(world_size())
         else:
-            from execrl.dpo import trainer_batch
+            from execrl.training.dpo import trainer_batch
 
             trainer_batch(settings["dpo"], args.micro_batch, args.accumulation)
     except ValueError as error:
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     if not online:
         from contextlib import nullcontext
 
-        from execrl.dpo import train_dpo
+        from execrl.training.dpo import train_dpo
         from execrl.jsonl import read_jsonl
 
         dpo = settings["dpo"]
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         return
 
-    from execrl.grpo import train_grpo
+    from execrl.training.grpo import train_grpo
 
     grpo = settings["grpo"]
     # Each training process rewards its own completions with its own sandbox workers.
@@ -293,12 +293,12 @@ def main(argv: list[str] | None = None) -> None:
 
 def print_trainer_config(args, settings: dict, raw: dict, tokens: int | None) -> None:
     """Print (rank 0 only) the TRL and PEFT configs the job would train with, built by the
-    functions training uses (`execrl.trainer_config`), and its launch layout."""
+    functions training uses (`execrl.training.trainer_config`), and its launch layout."""
     from unittest.mock import patch
 
-    from execrl import trainer_config
-    from execrl.training import process_rank, world_size
-    from execrl.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
+    from execrl.training import trainer_config
+    from execrl.training.common import process_rank, world_size
+    from execrl.generation.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
 
     processes = args.processes or world_size()
     common = {"checkpoint_dir": checkpoint_dir(args, raw, tokens), "run_name": args.run_name,
@@ -306,7 +306,7 @@ def print_trainer_config(args, settings: dict, raw: dict, tokens: int | None) ->
               "micro_batch": args.micro_batch, "accumulation": args.accumulation}
     if REGISTRY[args.method].online:
         grpo = settings["grpo"]
-        # A server's address is chosen when `execrl.vllm_server` starts it: outside one, shown as unset.
+        # A server's address is chosen when `execrl.generation.vllm_server` starts it: outside one, shown as unset.
         server = {VLLM_SERVER_HOST_ENV: "unset", VLLM_SERVER_PORT_ENV: "0", VLLM_GROUP_PORT_ENV: "0"}
         with patch.dict(os.environ, {k: v for k, v in server.items() if k not in os.environ}):
             config = trainer_config.grpo_config(
@@ -324,11 +324,11 @@ def online_task(method: str, settings: dict, executor, model: str):
     """What an online method trains on, when it is not the problems' tests (GRPO's, SRRL's)."""
     reasoning_format = settings["prompt"].reasoning_format
     if method == "exec":
-        from execrl.program_rewards import ProgramRewards
+        from execrl.training.program_rewards import ProgramRewards
 
         return ProgramRewards(executor, settings["exec"], reasoning_format)
     if method == "code_game":
-        from execrl.code_game import CodeGameRewards, opponent_predictor
+        from execrl.games.code_game import CodeGameRewards, opponent_predictor
 
         return CodeGameRewards(
             executor,
@@ -339,7 +339,7 @@ def online_task(method: str, settings: dict, executor, model: str):
             reasoning_format,
         )
     if method == "spiral":
-        from execrl.self_play import SelfPlayTask
+        from execrl.games.self_play import SelfPlayTask
 
         return SelfPlayTask(settings["spiral"], settings["prompt"], settings["grpo"].seed)
     return None

@@ -1,9 +1,9 @@
-"""One training job's first optimizer step, measured: what `execrl.preflight` launches for each job.
+"""One training job's first optimizer step, measured: what `execrl.planning.preflight` launches for each job.
 
-    accelerate launch ... -m execrl.preflight_step --probe-out probe.json grpo --model ... (train_job's arguments)
+    accelerate launch ... -m execrl.planning.preflight_step --probe-out probe.json grpo --model ... (train_job's arguments)
 
-It runs `execrl.train_job` itself, with the same arguments the workflow's `train` rule passes,
-and adds one callback to the trainer `execrl.grpo.train_grpo` / `execrl.dpo.train_dpo` builds
+It runs `execrl.training.train_job` itself, with the same arguments the workflow's `train` rule passes,
+and adds one callback to the trainer `execrl.training.grpo.train_grpo` / `execrl.training.dpo.train_dpo` builds
 (`MemoryProbe`), which stops training after the first optimizer step and writes (rank 0) what it
 measured:
 
@@ -95,11 +95,11 @@ class MemoryProbe(TrainerCallback):
 
 
 def run(probe_out: Path, train_job_args: list[str]) -> dict:
-    """Run `execrl.train_job` with `train_job_args`, probing its trainer; write the record (rank 0)."""
+    """Run `execrl.training.train_job` with `train_job_args`, probing its trainer; write the record (rank 0)."""
     import torch
 
-    from execrl import dpo, grpo, train_job
-    from execrl.training import process_rank
+    from execrl.training import dpo, grpo, train_job
+    from execrl.training.common import process_rank
 
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
@@ -137,7 +137,7 @@ def run(probe_out: Path, train_job_args: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 2 or argv[0] != "--probe-out":
-        sys.exit("usage: python -m execrl.preflight_step --probe-out FILE METHOD (execrl.train_job's arguments)")
+        sys.exit("usage: python -m execrl.planning.preflight_step --probe-out FILE METHOD (execrl.training.train_job's arguments)")
     run(Path(argv[1]), argv[2:])
 
 

@@ -203,7 +203,7 @@ class MetricsFileCallback(TrainerCallback):
 
 class GeneratedTokenCount(TrainerCallback, ExportableState):
     """The running count of completion tokens sampled for training, summed over processes
-    (`num_generated_tokens`; `execrl.grpo.CountingGRPOTrainer` adds each generation round's).
+    (`num_generated_tokens`; `execrl.training.grpo.CountingGRPOTrainer` adds each generation round's).
 
     It counts a completion's tokens as TRL counts them for `completions/mean_length` (the tokens
     the policy generated), so TRL's `num_tokens` less this count is the prompt tokens. The count is
@@ -243,10 +243,10 @@ class StopAtTokenBudget(TrainerCallback):
     """
 
     def __init__(self, budget, counter: GeneratedTokenCount | None = None):
-        from execrl.token_budget import TokenBudget
+        from execrl.training.token_budget import TokenBudget
 
         if not isinstance(budget, TokenBudget):
-            raise TypeError(f"StopAtTokenBudget takes an execrl.token_budget.TokenBudget, got {budget!r}")
+            raise TypeError(f"StopAtTokenBudget takes an execrl.training.token_budget.TokenBudget, got {budget!r}")
         if budget.budget == "generated_tokens" and counter is None:
             raise ValueError("a generated_tokens budget needs the trainer's GeneratedTokenCount")
         self.budget = budget

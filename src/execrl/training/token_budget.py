@@ -5,11 +5,11 @@ refinement prompts are about three times as long as first attempts, so at equal 
 reads more prompt tokens than GRPO. The token budgets instead stop SRRL once it has used as many
 tokens as GRPO's run of the same dataset, model and seed did in all: the workflow hands the
 training job GRPO's metrics file, this module reads its total, and
-`execrl.training.StopAtTokenBudget` stops SRRL there.
+`execrl.training.common.StopAtTokenBudget` stops SRRL there.
 
 - `generated_tokens`: completion tokens only, the tokens the policy sampled (equal sampling
   compute). execrl logs their running count as `num_generated_tokens`
-  (`execrl.training.GeneratedTokenCount`, summed over processes, counted as TRL counts a
+  (`execrl.training.common.GeneratedTokenCount`, summed over processes, counted as TRL counts a
   completion's length for `completions/mean_length`).
 - `total_tokens`: prompt and completion tokens, TRL's own `num_tokens`
   (`state.num_input_tokens_seen`, summed over processes; a group of G completions counts its

@@ -1,4 +1,4 @@
-"""What an online method trains on, as `execrl.grpo.train_grpo` asks for it.
+"""What an online method trains on, as `execrl.training.grpo.train_grpo` asks for it.
 
 GRPO, SRRL, `exec`, `code_game` and `spiral` share TRL's GRPOTrainer, its settings, LoRA or full
 weights, checkpoints and the interval evaluation; they differ in the prompts a step samples
@@ -30,7 +30,7 @@ class OnlineTask:
 
     def rollout_func(self, make_sampler: Callable) -> Callable | None:
         """TRL's `rollout_func`, when the task draws a step's samples itself (None: GRPO's sampling).
-        `make_sampler(trainer)` is a `execrl.grpo.PolicySampler` of the policy being trained."""
+        `make_sampler(trainer)` is a `execrl.training.grpo.PolicySampler` of the policy being trained."""
         return None
 
     def callbacks(self, make_sampler: Callable) -> list:

@@ -24,13 +24,13 @@ import io
 import random
 import tokenize
 
-from execrl.code_game import CodeGameSettings, game_prompt, opponent_prompt
+from execrl.games.code_game import CodeGameSettings, game_prompt, opponent_prompt
 from execrl.games import get_game
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig, chat_prompt
 from execrl.sandbox.programs import run_programs
-from execrl.spiral import SPIRALSettings
-from execrl.srrl import SRRLSettings, refinement_prompt
+from execrl.games.spiral import SPIRALSettings
+from execrl.training.srrl import SRRLSettings, refinement_prompt
 
 _OPERATOR_SWAPS = {
     "+": "-", "-": "+", "*": "+", "//": "%", "%": "//", "<": "<=", "<=": "<", ">": ">=", ">=": ">",

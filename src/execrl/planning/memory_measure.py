@@ -1,4 +1,4 @@
-"""Measure what one TRL training step allocates, term by term, to check execrl.memory_plan against.
+"""Measure what one TRL training step allocates, term by term, to check execrl.planning.memory_plan against.
 
 One micro-batch through the real trainer's loss and backward (`GRPOTrainer.compute_loss` of
 execrl's LengthChunkedGRPOTrainer, `DPOTrainer.compute_loss`), both with TRL 1.16's fused,
@@ -21,7 +21,7 @@ The step is cut into the plan's activation terms by the autograd nodes the profi
 On CUDA, torch.cuda.max_memory_allocated gives the whole step's peak only (step_peak).
 
 This module imports torch and TRL: it is for the bench scripts, the tests and a preflight, never
-for the DAG path (execrl.memory_plan imports neither).
+for the DAG path (execrl.planning.memory_plan imports neither).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from execrl.memory_plan import Architecture
+from execrl.planning.memory_plan import Architecture
 
 HEAD_BACKWARD = "ChunkedLogProbFunctionBackward"
 EMBEDDING_BACKWARD = "EmbeddingBackward"
@@ -55,7 +55,7 @@ def planned_activation_bytes(arch: Architecture, shape: StepShape, on_cpu: bool 
     disable_dropout false); DPO holds a micro-batch of m pairs as m sequences of twice the length
     and turns dropout off (TRL's DPO default). On the CPU, fp32 and TRL's torch fallback of the
     head's kernel (every position scored); on CUDA, bf16 and the Triton kernel."""
-    from execrl.memory_plan import GRPO_SCORE_CHUNKS
+    from execrl.planning.memory_plan import GRPO_SCORE_CHUNKS
 
     length = shape.prompt_length + shape.completion_length
     grpo = shape.trainer == "grpo"
@@ -85,7 +85,7 @@ def qwen2_model(arch: Architecture, dtype=None, seed: int = 0):
 
 
 def _tokenizer(directory: Path):
-    from execrl.tiny_model import train_tokenizer
+    from execrl.models.tiny_model import train_tokenizer
 
     return train_tokenizer(["def add(a, b):\n    return a + b\n"] * 20, 300, directory)
 
@@ -119,7 +119,7 @@ def build_trainer(arch: Architecture, shape: StepShape, workdir: str | Path, use
     if shape.trainer == "grpo":
         from trl import GRPOConfig
 
-        from execrl.grpo import LengthChunkedGRPOTrainer
+        from execrl.training.grpo import LengthChunkedGRPOTrainer
 
         args = GRPOConfig(**common, num_generations=shape.micro_batch, max_completion_length=shape.completion_length,
                           beta=0.0)

@@ -4,7 +4,7 @@ Each train problem seeds one game prompt (`program_template`), so prompts vary a
 completion's program runs in the sandbox's run-and-capture mode; the opponent sees only the
 code (`opponent_template`) and predicts what it prints. The policy gets `win` when its program
 ran and the prediction is wrong, `loss` when the prediction is right, and when its program did
-not run seed 002's execution reward (`execrl.program_rewards`) capped at `loss`: a program that
+not run seed 002's execution reward (`execrl.training.program_rewards`) capped at `loss`: a program that
 does not run never scores above one whose output the opponent predicts, or breaking the syntax
 (−0.5 by default) would beat playing once the opponent predicts most programs. A program that prints nothing
 loses (`silent_loses`): a tiny frozen opponent never predicts empty output, and a policy trained
@@ -34,12 +34,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from execrl.online_task import OnlineTask
+from execrl.training.online_task import OnlineTask
 from execrl.problems import Problem
-from execrl.program_rewards import ExecRewardSettings, execution_reward, run_metrics
+from execrl.training.program_rewards import ExecRewardSettings, execution_reward, run_metrics
 from execrl.config import POLICY_OPPONENT_RETIRED
 from execrl.prompting import PromptConfig, chat_prompt, extract_code
-from execrl.rewards import completion_text
+from execrl.training.rewards import completion_text
 from execrl.sandbox.programs import ProgramRun, run_programs
 
 OPPONENTS = ("base",)
