@@ -2242,7 +2242,10 @@ class Worker:
         try:
             # the run's directory is cleaned once the judge is done with it too (the tests
             # work in it: whatever they leave is found by the same check)
-            info, data = self.run_one(spec, code, None, lim, None, run_fd=run_end, keep_workdir=True)
+            try:
+                info, data = self.run_one(spec, code, None, lim, None, run_fd=run_end, keep_workdir=True)
+            finally:
+                run_end.close()  # the judge sees the run's end
             report, stuck = None, False
             if self.judge_pid is not None:
                 try:
@@ -2257,7 +2260,6 @@ class Worker:
                 _status, cpu_killed, cpu = self.stop_judge()
                 report = {"died": "timeout" if cpu_killed else "wall" if stuck else "crashed", "cpu": cpu}
         finally:
-            run_end.close()
             if self.workdir is not None:
                 self.cleanup(self.workdir)
         return info, data, report
@@ -2588,6 +2590,8 @@ def _judge_view(worker: Worker) -> str | None:
         _check(_libc.umount2(b"/proc", MNT_DETACH), "umount /proc")
     except OSError:
         return None
+    # nothing is imported from the working directory (``''`` leads ``sys.path`` without ``-P``)
+    sys.path[:] = [p for p in sys.path if os.path.isabs(p)]
     return worker.workdir
 
 
