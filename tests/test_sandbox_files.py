@@ -72,7 +72,8 @@ FILE_CASES = {
         ["open('a.txt', 'w').write('x')\nmove('a.txt', 'b.txt')\nassert open('b.txt').read() == 'x'"]),
     "pathlib_and_json": (
         "import json\n\ndef load(path):\n    with open(path) as fh:\n        return json.load(fh)['n'] * 2\n",
-        ["import json, pathlib\npathlib.Path('cfg.json').write_text(json.dumps({'n': 21}))\nassert load('cfg.json') == 42"]),
+        ["import json, pathlib\npathlib.Path('cfg.json').write_text(json.dumps({'n': 21}))\n"
+         "assert load('cfg.json') == 42"]),
     "files_stay_between_tests": (
         SAVE + COUNT, ["save('keep.txt', [1, 2, 3])", "assert count_lines('keep.txt') == 3"]),
     "wrong_content_still_fails": (
@@ -110,7 +111,8 @@ def nothing_left(ex):
 
 # ---- classes the setup defines -------------------------------------------------------------
 NODE = "class ListNode:\n    def __init__(self, val, next=None):\n        self.val, self.next = val, next\n"
-TO_LIST = "def to_list(head):\n    out = []\n    while head:\n        out.append(head.val)\n        head = head.next\n    return out\n"
+TO_LIST = ("def to_list(head):\n    out = []\n    while head:\n        out.append(head.val)\n        head = head.next\n"
+           "    return out\n")
 PUSH = "def push_front(head, val):\n    node = ListNode(val)\n    node.next = head\n    return node\n"
 TREE = ("class TreeNode:\n    def __init__(self, val=0, left=None, right=None):\n"
         "        self.val, self.left, self.right = val, left, right\n")
