@@ -28,9 +28,6 @@ KNOWN_OPEN = {
     "feature/generators/side_effects_in_order",
     "feature/generators/big_generator_argument",
     "feature/generators/yield_from_and_return",
-    "feature/files/test_writes_program_reads",
-    "feature/files/program_writes_test_reads",
-    "feature/aliasing/setup_defined_node",
 }
 
 

@@ -430,6 +430,7 @@ class _JudgeSide(_Side):
         self.ahead: deque = deque()  # calls sent ahead in a batch whose answers are still to come
         self.kept: dict = {}  # n -> what the judge's copy of the program's container n held when last in step
         self.batch_stopped = False  # the run stopped the batch (it then waits for the judge's requests)
+        self.setup_ns: dict = {}  # the tests' namespace, where the setup's classes are (``_SetupClass``)
 
     # ---- values: what only this side has -------------------------------------------------
     def other(self, v, ex, depth):
@@ -483,7 +484,8 @@ class _JudgeSide(_Side):
                 ex.table[k] = shadow
             return shadow
         if tag == "j":
-            return self.lent_object(val)
+            obj = self.lent_object(val)
+            return self.setup_class(obj.name) if type(obj) is _SetupClass else obj
         if tag == "B":  # a builtin type (never a function of the builtins: the judge runs none)
             v = getattr(builtins, val, None) if type(val) is str and not val.startswith("_") else None
             if not isinstance(v, type) or v.__module__ != "builtins":
@@ -684,6 +686,15 @@ class _JudgeSide(_Side):
             raise self.ended from None
         raise raised
 
+    def setup_class(self, name: str) -> type:
+        """The class the setup bound to ``name`` (the program's ``ListNode(v)``); a
+        ``NameError`` in the program while the setup has not bound it, or bound it to
+        something that is not a class (nothing else of the setup's is the program's)."""
+        v = dict.get(self.setup_ns, name)
+        if not isinstance(v, type):
+            raise NameError(f"name {name!r} is not defined")
+        return v
+
     def request_call(self, target, args, kwargs):
         ex = _Exchange()
         enc = self.enc
@@ -827,6 +838,16 @@ class _JudgeSide(_Side):
             if name.startswith("_") or getattr(type(target), "__module__", None) != "__main__":
                 raise AttributeError(name)  # only a test's own objects show their attributes
             return getattr(target, name)
+        if op in ("s", "d") and len(req) == (4 if op == "s" else 3):  # ``node.next = head`` in the program
+            target = self.dec(req[1], ex)
+            name = str(req[2])
+            if name.startswith("_") or getattr(type(target), "__module__", None) != "__main__":
+                raise AttributeError(name)  # only a test's own objects, and their public attributes
+            if op == "s":
+                setattr(target, name, self.dec(req[3], ex))
+            else:
+                delattr(target, name)
+            return None
         if op == "o" and len(req) == 3:
             operands = [self.dec(a, ex) for a in req[2]]
             fn = _REVERSE_OPS.get(req[1])
@@ -841,7 +862,18 @@ _DETAIL_TYPES = frozenset({type(None), bool, int, float, str})
 _REVERSE_OPS = {"iter": iter, "next": next, "len": len, "repr": repr, "hash": hash, "truth": bool,
                 "getitem": lambda a, b: a[b], "contains": lambda a, b: b in a, "eq": lambda a, b: a == b,
                 "ne": lambda a, b: a != b, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b,
-                "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+                "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+                "isinstance": lambda cls, v: isinstance(v, cls)}
+
+
+class _SetupClass:
+    """Lent to the run in place of a class the setup defines (the setup runs after the
+    program loads): the run's requests naming it name the class (``_JudgeSide.setup_class``)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
 # --------------------------------------------------------------------------------------
@@ -1082,6 +1114,7 @@ class Problem:
         self.batch_frame = b""
         self.batch_complete = False
         self.n_sites = [0]
+        self.setup_classes: list[str] = []
         if self.mode == "call":
             self.entry_point = spec["entry_point"]
             self.calls = [(t["args"], t["expected"]) for t in spec["tests"]]
@@ -1104,6 +1137,9 @@ class Problem:
         setup_loaded: set[str] = set()
         n_sites = self.n_sites
         if setup_tree is not None:
+            # the classes the setup defines (``ListNode``): the program's names too, as in one
+            # interpreter (``_SetupClass``); nothing else of the setup's reaches the run
+            self.setup_classes = [n.name for n in setup_tree.body if isinstance(n, ast.ClassDef)]
             setup_loaded, stored, imported = _names(setup_tree)
             setup_loaded -= stored
             self.imported |= imported
@@ -1357,12 +1393,13 @@ class _Candidate:
     # ---- running --------------------------------------------------------------------------
     def run_asserts(self) -> dict:
         problem, side = self.problem, self.side
-        ns = self.namespace()
+        ns = side.setup_ns = self.namespace()
         if problem.setup is not None:
             if problem.setup.error is not None:
                 etype, msg, _ = problem.setup.error
                 return {"load": [etype, msg, f"{etype}: {msg}"]}
             self.exclude_for(problem.setup.names)
+            _enter_run_dir()
             try:
                 exec(problem.setup.code, ns)
             except (_Gone, _Violation) as e:
@@ -1399,6 +1436,7 @@ class _Candidate:
             if plain is not None and self.kinds.get(plain.name) == "f" and plain.name not in ns:
                 self.run_plain(plain)
             else:
+                _enter_run_dir()
                 exec(self.problem.test_code(test), ns)
         except (_Gone, _Violation):
             return None
@@ -1516,6 +1554,37 @@ def _unlimit() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
 
 
+_RUN_DIR: list = []
+"""The run's directory, where the judge has a view of the file system of its own
+(``_worker._judge_view``): the setup and the tests work in it, sharing its files with the
+program as in one interpreter. Entered only for a candidate whose setup or tests run code of
+their own (a plain call test touches no file), and left after it."""
+_IN_RUN_DIR = [False]
+
+
+def _enter_run_dir() -> None:
+    if _RUN_DIR and not _IN_RUN_DIR[0]:
+        import os
+
+        _IN_RUN_DIR[0] = True
+        try:
+            os.chdir(_RUN_DIR[0])
+        except OSError:  # the program removed or closed its directory: the tests find no file there
+            pass
+
+
+def _leave_run_dir() -> None:
+    """Back to ``/``: a directory of a scratch mount replaced since is not kept alive."""
+    if _IN_RUN_DIR[0]:
+        import os
+
+        _IN_RUN_DIR[0] = False
+        try:
+            os.chdir("/")
+        except OSError:
+            pass
+
+
 def judge_candidate(problem: Problem, code: str, fd: int, budget: float | None = None, start: float = 0.0) -> dict:
     """Compile the program, send it to the run, run the tests; the report. ``budget``: the
     candidate's CPU time, the run's and the judge's together (from ``start``, this process's
@@ -1530,6 +1599,8 @@ def judge_candidate(problem: Problem, code: str, fd: int, budget: float | None =
 
         try:
             batch = problem.batch_frame if problem.mode == "assert" else b""
+            if problem.setup_classes:  # lent before the setup runs: each resolved when the program uses it
+                compiled = (compiled, {name: side.lend(_SetupClass(name)) for name in problem.setup_classes})
             side.send_raw(b"P", marshal.dumps(compiled), batch)
             if batch:
                 side.ahead.extend(problem.batch_calls)
@@ -1567,6 +1638,7 @@ def judge_candidate(problem: Problem, code: str, fd: int, budget: float | None =
         import os
 
         os.close(fd)
+        _leave_run_dir()
 
 
 def judge_main(fd: int, cfg: dict) -> None:

@@ -1558,6 +1558,19 @@ class _JudgeRef:
         ex = _Exchange()
         return _JudgeRef._ask(self, ["a", side.enc(self, ex), name], ex)
 
+    def __setattr__(self, name, value):  # ``node.next = head`` on a node of the setup's class
+        side = _JudgeRef._side.__get__(self)
+        ex = _Exchange()
+        _JudgeRef._ask(self, ["s", side.enc(self, ex), name, side.enc(value, ex)], ex)
+
+    def __delattr__(self, name):
+        side = _JudgeRef._side.__get__(self)
+        ex = _Exchange()
+        _JudgeRef._ask(self, ["d", side.enc(self, ex), name], ex)
+
+    def __instancecheck__(self, instance):  # ``isinstance(x, ListNode)``, the class the judge's
+        return _JudgeRef._op(self, "isinstance", instance)
+
     def __iter__(self):
         return _JudgeRef._op(self, "iter")
 
@@ -1672,6 +1685,9 @@ def _run_served(code: str, token: str, side: _ChildSide | None = None) -> None:
             side.finish()
         compiled = marshal.loads(data)
         del data
+        setup_classes = None
+        if _type(compiled) is _tuple:  # with the classes the setup defines (see below)
+            compiled, setup_classes = compiled
     except BaseException:  # noqa: BLE001 - the judge is gone or could not compile the program
         side.finish()
     g, failure = _load_program(compiled, sources)
@@ -1685,6 +1701,13 @@ def _run_served(code: str, token: str, side: _ChildSide | None = None) -> None:
     side.g = g
     try:
         side.kinds = _global_kinds(g)
+        if _type(setup_classes) is _dict:
+            # the setup's classes (``ListNode``), which plain Python's setup code binds in the
+            # program's namespace after the program loaded: names the program does not bind
+            # are the judge's classes (its objects are then the test's kind of object)
+            for name, n in _dict.items(setup_classes):
+                if _type(name) is _str and name not in g:
+                    g[name] = side.dec_other("j", n, None)
         greeting = _dict(side.kinds)
         digits = sys.get_int_max_str_digits()
         if digits != _INT_DIGITS:  # the program's ``sys.set_int_max_str_digits(0)``: the test's ``str()`` too
@@ -1863,6 +1886,10 @@ class Worker:
         self.empty_scratch = None
         if self.private_root:
             self.workdir = "/tmp/run"
+            # Group-writable files (umask 002, inherited by the forker, the runs and the
+            # judge): the judge process works in the run's directory with the run's group
+            # (see ``_judge_process``), so that a test and the program share their files.
+            os.umask(0o002)
             env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.workdir, "TMPDIR": self.workdir,
                    "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "USER": "sandbox",
                    "PYTHONHASHSEED": str(cfg.get("hash_seed", 0)),
@@ -2213,30 +2240,39 @@ class Worker:
             self.stop_judge()
         judge_end.close()
         try:
-            info, data = self.run_one(spec, code, None, lim, None, run_fd=run_end)
-        finally:
-            run_end.close()
-        report = None
-        if self.judge_pid is not None:
+            # the run's directory is cleaned once the judge is done with it too (the tests
+            # work in it: whatever they leave is found by the same check)
             try:
-                kind, payload = self.judge_recv(start + float(lim["wall"]) + REAP_GRACE_S)
-                report = json.loads(payload)
-                self.judge_cpu = float(report.pop("total", self.judge_cpu))
-            except (OSError, PeerGone, TimeoutError, ValueError):
-                report = None
-        if report is None:  # the judge's CPU time until it died is this candidate's
-            _status, cpu_killed, cpu = self.stop_judge()
-            report = {"died": "timeout" if cpu_killed else "crashed", "cpu": cpu}
+                info, data = self.run_one(spec, code, None, lim, None, run_fd=run_end, keep_workdir=True)
+            finally:
+                run_end.close()  # the judge sees the run's end
+            report, stuck = None, False
+            if self.judge_pid is not None:
+                try:
+                    kind, payload = self.judge_recv(start + float(lim["wall"]) + REAP_GRACE_S)
+                    report = json.loads(payload)
+                    self.judge_cpu = float(report.pop("total", self.judge_cpu))
+                except TimeoutError:  # e.g. a test opening a FIFO the program made: plain Python hangs too
+                    stuck = True
+                except (OSError, PeerGone, ValueError):
+                    report = None
+            if report is None:  # the judge's CPU time until it died is this candidate's
+                _status, cpu_killed, cpu = self.stop_judge()
+                report = {"died": "timeout" if cpu_killed else "wall" if stuck else "crashed", "cpu": cpu}
+        finally:
+            if self.workdir is not None:
+                self.cleanup(self.workdir)
         return info, data, report
 
-    def run_one(self, spec, code, compiled, lim, stdin_text, wall_cap: float | None = None, run_fd=None):
+    def run_one(self, spec, code, compiled, lim, stdin_text, wall_cap: float | None = None, run_fd=None,
+                keep_workdir: bool = False):
         token = os.urandom(12).hex()
         workdir = self.workdir
         if workdir is None:
             import tempfile
             workdir = tempfile.mkdtemp(prefix="execrl-run-")
         else:
-            os.mkdir(workdir, 0o700)
+            os.mkdir(workdir, 0o770)  # the run's group is the judge's too (``_judge_process``)
         if self.uid is not None:
             os.chown(workdir, self.uid, self.uid)
         res_fd, out_fd, err_fd = self.res_fd, self.out_fd, self.err_fd
@@ -2286,7 +2322,8 @@ class Worker:
         records, rec_over = _read_memfd(res_fd, MAX_RECORD_BYTES, truncate=True)
         out, out_over = _read_memfd(out_fd, cap, truncate=True)
         err, err_over = _read_memfd(err_fd, cap, truncate=True)
-        self.cleanup(workdir)
+        if not keep_workdir or self.workdir is None:  # (kept: the caller cleans it)
+            self.cleanup(workdir)
         cpu = utime + stime
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         hard_cpu = int(timeout) + 2
@@ -2517,16 +2554,45 @@ def _judge_process(worker: Worker, fd: int) -> None:
     os.dup2(fd, 3)
     os.closerange(4, 1 << 20)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)  # before /proc is hidden
+    run_dir = _judge_view(worker)
     uid = worker.cfg.get("judge_uid")
     if worker.uid is not None and uid is not None and uid != worker.uid:
         os.setgroups([])
-        os.setresgid(uid, uid, uid)
+        # the run's group (its files are group-writable: the test shares them), the judge's own uid
+        gid = worker.uid if run_dir is not None else uid
+        os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
     if worker.seccomp is not None:
         install_seccomp(worker.seccomp, worker.cfg.get("seccomp_syscall"))
     namespace = dict(globals(), __name__="execrl_judge")
     exec(code, namespace)
+    namespace["_STATM"][:] = [statm, resource.getpagesize(), resource.getrlimit(resource.RLIMIT_AS)[1]]
+    namespace["_RUN_DIR"][:] = [run_dir] if run_dir is not None else []
     namespace["judge_main"](3, worker.cfg)
+
+
+def _judge_view(worker: Worker) -> str | None:
+    """The judge's view of the file system, from which the tests work in the run's directory
+    (they share its files with the program, as in one interpreter): the run's own view (the
+    private root: read-only system directories, the scratch mounts, a minimal ``/dev``) less
+    ``/proc``, in a mount namespace of the judge's own (a slave of the controller's: fresh
+    scratch mounts still arrive). Whatever a link the program plants in that directory
+    names, the judge can reach through it only what the run reaches itself: not its own
+    ``/proc/self`` (memory, descriptors), with no more rights than the run's group (its
+    uid owns only the files the tests create). The run's directory, or None where the judge
+    keeps to ``/`` (no private root, or no mount namespace for it)."""
+    if not worker.private_root or worker.mode not in ("root", "userns"):
+        return None
+    try:
+        _check(_libc.unshare(CLONE_NEWNS), "unshare(mount)")
+        _mount(None, "/", None, MS_REC | MS_SLAVE)
+        _check(_libc.umount2(b"/proc", MNT_DETACH), "umount /proc")
+    except OSError:
+        return None
+    # nothing is imported from the working directory (``''`` leads ``sys.path`` without ``-P``)
+    sys.path[:] = [p for p in sys.path if os.path.isabs(p)]
+    return worker.workdir
 
 
 # --------------------------------------------------------------------------------------

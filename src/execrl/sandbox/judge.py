@@ -297,6 +297,9 @@ def _judge_single(prepared: Prepared, run: _Run, limits: dict, report: dict | No
         elif report.get("died") == "timeout":
             status, etype, msg = "timeout", "Timeout", (
                 f"CPU-time limit of {limits['timeout_s']}s exceeded while judging the program's values")
+        elif report.get("died") == "wall":  # a test waited on something of the program's (a FIFO it made)
+            status, etype, msg = "timeout", "Timeout", (
+                f"wall-clock limit exceeded while a test waited on the program ({limits['timeout_s']}s CPU limit)")
         elif report.get("died"):
             status, etype, msg = "error", "JudgeError", "the judge process died while judging this program"
         else:
