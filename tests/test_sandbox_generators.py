@@ -32,7 +32,8 @@ LIMITS = ExecutionLimits(timeout_s=3, memory_mb=1024)
 PRODUCE = "def produce(log, n=3):\n    for i in range(n):\n        log.append(i)\n        yield i\n"
 COUNTED = ("made = 0\n\ndef naturals():\n    global made\n    n = 0\n    while True:\n        made += 1\n"
            "        yield n\n        n += 1\n\ndef count():\n    return made\n")
-ACC = "def acc():\n    total = 0\n    while True:\n        got = yield total\n        total += 1 if got is None else got\n"
+ACC = ("def acc():\n    total = 0\n    while True:\n        got = yield total\n"
+       "        total += 1 if got is None else got\n")
 YIELD_FROM = ("def inner(k):\n    yield 1\n    yield 2\n    return k\n\n"
               "def outer(out, k='done'):\n    out.append((yield from inner(k)))\n")
 FIRST_OVER = "def first_over(items, k):\n    for x in items:\n        if x > k:\n            return x\n"
@@ -93,15 +94,20 @@ TEST_ITERATORS = {
     "held_iterator_keeps_its_position": (FIRST_OVER, ["it = iter(range(10))\nassert first_over(it, 2) == 3\n"
                                                       "assert next(it) == 4",
                                                       "g = (x for x in range(10))\nassert first_over(g, 4) == 5\n"
-                                                      "assert list(g) == [6, 7, 8, 9]"]),
+                                                      "assert list(g) == [6, 7, 8, 9]",
+                                                      "it = iter(range(10))\nassert first_over(k=2, items=it) == 3\n"
+                                                      "assert next(it) == 4"]),
     "source_held_by_the_test": (FIRST_OVER, ["r = iter(range(10))\nassert first_over((x for x in r), 2) == 3\n"
                                              "assert next(r) == 4"]),
-    "side_effects_of_the_tests_generator_in_order": (FIRST_OVER, ["seen = []\ndef src():\n    for i in range(5):\n"
-                                                                  "        seen.append(i)\n        yield i\n"
-                                                                  "assert first_over(src(), 2) == 3\n"
-                                                                  "assert seen == [0, 1, 2, 3]",
-                                                                  "seen = []\nassert first_over((seen.append(x) or x "
-                                                                  "for x in range(9)), 1) == 2\nassert seen == [0, 1, 2]"]),
+    "side_effects_of_the_tests_generator_in_order": (
+        FIRST_OVER, ["seen = []\ndef src():\n    for i in range(5):\n        seen.append(i)\n        yield i\n"
+                     "assert first_over(src(), 2) == 3\nassert seen == [0, 1, 2, 3]",
+                     "seen = []\nassert first_over((seen.append(x) or x for x in range(9)), 1) == 2\n"
+                     "assert seen == [0, 1, 2]"]),
+    "iterator_the_test_keeps_from_its_callback": (
+        "def first_of(make, k):\n    for x in make():\n        if x > k:\n            return x\n",
+        ["keep = []\ndef make():\n    keep.append(x for x in range(10))\n    return keep[-1]\n"
+         "assert first_of(make, 2) == 3\nassert next(keep[0]) == 4"]),
     "error_inside_the_tests_generator": ("def total(items):\n    s = 0\n    try:\n        for x in items:\n"
                                          "            s += x\n    except ZeroDivisionError:\n        return -s\n"
                                          "    return s\n",

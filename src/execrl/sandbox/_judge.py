@@ -893,7 +893,6 @@ _REVERSE_OPS = {"iter": iter, "next": next, "len": len, "repr": repr, "hash": ha
                 "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
 
 
-
 # --------------------------------------------------------------------------------------
 # Generators: when items may travel in batches without changing what the test can see
 # --------------------------------------------------------------------------------------
@@ -1038,8 +1037,6 @@ Remote(_counter, {"g": "f"})(x for x in ())
 _TEMPORARY_REFS = _counter.refs
 _UNSHARED_SOURCE_REFS = _source_refs(x for x in range(1))
 del _counter
-
-
 
 
 # --------------------------------------------------------------------------------------

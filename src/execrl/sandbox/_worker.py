@@ -1577,7 +1577,10 @@ class _JudgeRef:
         where reading ahead cannot be seen (``_JudgeSide.take``)."""
         buf = _JudgeRef._buf.__get__(self)
         if buf:
-            return buf.popleft()
+            try:
+                return buf.popleft()
+            except IndexError:  # another of the program's threads took the last one
+                pass
         n = _JudgeRef._size.__get__(self)
         if n == 0:  # the judge's iterator ended after the last batch
             _JudgeRef._size.__set__(self, 1)
