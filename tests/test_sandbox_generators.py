@@ -108,6 +108,15 @@ TEST_ITERATORS = {
         "def first_of(make, k):\n    for x in make():\n        if x > k:\n            return x\n",
         ["keep = []\ndef make():\n    keep.append(x for x in range(10))\n    return keep[-1]\n"
          "assert first_of(make, 2) == 3\nassert next(keep[0]) == 4"]),
+    "big_generator_expression_of_builtins": ("def total_len(items):\n    return sum(len(s) for s in items)\n",
+                                             ["assert total_len(str(x) for x in range(100000)) == 488890",
+                                              "assert total_len(hex(abs(x - 5)) for x in range(7)) == 21"]),
+    "generator_expression_calling_a_function_is_read_in_turn": (
+        "calls = []\n\ndef double(x):\n    calls.append(x)\n    return 2 * x\n\n" + FIRST_OVER
+        + "\ndef called():\n    return calls\n",
+        ["assert first_over((double(x) for x in range(10)), 5) == 6\nassert called() == [0, 1, 2, 3]",
+         "seen = []\ndef str(x):\n    seen.append(x)\n    return x\n"
+         "assert first_over((str(x) for x in range(10)), 2) == 3\nassert seen == [0, 1, 2, 3]"]),
     "error_inside_the_tests_generator": ("def total(items):\n    s = 0\n    try:\n        for x in items:\n"
                                          "            s += x\n    except ZeroDivisionError:\n        return -s\n"
                                          "    return s\n",

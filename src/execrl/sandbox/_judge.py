@@ -970,13 +970,28 @@ _READ_AHEAD_OPS = frozenset({"RETURN_GENERATOR", "POP_TOP", "RESUME", "LOAD_FAST
                              "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
                              "POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", "BINARY_OP", "COMPARE_OP", "UNARY_NEGATIVE",
                              "UNARY_NOT", "UNARY_INVERT", "BUILD_TUPLE", "RETURN_VALUE", "RETURN_CONST", "END_FOR",
-                             "NOP", "COPY", "SWAP", "CACHE", "EXTENDED_ARG", "CALL_INTRINSIC_1", "RERAISE"})
+                             "NOP", "COPY", "SWAP", "CACHE", "EXTENDED_ARG", "CALL_INTRINSIC_1", "RERAISE",
+                             "PUSH_NULL", "PRECALL", "CALL"})
 """What a generator expression may do for its items to be read ahead: arithmetic and
-comparisons on its own variables and constants (no call, no name of the test's)."""
+comparisons on its own variables and constants, calls of ``_PURE_BUILTINS`` (on those, all
+numbers and strings: no code of the test's or the program's runs), no other name."""
+_PURE_BUILTINS = frozenset({"str", "int", "float", "abs", "len", "round", "divmod", "pow", "min", "max", "chr", "ord",
+                            "bool", "hex", "bin", "oct", "repr"})
 _SCALAR_ITERATORS = frozenset({type(iter(range(0))), type(iter("")), type(iter("\u0100")), type(iter(b""))})
 _GENERATOR = type((lambda: (yield))())
 _TUPLE_ITERATOR = type(iter(()))
 _NUMBERS = frozenset({int, float, bool, complex, str, bytes, type(None)})
+
+
+def _pure_builtin(ns: dict, builtins_ns: dict, name: str) -> bool:
+    """``name`` in the test's namespace ``ns`` is one of the builtins ``_PURE_BUILTINS`` (not
+    a name of the test's, nor of the program's)."""
+    if name not in _PURE_BUILTINS or dict.__contains__(ns, name):
+        return False
+    if type(ns) is _Names and name in getattr(getattr(dict.get(ns, "__execrl_resolve__"), "__self__", None),
+                                              "kinds", (name,)):
+        return False
+    return builtins_ns.get(name) is getattr(builtins, name)
 
 
 def _source_refs(gen) -> int:
@@ -994,13 +1009,15 @@ def _unseen_iterator(it, depth: int = 0) -> bool:
         return all(type(x) in _NUMBERS for x in it.__reduce__()[1][0])
     if t is not _GENERATOR or depth > 8 or it.gi_code.co_name != "<genexpr>" or it.gi_running:
         return False
-    import dis
-
-    if any(i.opname not in _READ_AHEAD_OPS for i in dis.get_instructions(it.gi_code)):
-        return False
     frame = it.gi_frame
     if frame is None:
         return True
+    import dis
+
+    for i in dis.get_instructions(it.gi_code):
+        if i.opname not in _READ_AHEAD_OPS and not (
+                i.opname == "LOAD_GLOBAL" and _pure_builtin(frame.f_globals, frame.f_builtins, i.argval)):
+            return False
     if ".0" not in frame.f_locals or _source_refs(it) > _UNSHARED_SOURCE_REFS:
         return False
     return _unseen_iterator(frame.f_locals[".0"], depth + 1)
