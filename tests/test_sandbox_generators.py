@@ -58,6 +58,22 @@ SIDE_EFFECTS = {
                                                       "assert any(x > 5 for x in naturals())\nassert count() == 11"]),
     "send_after_several_next": (ACC, ["g = acc()\nassert next(g) == 0\nassert next(g) == 1\n"
                                       "assert g.send(10) == 11\nassert next(g) == 12"]),
+    "pure_generator_expression_over_it": (
+        "def upto(n, log=None):\n    for i in range(n):\n        if log is not None:\n            log.append(i)\n"
+        "        yield i\n",
+        ["assert sum(1 for _ in upto(100000)) == 100000",
+         "log = []\nassert sum(x % 3 for x in upto(20000, log)) == 19999 and len(log) == 20000",
+         "log = []\nassert max(abs(x - 7) for x in upto(10, log)) == 7 and len(log) == 10",
+         "log = []\nseen = []\ndef f(x):\n    seen.append(len(log))\n    return x\n"
+         "assert sum(f(x) for x in upto(4, log)) == 6 and seen == [1, 2, 3, 4]",
+         "log = []\nassert any(x > 1 for x in upto(5, log)) and log == [0, 1, 2]"]),
+    "for_loops_of_the_test": (
+        COUNTED + "\ndef upto(n, log=None):\n    for i in range(n):\n        if log is not None:\n"
+        "            log.append(i)\n        yield i\n",
+        ["n = 0\nfor x in upto(100000):\n    n += x % 2\n    assert x >= 0\nassert n == 50000",
+         "log = []\nfor x in upto(5, log):\n    assert len(log) == x + 1",
+         "for x in naturals():\n    if x > 3:\n        break\nassert count() == 5",
+         "total = 0\nfor x in naturals():\n    total += x\n    assert total < 10\n"]),
     "wrong_program_still_fails": ("def produce(log, n=3):\n    for i in range(n):\n        yield i\n"
                                   "        log.append(i)\n",
                                   ["log = []\ng = produce(log)\nnext(g)\nassert log == [0]",
