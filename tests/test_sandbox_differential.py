@@ -25,9 +25,6 @@ LIMITS = ExecutionLimits(timeout_s=3, memory_mb=1024)
 KNOWN_OPEN = {
     # false fails of correct programs the sandbox still has (issue 35, section 4); fixes belong
     # to the judge process (_judge.py, _worker.py). These are open, not intended.
-    "feature/generators/side_effects_in_order",
-    "feature/generators/big_generator_argument",
-    "feature/generators/yield_from_and_return",
 }
 
 

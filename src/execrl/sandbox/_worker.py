@@ -1451,6 +1451,10 @@ class _ChildSide(_Side):
             head = ["r", self.enc(v.items, rex), self.updates(snap, rex), self._refresh(rex), v.end]
         else:
             head = ["r", self.enc(v, rex), self.updates(snap, rex), self._refresh(rex)]
+            if snap and _type(v) in _ITERATORS:
+                # an iterator made from the test's containers (a generator's arguments): they
+                # are kept in step while it runs, as the test's own objects would change
+                kept = _list(kept) + [ex.table[k] for k in snap if _type(ex.table[k]) in _KEPT_TYPES]
             if kept:  # [k, n]: the response's k-th container is the program's object n, kept in step
                 pairs = []
                 for o in kept:
@@ -1489,6 +1493,11 @@ _DICT_TYPES = frozenset({_dict, _Counter, _OrderedDict, _defaultdict})
 _KEPT_TYPES = _DICT_TYPES | {_list, _set}
 """Containers of a result kept in step with the program's object when the program holds it."""
 _WALKED = _KEPT_TYPES | {_tuple, _frozenset, _deque}
+import itertools as _itertools  # noqa: E402 - preloaded anyway
+_ITERATORS = frozenset(_GENERATOR_TYPES) | {_type(iter(x)) for x in ([], {}, _set(), {}.values(), {}.items())} | {
+    _getattr(_itertools, n) for n in ("chain", "islice", "cycle", "accumulate", "starmap", "takewhile", "dropwhile",
+                                      "filterfalse", "compress", "zip_longest", "pairwise", "groupby")}
+"""Results that read the containers they were made from as they go (a generator's arguments)."""
 _KEPT_WALK_LIMIT = 100_000
 _SCALAR_TYPES = frozenset({_str, _int, _float, _bool, _NoneType})
 """What a JSON scalar decodes to: the value itself (``_Side.dec``)."""
@@ -1515,11 +1524,13 @@ class _JudgeRef:
     """An object of the judge's (a function or object the test passed to the program): every
     operation on it is asked of the judge, which runs it on its side."""
 
-    __slots__ = ("_side", "_n")
+    __slots__ = ("_side", "_n", "_buf", "_size")
 
     def __init__(self, side, n):
         _JudgeRef._side.__set__(self, side)
         _JudgeRef._n.__set__(self, n)
+        _JudgeRef._buf.__set__(self, None)
+        _JudgeRef._size.__set__(self, 1)
 
     def _ask(self, msg: list, ex: _Exchange):
         side = _JudgeRef._side.__get__(self)
@@ -1575,7 +1586,31 @@ class _JudgeRef:
         return _JudgeRef._op(self, "iter")
 
     def __next__(self):
-        return _JudgeRef._op(self, "next")
+        """The next item of the test's iterator: the judge sends one per request, or a batch
+        where reading ahead cannot be seen (``_JudgeSide.take``)."""
+        buf = _JudgeRef._buf.__get__(self)
+        if buf:
+            try:
+                return buf.popleft()
+            except IndexError:  # another of the program's threads took the last one
+                pass
+        n = _JudgeRef._size.__get__(self)
+        if n == 0:  # the judge's iterator ended after the last batch
+            _JudgeRef._size.__set__(self, 1)
+            raise StopIteration
+        got = _JudgeRef._op(self, "take", n)
+        if _type(got) is not _list or _len(got) != 2 or _type(got[0]) is not _list:
+            raise ProtocolError("malformed items")
+        items, end = got
+        _JudgeRef._size.__set__(self, 0 if end == "s" else n * 2 if n < 2048 else n)
+        if not items:
+            if end != "s":
+                raise ProtocolError("malformed items")
+            _JudgeRef._size.__set__(self, 1)
+            raise StopIteration
+        buf = _deque(items)
+        _JudgeRef._buf.__set__(self, buf)
+        return buf.popleft()
 
     def __len__(self):
         return _JudgeRef._op(self, "len")
