@@ -22,10 +22,9 @@ DATA = Path(__file__).parent / "data"
 FEATURES = DATA / "differential" / "features.py"
 LIMITS = ExecutionLimits(timeout_s=3, memory_mb=1024)
 
-KNOWN_OPEN = {
-    # false fails of correct programs the sandbox still has (issue 35, section 4); fixes belong
-    # to the judge process (_judge.py, _worker.py). These are open, not intended.
-}
+# False fails of correct programs the sandbox still has (issue 35, section 4): open, not
+# intended; fixes belong to the judge process (_judge.py, _worker.py). None is known.
+KNOWN_OPEN: set[str] = set()
 
 
 def _problem(tests, test_type="assert", setup=""):
