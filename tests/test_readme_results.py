@@ -4,6 +4,7 @@ each, and the README does not drift from what its committed summaries render."""
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -219,6 +220,12 @@ def test_the_readme_matches_the_summaries_it_is_generated_from(tmp_path):
     what that summary renders; the embedded default and seed 002's overlay have sections."""
     keys = [m["key"] for m in readme_results.sections((REPO / "README.md").read_text(encoding="utf-8"))]
     assert {"embedded-default", "embedded-default/watch", "seed-002"} <= set(keys)
+    # A section whose summary is missing is not checked at all, so each must be in the repository.
+    for name in sorted({readme_results.split_key(key)[0] for key in keys}):
+        summary = REPO / readme_results.SUMMARIES / f"{name}.summary.json"
+        assert summary.is_file(), f"README section results:{name}: {summary} is missing"
+        ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", str(summary)], cwd=REPO).returncode == 0
+        assert not ignored, f"{summary} is ignored by git, so a clone would not check README section results:{name}"
     assert readme_results.drift(REPO / "README.md") == []
     committed = sorted((REPO / readme_results.SUMMARIES).glob("*.summary.json"))
     # The check itself on a copy: a section changed by hand is named.
