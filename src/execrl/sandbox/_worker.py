@@ -1160,7 +1160,10 @@ class _ChildSide(_Side):
     # ---- serving the judge --------------------------------------------------------------
     def serve(self) -> None:
         while True:
-            if self.held:  # before waiting for the judge, which may be waiting for these
+            # before waiting for the judge, which may be waiting for these; a request already
+            # here (the calls sent with the program) takes them with its first answer, in one
+            # write (the judge sent it without waiting for them)
+            if self.held and not self.buf:
                 self._write(self.held)
                 self.held = b""
             req = self.recv()
