@@ -13,6 +13,12 @@ The baseline is the common harness design: concatenate program + setup + tests, 
 code 0 a pass. Verdicts are compared as pass / not pass.
 
     PYTHONPATH=src .venv/bin/python bench/sandbox_throughput.py [--workers 2] [--mbpp PATH]
+
+``--alternate OLD_SRC`` compares two versions of the sandbox in one run: the bench runs
+itself in a fresh interpreter ``--rounds`` times with ``PYTHONPATH=OLD_SRC`` (e.g. ``git
+archive <commit> src`` extracted somewhere) and as many times with this checkout's ``src``,
+alternated (old, new, new, old, old, new, ...: each version as often first as second, so
+that a drift in the machine's load favours neither), and ``--json`` gets every run.
 """
 
 from __future__ import annotations
@@ -143,6 +149,55 @@ def report(name: str, items, ex_run, base_run) -> dict:
     return row
 
 
+def alternate(args: argparse.Namespace, argv: list[str]) -> int:
+    """Run this bench for the old and the new ``src`` in turn (see the module docstring)."""
+    import statistics
+    import tempfile
+
+    new_src = Path(__file__).resolve().parents[1] / "src"
+    versions = {"old": args.alternate.resolve(), "new": new_src}
+    order = [("old", "new") if r % 2 == 0 else ("new", "old") for r in range(args.rounds)]
+    order = [v for pair in order for v in pair]
+    passed, skip = [], False
+    for a in argv:  # this run's options, less the alternation's own
+        if skip:
+            skip = False
+        elif a in ("--alternate", "--rounds", "--json"):
+            skip = True
+        elif not a.startswith(("--alternate=", "--rounds=", "--json=")):
+            passed.append(a)
+    runs, loads, counts = {}, {}, {"old": 0, "new": 0}
+    with tempfile.TemporaryDirectory() as tmp:
+        for version in order:
+            counts[version] += 1
+            name = f"{version}-{counts[version]}"
+            out = Path(tmp) / f"{name}.json"
+            env = dict(os.environ, PYTHONPATH=str(versions[version]))
+            start = os.getloadavg()
+            print(f"== {name} (PYTHONPATH={versions[version]})", flush=True)
+            subprocess.run([sys.executable, "-s", __file__, *passed, "--json", str(out)], env=env, check=True)
+            runs[name] = json.loads(out.read_text())
+            loads[name] = [round(x, 2) for x in (*start, *os.getloadavg())]
+    summary = {}
+    for row in runs["old-1"]:
+        ratios = {v: [r["cpu_ratio"] for name, rows in runs.items() if name.startswith(v)
+                      for r in rows if r["set"] == row["set"]] for v in ("old", "new")}
+        means = {v: round(statistics.mean(x), 3) for v, x in ratios.items()}
+        summary[row["set"]] = {"cpu_ratio_old": ratios["old"], "cpu_ratio_new": ratios["new"],
+                               "mean_old": means["old"], "mean_new": means["new"],
+                               "new_over_old": round(means["new"] / means["old"], 3)}
+        print(f"{row['set']:<22} CPU ratio against the baseline: old {ratios['old']} (mean {means['old']}), "
+              f"new {ratios['new']} (mean {means['new']}): new / old {summary[row['set']]['new_over_old']}")
+    if args.json:
+        command = "python -s bench/sandbox_throughput.py " + " ".join(argv)
+        args.json.write_text(json.dumps({
+            "command": command, "old": str(args.alternate), "new": str(new_src), "order": ",".join(order),
+            "load_average": {"note": "1, 5 and 15 minute load averages at the start and at the end of each run",
+                             **loads},
+            "summary": summary, "runs": runs}, indent=2) + "\n")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, default=2)
@@ -152,7 +207,12 @@ def main() -> int:
     ap.add_argument("--baseline-timeout", type=float, default=120.0, help="wall-clock seconds per baseline run")
     ap.add_argument("--sets", default="trivial,mbpp_references,mbpp_without_task_123",
                     help="comma-separated subset of the sets to run")
+    ap.add_argument("--alternate", type=Path, metavar="OLD_SRC",
+                    help="compare the src directory OLD_SRC with this checkout's src, alternated (see above)")
+    ap.add_argument("--rounds", type=int, default=4, help="with --alternate: runs of each version")
     args = ap.parse_args()
+    if args.alternate is not None:
+        return alternate(args, sys.argv[1:])
 
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, workers={args.workers}, "
           f"load average at start {os.getloadavg()[0]:.2f}")
