@@ -13,6 +13,15 @@ The baseline is the common harness design: concatenate program + setup + tests, 
 code 0 a pass. Verdicts are compared as pass / not pass.
 
     PYTHONPATH=src .venv/bin/python bench/sandbox_throughput.py [--workers 2] [--mbpp PATH]
+
+``--alternate OLD_SRC`` compares two versions of the sandbox in one run: the bench runs
+itself in a fresh interpreter ``--rounds`` times with ``PYTHONPATH=OLD_SRC`` (e.g. ``git
+archive <commit> src`` extracted somewhere) and as many times with this checkout's ``src``,
+alternated (old, new, new, old, old, new, ...: each version as often first as second, so
+that a drift in the machine's load favours neither), and ``--json`` gets every run. With
+``--interleave N`` both versions run at once instead, each in a process of its own with its
+own executor, and take turns every N candidates (which one goes first alternates), so that
+the load of the moment weighs on both alike; the baseline then runs once per set and round.
 """
 
 from __future__ import annotations
@@ -143,6 +152,136 @@ def report(name: str, items, ex_run, base_run) -> dict:
     return row
 
 
+def alternate(args: argparse.Namespace, argv: list[str]) -> int:
+    """Run this bench for the old and the new ``src`` in turn (see the module docstring)."""
+    import statistics
+    import tempfile
+
+    new_src = Path(__file__).resolve().parents[1] / "src"
+    versions = {"old": args.alternate.resolve(), "new": new_src}
+    order = [("old", "new") if r % 2 == 0 else ("new", "old") for r in range(args.rounds)]
+    order = [v for pair in order for v in pair]
+    passed, skip = [], False
+    for a in argv:  # this run's options, less the alternation's own
+        if skip:
+            skip = False
+        elif a in ("--alternate", "--rounds", "--json"):
+            skip = True
+        elif not a.startswith(("--alternate=", "--rounds=", "--json=")):
+            passed.append(a)
+    runs, loads, counts = {}, {}, {"old": 0, "new": 0}
+    with tempfile.TemporaryDirectory() as tmp:
+        for version in order:
+            counts[version] += 1
+            name = f"{version}-{counts[version]}"
+            out = Path(tmp) / f"{name}.json"
+            env = dict(os.environ, PYTHONPATH=str(versions[version]))
+            start = os.getloadavg()
+            print(f"== {name} (PYTHONPATH={versions[version]})", flush=True)
+            subprocess.run([sys.executable, "-s", __file__, *passed, "--json", str(out)], env=env, check=True)
+            runs[name] = json.loads(out.read_text())
+            loads[name] = [round(x, 2) for x in (*start, *os.getloadavg())]
+    summary = {}
+    for row in runs["old-1"]:
+        ratios = {v: [r["cpu_ratio"] for name, rows in runs.items() if name.startswith(v)
+                      for r in rows if r["set"] == row["set"]] for v in ("old", "new")}
+        means = {v: round(statistics.mean(x), 3) for v, x in ratios.items()}
+        summary[row["set"]] = {"cpu_ratio_old": ratios["old"], "cpu_ratio_new": ratios["new"],
+                               "mean_old": means["old"], "mean_new": means["new"],
+                               "new_over_old": round(means["new"] / means["old"], 3)}
+        print(f"{row['set']:<22} CPU ratio against the baseline: old {ratios['old']} (mean {means['old']}), "
+              f"new {ratios['new']} (mean {means['new']}): new / old {summary[row['set']]['new_over_old']}")
+    if args.json:
+        command = "python -s bench/sandbox_throughput.py " + " ".join(argv)
+        args.json.write_text(json.dumps({
+            "command": command, "old": str(args.alternate), "new": str(new_src), "order": ",".join(order),
+            "load_average": {"note": "1, 5 and 15 minute load averages at the start and at the end of each run",
+                             **loads},
+            "summary": summary, "runs": runs}, indent=2) + "\n")
+    return 0
+
+
+def serve_chunks(args: argparse.Namespace) -> int:
+    """``--interleave``'s worker side: one executor; runs the chunks the parent names on stdin
+    (one JSON line each: set, start, stop) and answers each with its CPU time (one JSON line)."""
+    sets = dict([("trivial", trivial_set())] + ([("mbpp_references", mbpp_set(args.mbpp))]
+                                                if args.mbpp.exists() else []))
+    with Executor(workers=args.workers, limits=ExecutionLimits(timeout_s=10.0)) as ex:
+        ex.run_batch(trivial_set(50))  # warm up the workers
+        print(json.dumps({"ready": True}), flush=True)
+        for line in sys.stdin:
+            cmd = json.loads(line)
+            verdicts, secs, cpu, parts = sandbox(ex, sets[cmd["set"]][cmd["start"]:cmd["stop"]])
+            print(json.dumps({"secs": secs, "cpu": cpu, "parts": parts, "passes": sum(verdicts)}), flush=True)
+    return 0
+
+
+def interleave(args: argparse.Namespace, new_src: Path) -> int:
+    """``--alternate`` with ``--interleave N``: both versions at once, N candidates in turn."""
+    import statistics
+
+    versions = {"old": args.alternate.resolve(), "new": new_src}
+    common = ["--workers", str(args.workers), "--mbpp", str(args.mbpp)]
+    sets = [("trivial", trivial_set())] + ([("mbpp_references", mbpp_set(args.mbpp))] if args.mbpp.exists() else [])
+    sets = [x for x in sets if x[0] in set(args.sets.split(","))]
+    out = {"command": "python -s bench/sandbox_throughput.py " + " ".join(sys.argv[1:]), "old": str(versions["old"]),
+           "new": str(new_src), "interleave": args.interleave, "load_average_start": os.getloadavg(), "rounds": []}
+    k = 0
+    for r in range(args.rounds):  # fresh executors every round (a worker's memory layout varies between starts)
+        procs = {v: subprocess.Popen([sys.executable, "-s", __file__, "--serve-chunks", *common],
+                                     env=dict(os.environ, PYTHONPATH=str(src)), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True) for v, src in versions.items()}
+        try:
+            for p in procs.values():
+                json.loads(p.stdout.readline())  # ready
+            rows = {"load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+            for name, items in sets:
+                n = len(items)
+                tot = {v: {"secs": 0.0, "cpu": 0.0, "parts": [0.0, 0.0, 0.0], "passes": 0} for v in versions}
+                for start in range(0, n, args.interleave):
+                    order = ("old", "new") if k % 2 == 0 else ("new", "old")
+                    k += 1
+                    for v in order:
+                        procs[v].stdin.write(json.dumps({"set": name, "start": start,
+                                                         "stop": start + args.interleave}) + "\n")
+                        procs[v].stdin.flush()
+                        got = json.loads(procs[v].stdout.readline())
+                        tot[v]["secs"] += got["secs"]
+                        tot[v]["cpu"] += got["cpu"]
+                        tot[v]["passes"] += got["passes"]
+                        tot[v]["parts"] = [a + b for a, b in zip(tot[v]["parts"], got["parts"])]
+                _verdicts, _secs, base_cpu = baseline(items, args.workers, timeout=args.baseline_timeout)
+                row = {"n": n, "baseline_cpu_ms_per_cand": round(1000 * base_cpu / n, 3)}
+                for v in versions:
+                    row[v] = {"cpu_ms_per_cand": round(1000 * tot[v]["cpu"] / n, 3),
+                              "cpu_ms_per_cand_by_process": dict(zip(("executor_process", "workers", "candidates"),
+                                                                     (round(1000 * x / n, 3) for x in tot[v]["parts"]))),
+                              "cpu_ratio": round(base_cpu / tot[v]["cpu"], 3), "passes": tot[v]["passes"]}
+                row["new_over_old"] = round(row["new"]["cpu_ratio"] / row["old"]["cpu_ratio"], 3)
+                rows[name] = row
+                print(f"round {r + 1} {name:<16} CPU per candidate: old {row['old']['cpu_ms_per_cand']:.3f} ms, "
+                      f"new {row['new']['cpu_ms_per_cand']:.3f} ms, baseline {row['baseline_cpu_ms_per_cand']:.3f} ms; "
+                      f"CPU ratio old {row['old']['cpu_ratio']:.2f}x, new {row['new']['cpu_ratio']:.2f}x: "
+                      f"new / old {row['new_over_old']:.3f}; passes {row['old']['passes']}/{row['new']['passes']}",
+                      flush=True)
+            out["rounds"].append(rows)
+        finally:
+            for p in procs.values():
+                p.stdin.close()
+                p.wait()
+    out["load_average_end"] = os.getloadavg()
+    out["summary"] = {}
+    for name, _items in sets:
+        ratios = [rows[name]["new_over_old"] for rows in out["rounds"]]
+        cpu = {v: statistics.mean(rows[name][v]["cpu_ms_per_cand"] for rows in out["rounds"]) for v in versions}
+        out["summary"][name] = {"new_over_old_per_round": ratios, "new_over_old_mean": round(statistics.mean(ratios), 3),
+                                "cpu_ms_per_cand_mean": {v: round(x, 3) for v, x in cpu.items()}}
+        print(f"{name:<22} CPU ratio new / old per round {ratios}, mean {out['summary'][name]['new_over_old_mean']}")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, default=2)
@@ -152,7 +291,19 @@ def main() -> int:
     ap.add_argument("--baseline-timeout", type=float, default=120.0, help="wall-clock seconds per baseline run")
     ap.add_argument("--sets", default="trivial,mbpp_references,mbpp_without_task_123",
                     help="comma-separated subset of the sets to run")
+    ap.add_argument("--alternate", type=Path, metavar="OLD_SRC",
+                    help="compare the src directory OLD_SRC with this checkout's src, alternated (see above)")
+    ap.add_argument("--rounds", type=int, default=4, help="with --alternate: runs of each version")
+    ap.add_argument("--interleave", type=int, metavar="N",
+                    help="with --alternate: both versions at once, taking turns every N candidates")
+    ap.add_argument("--serve-chunks", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.serve_chunks:
+        return serve_chunks(args)
+    if args.alternate is not None and args.interleave:
+        return interleave(args, Path(__file__).resolve().parents[1] / "src")
+    if args.alternate is not None:
+        return alternate(args, sys.argv[1:])
 
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, workers={args.workers}, "
           f"load average at start {os.getloadavg()[0]:.2f}")

@@ -1381,6 +1381,9 @@ def _content(v: Any) -> Any:
     """What a literal tells the program, whatever its container types: a tuple's items are
     those of the list ``[1, 2]`` (the program can rebuild one from the other); equal
     contents compare equal (``1 == 1.0`` as in ``==``)."""
+    t = type(v)
+    if t is int or t is str or t is float or t is bool or v is None:  # most items: themselves
+        return v
     if isinstance(v, (list, tuple)):
         return ("seq", tuple(_content(x) for x in v))
     if isinstance(v, (set, frozenset)):

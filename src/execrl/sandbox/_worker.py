@@ -1071,9 +1071,11 @@ class _ChildSide(_Side):
         self.sources = sources
         self.shadows: dict = {}  # lent number -> (object, base type, its last content)
         self.pid = _getpid()
-        self.lock = _RLock()
+        self.lock = None  # made with the first object of the judge's the run holds (``dec_other``)
 
     def finish(self):
+        if _WARMING[0]:  # the warm-up (``warm_up``) runs this class itself, in the template
+            raise _WarmDone
         _flush()
         _os_exit(0)
 
@@ -1143,6 +1145,8 @@ class _ChildSide(_Side):
             if ref is None:
                 if _type(val) is not _int:
                     raise ProtocolError("bad judge reference")
+                if self.lock is None:  # before the program holds anything of the judge's to call
+                    self.lock = _RLock()
                 ref = self.proxies[val] = _JudgeRef(self, val)
             return ref
         if tag == "g":
@@ -1156,7 +1160,10 @@ class _ChildSide(_Side):
     # ---- serving the judge --------------------------------------------------------------
     def serve(self) -> None:
         while True:
-            if self.held:  # before waiting for the judge, which may be waiting for these
+            # before waiting for the judge, which may be waiting for these; a request already
+            # here (the calls sent with the program) takes them with its first answer, in one
+            # write (the judge sent it without waiting for them)
+            if self.held and not self.buf:
                 self._write(self.held)
                 self.held = b""
             req = self.recv()
@@ -1203,7 +1210,8 @@ class _ChildSide(_Side):
                         text = self._answer_error(e, _Exchange(), None)
                     else:
                         ex = _Exchange()
-                        kept = self._kept(v, ex)
+                        # (a scalar holds no container: nothing of it can be kept)
+                        kept = () if _type(v) in _SCALAR_TYPES else self._kept(v, ex)
                         text = self._answer(v, ex, None, kept)
                         del v
                 else:
@@ -1239,11 +1247,8 @@ class _ChildSide(_Side):
         t = _type(v)
         if t not in _WALKED:
             return []
-        for x in (v.values() if t in _DICT_TYPES else v):
-            if _type(x) in _WALKED:
-                break
-        else:  # no container inside (most results): only the result itself can be the program's
-            x = None
+        if _WALKED.isdisjoint(map(_type, v.values() if t in _DICT_TYPES else v)):
+            # no container inside (most results): only the result itself can be the program's
             if t not in _KEPT_TYPES or any(o is v for o in ex.table):
                 return []
             # references: the caller's variable, this parameter, the argument of getrefcount
@@ -1682,8 +1687,6 @@ def _builtin_base_of_class(cls) -> str:
 _ModuleType = type(sys)
 _PLAIN_TYPES = frozenset({_int, _str, _float, _bool, _NoneType, _list, _tuple, _dict, _set, _frozenset, _bytes,
                           _bytearray, _complex, _range, _Counter, _OrderedDict, _defaultdict, _deque})
-_RUN_BUDGET = [None]
-"""In a run: its candidate's CPU-time budget (``_ChildSide.budget``)."""
 SOCK_FD = 998
 """The child's end of its conversation with the judge (close-on-exec)."""
 
@@ -1695,25 +1698,44 @@ _SERVE_FRAMES = 2
 _RECURSION_LIMIT = sys.getrecursionlimit()  # plain Python's (the warm-up runs here too: not cumulative)
 
 
-def _discount_harness_frames() -> None:
-    """Raise the recursion limit by the harness's own frames, so that the program recurses
-    as deep as under ``python prog.py`` (before, 988 levels where plain Python reaches 998)."""
-    f, n = sys._getframe(1), 0
-    while f is not None:
+def _stack_depth(frame) -> int:
+    """The number of frames from ``frame`` down to the bottom of the stack."""
+    n = 0
+    while frame is not None:
         n += 1
-        f = f.f_back
-    sys.setrecursionlimit(_RECURSION_LIMIT + n + _SERVE_FRAMES)
+        frame = frame.f_back
+    return n
 
 
-def _run_served(code: str, token: str, side: _ChildSide | None = None) -> None:
+def _served_limit(depth: int) -> int:
+    """The recursion limit for a ``_run_served`` at ``depth`` frames from the bottom of the
+    stack: plain Python's, raised by the harness's own frames, so that the program recurses
+    as deep as under ``python prog.py`` (before, 988 levels where plain Python reaches 998)."""
+    return _RECURSION_LIMIT + depth + _SERVE_FRAMES
+
+
+def _discount_harness_frames() -> None:
+    """Set the caller's recursion limit (``_served_limit``) from its depth (the warm-up; a run
+    gets it from the forker, which counts its frames once: walking them in every run made a
+    frame object of each, ~18 page faults per run)."""
+    sys.setrecursionlimit(_served_limit(_stack_depth(sys._getframe(1))))
+
+
+def _run_served(code: str, token: str, side: _ChildSide | None = None, limit: int | None = None,
+                budget: float | None = None) -> None:
     """The program's process in ``assert`` and ``call`` mode: load the program the judge
     compiled, then do what the judge asks (call a function, get an attribute, ...) until it
-    says it is done. The tests themselves run in the judge; nothing here is a verdict."""
+    says it is done. The tests themselves run in the judge; nothing here is a verdict.
+    ``limit``: the recursion limit that discounts the harness's frames, when known
+    beforehand (``Worker.served_limit``); ``budget``: the candidate's CPU-time budget."""
     sources = {"<solution>": code}
-    _discount_harness_frames()
+    if limit is None:
+        _discount_harness_frames()
+    else:
+        sys.setrecursionlimit(limit)
     if side is None:
         side = _ChildSide(SOCK_FD, sources)
-        side.budget = _RUN_BUDGET[0]
+        side.budget = budget
     try:
         kind, data = side.recv_raw()
         if kind != b"P":
@@ -1743,9 +1765,10 @@ def _run_served(code: str, token: str, side: _ChildSide | None = None) -> None:
             for name, n in _dict.items(setup_classes):
                 if _type(name) is _str and name not in g:
                     g[name] = side.dec_other("j", n, None)
-        greeting = _dict(side.kinds)
+        greeting = side.kinds
         digits = sys.get_int_max_str_digits()
         if digits != _INT_DIGITS:  # the program's ``sys.set_int_max_str_digits(0)``: the test's ``str()`` too
+            greeting = _dict(greeting)
             greeting[_DIGITS_KEY] = _str(digits)
         # held until the first answer (or the first wait for a request): one write for both; a
         # run that ends before it loses both, which the judge cannot tell from losing the answer
@@ -1905,6 +1928,7 @@ class Worker:
         self.tid = os.getpid()
         self.nproc_base = 0 if self.uid is not None else _count_own_processes()
         self.hardened_root = self.uid is not None and self.private_root
+        self.served_limit: int | None = None  # a run's recursion limit, set by the forker (``_forker``)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         # The forker is the subreaper of the runs; the controller is one too, so that
         # whatever a dead forker leaves behind is reparented here and swept.
@@ -2432,10 +2456,9 @@ class Worker:
         if "multiprocessing" in code or "ProcessPool" in code:
             _write_program_file(code)
         signal.setitimer(signal.ITIMER_PROF, timeout)
-        _RUN_BUDGET[0] = timeout
         mode = spec["mode"]
         if mode != "stdio":
-            _run_served(code, token)
+            _run_served(code, token, None, self.served_limit, timeout)
         if compiled is None:  # the judge could not compile it: compiled here, under this run's limits
             compiled, crec = compile_candidate(code)
             if crec is not None:
@@ -2542,6 +2565,8 @@ def _forker(worker: Worker, cmd_sock, done_fd: int) -> None:
     os.write(done_fd, b"P" if in_pid_ns else b"N")
     if worker.seccomp is not None:
         install_seccomp(worker.seccomp, worker.cfg.get("seccomp_syscall"))  # once, here: every run inherits it
+    # the depth of ``_run_served`` in a run: this frame, ``child_main``, ``_child``, itself
+    worker.served_limit = _served_limit(_stack_depth(sys._getframe()) + 3)
     write, fork, monotonic, close = os.write, os.fork, time.monotonic, os.close
     killpg = os.killpg
     recvmsg, fd_space = cmd_sock.recvmsg, _socket.CMSG_SPACE(_FD.size)
@@ -2653,12 +2678,11 @@ class _WarmDone(Exception):
     pass
 
 
-class _WarmSide(_ChildSide):
-    def finish(self):
-        raise _WarmDone
+_WARM_BATCH = (["b", "g", [["c", {"g": "g"}, [1], []], ["c", {"g": "g"}, [2], []], ["c", {"g": "g"}, [3], []]], True],)
+"""Every other warm-up round: a batch of every test's call, scalars in and out (most runs)."""
 
 
-def warm_up(worker: Worker, rounds: int = 12) -> None:
+def warm_up(worker: Worker, rounds: int = 16) -> None:
     """Run the child-side harness on a benign program a few times, here.
 
     Every candidate is forked from this process's memory. Running the harness once here
@@ -2671,24 +2695,29 @@ def warm_up(worker: Worker, rounds: int = 12) -> None:
     saved_main = sys.modules.get("__main__")
     sink = os.open(os.devnull, os.O_WRONLY)
     os.dup2(sink, RESULT_FD, inheritable=False)
-    program = _WARM_PROGRAM + "LIMIT = 3\nTABLE = [1, 2]\n"
+    program = _WARM_PROGRAM + "LIMIT = 3\nTABLE = [1, 2]\ndef g(x):\n    return x + 1\n"
     _WARMING[0] = True
     try:
-        for _ in range(rounds):
+        for i in range(rounds):
             compiled, _ = compile_candidate(program)
             judge, run = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
             try:
                 feeder = _Side(judge.fileno())
                 feeder.send_raw(b"P", marshal.dumps(compiled))
-                for request in _WARM_CALLS:
+                for request in _WARM_CALLS if i % 2 == 0 else _WARM_BATCH:
                     feeder.send(request)
                 feeder.send(["x"])
-                warm = _WarmSide(run.fileno(), {"<solution>": program})
-                warm.budget = 1e9  # the CPU-time reports' code runs too (never reaching a report)
+                # as a run does it: its socket at SOCK_FD, the run's own class (what attribute
+                # and method lookups specialize on here is then what every run finds; a
+                # subclass made them miss there), a recursion limit and a CPU-time budget (the
+                # reports' code runs too, never reaching a report)
+                os.dup2(run.fileno(), SOCK_FD, inheritable=False)
                 try:
-                    _run_served(program, "0" * 24, warm)
+                    _run_served(program, "0" * 24, None, _served_limit(_stack_depth(sys._getframe()) + 1), 1e9)
                 except _WarmDone:
                     pass
+                finally:
+                    os.close(SOCK_FD)
                 judge.setblocking(False)
                 try:
                     while judge.recv(1 << 16):
