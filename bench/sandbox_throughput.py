@@ -201,9 +201,9 @@ def alternate(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
-def chunked_sets(mbpp: Path) -> list[tuple[str, list[tuple[Problem, str]]]]:
-    """The sets ``--interleave`` can run; MBPP's without task 123 too (its reference spends ~5 s
-    of its own CPU, one chunk that outweighs the sandbox's work on the other 973)."""
+def bench_sets(mbpp: Path) -> list[tuple[str, list[tuple[Problem, str]]]]:
+    """The bench's sets; MBPP's without task 123 too (its reference spends ~5 s of its own CPU,
+    one chunk that outweighs the sandbox's work on the other 973)."""
     sets = [("trivial", trivial_set())]
     if mbpp.exists():
         refs = mbpp_set(mbpp)
@@ -214,7 +214,7 @@ def chunked_sets(mbpp: Path) -> list[tuple[str, list[tuple[Problem, str]]]]:
 def serve_chunks(args: argparse.Namespace) -> int:
     """``--interleave``'s worker side: one executor; runs the chunks the parent names on stdin
     (one JSON line each: set, start, stop) and answers each with its CPU time (one JSON line)."""
-    sets = dict(chunked_sets(args.mbpp))
+    sets = dict(bench_sets(args.mbpp))
     with Executor(workers=args.workers, limits=ExecutionLimits(timeout_s=10.0)) as ex:
         ex.run_batch(trivial_set(50))  # warm up the workers
         print(json.dumps({"ready": True}), flush=True)
@@ -231,7 +231,7 @@ def interleave(args: argparse.Namespace, new_src: Path) -> int:
 
     versions = {"old": args.alternate.resolve(), "new": new_src}
     common = ["--workers", str(args.workers), "--mbpp", str(args.mbpp)]
-    sets = [x for x in chunked_sets(args.mbpp) if x[0] in set(args.sets.split(","))]
+    sets = [x for x in bench_sets(args.mbpp) if x[0] in set(args.sets.split(","))]
     out = {"command": "python -s bench/sandbox_throughput.py " + " ".join(sys.argv[1:]), "old": str(versions["old"]),
            "new": str(new_src), "interleave": args.interleave, "load_average_start": os.getloadavg(), "rounds": []}
     k = 0
@@ -315,15 +315,9 @@ def main() -> int:
 
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, workers={args.workers}, "
           f"load average at start {os.getloadavg()[0]:.2f}")
-    sets = [("trivial", trivial_set())]
-    if args.mbpp.exists():
-        mbpp = mbpp_set(args.mbpp)
-        sets += [("mbpp_references", mbpp), ("mbpp_without_task_123", [x for x in mbpp if x[0].id != "mbpp/123"])]
-    else:
+    if not args.mbpp.exists():
         print(f"(MBPP not found at {args.mbpp}: skipping set b)")
-
-    wanted = set(args.sets.split(","))
-    sets = [x for x in sets if x[0] in wanted]
+    sets = [x for x in bench_sets(args.mbpp) if x[0] in set(args.sets.split(","))]
     rows = []
     with Executor(workers=args.workers, limits=ExecutionLimits(timeout_s=10.0)) as ex:
         print(f"isolation: {ex.isolation}")

@@ -369,7 +369,6 @@ _int_copy, _float_copy, _str_copy, _bytes_copy = int.__int__, float.__float__, s
 _complex_copy = complex.__complex__
 _GENERATOR_TYPES = (type((lambda: (yield))()), type(map(None, ())), type(zip()), type(filter(None, ())),
                     type(reversed([])), type(iter(range(0))), type(enumerate(())))
-_SCALARS = (_str, _bool, _float, _NoneType)
 import collections as _collections  # noqa: E402 - preloaded anyway
 import operator as _operator  # noqa: E402
 _Counter, _OrderedDict, _defaultdict, _deque = (_collections.Counter, _collections.OrderedDict,
