@@ -10,6 +10,7 @@ test_sandbox_programs.py's forgeries cover the same classes with other instances
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -466,6 +467,32 @@ def test_calls_sent_ahead_stop_before_an_earlier_expected_value_of_another_type(
     assert planned(["assert f(1) == {1, 2}", "assert f(frozenset({1, 2})) == 0"]) == 1
     assert planned(["assert f(1) == {'a': [1]}", "assert f([{'a': (1,)}]) == 0"]) == 1
     assert planned(["assert f(1) == [1, 2]", "assert f((2, 1)) == 0"]) == 2  # other content: sent ahead
+
+
+def test_the_batch_is_each_calls_message_as_the_test_sends_it():
+    """The batch the judge sends with the program is ``["b", name, [message, ...], complete]``
+    with each test's call message as it is (strings with escapes, floats, an infinity)."""
+    from execrl.sandbox._judge import Problem as JudgeProblem
+
+    tests = ["assert f('\u00e9\\\\\"\\n', 1.5e300, -0.0) == 'r'", "assert f([1, {2: 'x'}], 1e400) == 's'",
+             "assert f({3, 1}, (None, True), b'\\x00') == 't'"]
+    prob = JudgeProblem({"mode": "assert", "setup": "", "tests": tests})
+    assert len(prob.batch_calls) == 3
+    body = json.loads(prob.batch_frame[5:])
+    assert body == ["b", "f", [json.loads(c) for c in prob.batch_calls], True]
+    assert prob.batch_frame[5:].decode("ascii") == json.dumps(body, separators=(",", ":"))
+
+
+def test_the_batch_check_sees_the_content_of_every_value_inside_an_argument():
+    """``_contents`` gives the content of a value and lists that of every value inside it:
+    what the batch compares with the earlier tests' expected values."""
+    from execrl.sandbox._judge import _content, _contents
+
+    value = [1, (2.5, "a"), {3: [4, {5}]}, {6, 7}, b"x", None]
+    inside: list = []
+    assert _contents(value, inside) == _content(value)
+    walked = [1, 2.5, "a", (2.5, "a"), 3, 4, 5, {5}, [4, {5}], {3: [4, {5}]}, 6, 7, {6, 7}, b"x", None, value]
+    assert sorted(map(repr, inside)) == sorted(repr(_content(v)) for v in walked)
 
 
 def test_a_program_reading_the_calls_sent_ahead_finds_no_expected_value(ex):

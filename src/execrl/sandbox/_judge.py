@@ -1365,16 +1365,23 @@ def _plain_call_assert(tree: ast.Module) -> tuple[str, ast.expr] | None:
     return name, test.comparators[0]
 
 
-def _values(v: Any):
-    """``v`` and every value inside it."""
-    yield v
+def _contents(v: Any, out: list) -> Any:
+    """``_content(v)``; appends to ``out`` the content of ``v`` and of every value inside it
+    (the items of its lists, tuples, sets and dicts), in one walk."""
+    t = type(v)
+    if t is int or t is str or t is float or t is bool or v is None:
+        out.append(v)
+        return v
     if isinstance(v, dict):
-        for a, b in v.items():
-            yield from _values(a)
-            yield from _values(b)
-    elif isinstance(v, (list, tuple, set)):
-        for x in v:
-            yield from _values(x)
+        c = ("map", frozenset([(_contents(a, out), _contents(b, out)) for a, b in v.items()]))
+    elif isinstance(v, (list, tuple)):
+        c = ("seq", tuple([_contents(x, out) for x in v]))
+    elif isinstance(v, set):
+        c = ("set", frozenset([_contents(x, out) for x in v]))
+    else:
+        c = _content(v)
+    out.append(c)
+    return c
 
 
 def _content(v: Any) -> Any:
@@ -1505,8 +1512,12 @@ class Problem:
             if plain is None or (name is not None and plain.name != name) or len(calls) >= BATCH_MAX_CALLS:
                 break
             try:
-                if expected and any(_content(v) in expected for a in args for v in _values(a)):
-                    break
+                if expected:
+                    inside: list = []
+                    for a in args:
+                        _contents(a, inside)
+                    if any(c in expected for c in inside):
+                        break
                 content = _content(plain.expected)
             except Exception:  # noqa: BLE001 - not a literal this check can hold
                 break
@@ -1519,7 +1530,9 @@ class Problem:
         self.batch_complete = bool(calls) and len(calls) == len(self.tests)
         if calls:
             self.batch_calls = calls
-            data = _dumps(["b", name, [_json_loads(c) for c in calls], len(calls) == len(self.tests)]).encode("ascii")
+            # ``_dumps(["b", name, [each call's message], complete])``, with each message's text as it is
+            data = f'["b",{_dumps(name)},[{",".join(calls)}],{"true" if len(calls) == len(self.tests) else "false"}]'
+            data = data.encode("ascii")
             self.batch_frame = _STRUCT_LEN.pack(len(data) + 1) + b"J" + data
 
 

@@ -2041,6 +2041,18 @@ class Worker:
         """
         utime = stime = 0.0
         status, maxrss, minflt = 0, 0, 0
+        if first is not None:
+            # The usual end: the run's process has exited and left no other process. Reaped
+            # and checked without the loop below, whose last ``wait4`` raises (an exception,
+            # a traceback and their frames: pages of this process written at every run).
+            try:
+                pid, st, ru = os.wait4(first, os.WNOHANG)
+            except ChildProcessError:
+                pid = 0
+            if pid == first:
+                utime, stime, minflt, maxrss, status = ru.ru_utime, ru.ru_stime, ru.ru_minflt, ru.ru_maxrss, st
+                if not self._children():
+                    return status, utime, stime, maxrss, minflt, False
         deadline = time.monotonic() + grace
         while True:
             while True:  # reap whatever has exited (usually just the run's process: done)
@@ -2626,6 +2638,8 @@ def _judge_process(worker: Worker, fd: int) -> None:
         install_seccomp(worker.seccomp, worker.cfg.get("seccomp_syscall"))
     namespace = dict(globals(), __name__="execrl_judge")
     exec(code, namespace)
+    del code
+    gc.freeze()  # the judge's own objects, which live as long as it does, out of every collection
     namespace["_STATM"][:] = [statm, resource.getpagesize(), resource.getrlimit(resource.RLIMIT_AS)[1]]
     namespace["_RUN_DIR"][:] = [run_dir] if run_dir is not None else []
     namespace["judge_main"](3, worker.cfg)
@@ -2678,7 +2692,11 @@ class _WarmDone(Exception):
 
 
 _WARM_BATCH = (["b", "g", [["c", {"g": "g"}, [1], []], ["c", {"g": "g"}, [2], []], ["c", {"g": "g"}, [3], []]], True],)
-"""Every other warm-up round: a batch of every test's call, scalars in and out (most runs)."""
+"""A warm-up round: a batch of every test's call, scalars in and out (most runs)."""
+_WARM_BATCH_LISTS = (["b", "h", [["c", {"g": "h"}, [{"l": [3, 1, 2]}, 2], []], ["c", {"g": "h"}, [{"l": ["b", "a"]}, 1], []],
+                                 ["c", {"g": "h"}, [{"l": [[1, 2], [0]]}, 0], []]], True],)
+"""A warm-up round: a batch whose calls pass lists and get lists back (most of MBPP's)."""
+_WARM_ROUNDS = (_WARM_CALLS, _WARM_BATCH, _WARM_BATCH_LISTS)
 
 
 def warm_up(worker: Worker, rounds: int = 16) -> None:
@@ -2694,7 +2712,8 @@ def warm_up(worker: Worker, rounds: int = 16) -> None:
     saved_main = sys.modules.get("__main__")
     sink = os.open(os.devnull, os.O_WRONLY)
     os.dup2(sink, RESULT_FD, inheritable=False)
-    program = _WARM_PROGRAM + "LIMIT = 3\nTABLE = [1, 2]\ndef g(x):\n    return x + 1\n"
+    program = _WARM_PROGRAM + ("LIMIT = 3\nTABLE = [1, 2]\ndef g(x):\n    return x + 1\n"
+                               "def h(xs, k):\n    return sorted(xs)[:k] if k else len(xs) > 1\n")
     _WARMING[0] = True
     try:
         for i in range(rounds):
@@ -2703,7 +2722,7 @@ def warm_up(worker: Worker, rounds: int = 16) -> None:
             try:
                 feeder = _Side(judge.fileno())
                 feeder.send_raw(b"P", marshal.dumps(compiled))
-                for request in _WARM_CALLS if i % 2 == 0 else _WARM_BATCH:
+                for request in _WARM_ROUNDS[i % len(_WARM_ROUNDS)]:
                     feeder.send(request)
                 feeder.send(["x"])
                 # as a run does it: its socket at SOCK_FD, the run's own class (what attribute
