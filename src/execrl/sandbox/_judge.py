@@ -1365,41 +1365,35 @@ def _plain_call_assert(tree: ast.Module) -> tuple[str, ast.expr] | None:
     return name, test.comparators[0]
 
 
-def _contents(v: Any, out: list) -> Any:
-    """``_content(v)``; appends to ``out`` the content of ``v`` and of every value inside it
-    (the items of its lists, tuples, sets and dicts), in one walk."""
-    t = type(v)
-    if t is int or t is str or t is float or t is bool or v is None:
-        out.append(v)
-        return v
-    if isinstance(v, dict):
-        c = ("map", frozenset([(_contents(a, out), _contents(b, out)) for a, b in v.items()]))
-    elif isinstance(v, (list, tuple)):
-        c = ("seq", tuple([_contents(x, out) for x in v]))
-    elif isinstance(v, set):
-        c = ("set", frozenset([_contents(x, out) for x in v]))
-    else:
-        c = _content(v)
-    out.append(c)
-    return c
-
-
 def _content(v: Any) -> Any:
     """What a literal tells the program, whatever its container types: a tuple's items are
     those of the list ``[1, 2]`` (the program can rebuild one from the other); equal
     contents compare equal (``1 == 1.0`` as in ``==``)."""
+    return _contents(v, [])
+
+
+def _contents(v: Any, out: list) -> Any:
+    """``_content(v)``; appends to ``out`` the content of ``v`` and of every value inside it
+    (the items of its lists, tuples, sets and dicts; a frozenset's items are not listed), in
+    one walk."""
     t = type(v)
     if t is int or t is str or t is float or t is bool or v is None:  # most items: themselves
+        out.append(v)
         return v
     if isinstance(v, (list, tuple)):
-        return ("seq", tuple(_content(x) for x in v))
-    if isinstance(v, (set, frozenset)):
-        return ("set", frozenset(_content(x) for x in v))
-    if isinstance(v, dict):
-        return ("map", frozenset((_content(a), _content(b)) for a, b in v.items()))
-    if isinstance(v, (bytes, bytearray)):
-        return ("bytes", bytes(v))
-    return v
+        c = ("seq", tuple([_contents(x, out) for x in v]))
+    elif isinstance(v, set):
+        c = ("set", frozenset([_contents(x, out) for x in v]))
+    elif isinstance(v, frozenset):
+        c = ("set", frozenset([_contents(x, []) for x in v]))
+    elif isinstance(v, dict):
+        c = ("map", frozenset([(_contents(a, out), _contents(b, out)) for a, b in v.items()]))
+    elif isinstance(v, (bytes, bytearray)):
+        c = ("bytes", bytes(v))
+    else:
+        c = v
+    out.append(c)
+    return c
 
 
 class Problem:
