@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import builtins
 import json
+import re
 import sys
 from collections import Counter, OrderedDict, defaultdict, deque
 from typing import Any
@@ -126,8 +127,29 @@ def _trace(*parts: str) -> str:
     return text if len(text) <= TRACE_LIMIT else text[: TRACE_LIMIT - 4] + "\n..."
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+(?=>)")
+"""The memory address in CPython's default repr (``<function f at 0x7f...>``, ``<object
+object at 0x...>``, a bound method's ``<... of <A object at 0x...>>``)."""
+_RUN_DIR_PATH = re.compile(r"(?:/[^\s'\"/<>]+)*/execrl-run-[A-Za-z0-9_]+")
+"""A run's own directory where the worker has no mount namespace (``tempfile.mkdtemp``):
+shown as ``/tmp/run``, the path every run has where it has one."""
+
+
+def stable_text(text: str) -> str:
+    """``text`` without what differs from process to process: memory addresses (as in
+    ``<generator object g at 0x7f...>``, kept as ``<generator object g>``) and a run's
+    temporary directory. Messages and traces reach annotations and SRRL's refinement
+    prompts, which must be the same whichever worker ran the program."""
+    if "0x" in text:
+        text = _ADDRESS.sub("", text)
+    if "execrl-run-" in text:
+        text = _RUN_DIR_PATH.sub("/tmp/run", text)
+    return text
+
+
 def describe(v: Any) -> str:
-    """A value for a message: its repr, short; a program's object by its type."""
+    """A value for a message: its repr, short; a program's object by its type and its repr
+    (without a memory address)."""
     if isinstance(v, Remote):
         note = Remote._note.__get__(v)
         if not note:
@@ -135,10 +157,12 @@ def describe(v: Any) -> str:
                 shown = repr(v)
             except BaseException:  # noqa: BLE001 - the run is gone, or its __repr__ failed
                 shown = ""
-            note = _short(shown, 200) if isinstance(shown, str) else ""
-        return f"a {Remote._tname.__get__(v)} object ({note}), not a plain value"
+            note = _short(stable_text(shown), 200) if isinstance(shown, str) else ""
+        tname = Remote._tname.__get__(v)
+        article = "an" if tname[:1] in "aeiouAEIOU" else "a"
+        return f"{article} {tname} object ({note}), not a plain value"
     try:
-        return _short(repr(v))
+        return _short(stable_text(repr(v)))
     except BaseException:  # noqa: BLE001 - an int too large to print; a value holding a handle of a run that ended
         return f"<{type(v).__name__}>"
 
@@ -1772,9 +1796,9 @@ class _Candidate:
         recorded = getattr(e, "execrl_candidate", None)
         if recorded is not None:
             etype, msg, trace = recorded
-            return etype, _short(msg, 600), _trace(source, trace)
+            return etype, _short(stable_text(msg), 600), _trace(source, stable_text(trace))
         try:
-            msg = _short(str(e), 600)
+            msg = _short(stable_text(str(e)), 600)
         except BaseException:  # noqa: BLE001 - the program's text of a run that ended
             msg = ""
         etype = type(e).__name__
@@ -1911,7 +1935,7 @@ def judge_candidate(problem: Problem, code: str, fd: int, budget: float | None =
         except ProtocolError as e:
             return {"tests": [], "violation": str(e)[:300]}
         if first[0] == "l" and len(first) >= 4:
-            return {"load": [str(x)[:2000] for x in first[1:4]]}
+            return {"load": [stable_text(str(x))[:2000] for x in first[1:4]]}
         if first[0] != "g" or len(first) != 2 or type(first[1]) is not dict or any(
                 type(v) is not str for v in first[1].values()):
             return {"tests": [], "violation": "malformed greeting"}

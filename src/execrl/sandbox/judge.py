@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from execrl.sandbox._judge import FLOAT_ABS_TOL, FLOAT_REL_TOL, call_equal
+from execrl.sandbox._judge import FLOAT_ABS_TOL, FLOAT_REL_TOL, call_equal, stable_text
 from execrl.sandbox.codec import DecodeError, loads_record
 from execrl.sandbox.result import ExecutionResult
 from execrl.sandbox.split import Prepared
@@ -172,18 +172,21 @@ def _ended_normally(run: _Run) -> bool:
             and info.get("exit") == 0)
 
 
+def _timeout(limits: dict) -> tuple[str, str, str]:
+    """Status, error type and message of every timeout. Which limit fires first (the run's
+    CPU timer, the worker's sum over the run's processes, ``RLIMIT_CPU``, the judge's timer,
+    the wall clock) is a race the machine's load decides, so the text names none of them:
+    a program gets the same annotation, and the same refinement prompt, on every run."""
+    return "timeout", "Timeout", f"time limit exceeded ({limits['timeout_s']}s of CPU time, or the wall-clock backstop)"
+
+
 def _death(run: _Run, limits: dict) -> tuple[str, str, str]:
     """Status, error type and message for a run that stopped without finishing."""
     info = run.info
     if info.get("overflow"):
         return "error", "OutputLimitExceeded", "the result channel exceeded its size limit"
     if info.get("timeout"):
-        if info.get("wall_killed"):
-            return "timeout", "Timeout", f"wall-clock limit of {info.get('wall_limit', '?')}s exceeded"
-        if info.get("cpu_killed"):
-            return "timeout", "Timeout", (f"CPU-time limit of {limits['timeout_s']}s exceeded by the "
-                                          "program's processes together")
-        return "timeout", "Timeout", f"CPU-time limit of {limits['timeout_s']}s exceeded"
+        return _timeout(limits)
     sig = info.get("signal")
     if sig is not None:
         try:
@@ -222,15 +225,21 @@ def _clean(text: Any) -> Any:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def _stable(text: Any) -> Any:
+    return stable_text(text) if type(text) is str else text
+
+
 def _encodable(result: ExecutionResult) -> ExecutionResult:
+    """Texts as written: valid UTF-8, and (the annotation's texts) free of what differs
+    from process to process (``stable_text``), whichever side of the sandbox wrote them."""
     result.error_type = _clean(result.error_type)
-    result.error_message = _clean(result.error_message)
-    result.trace = _clean(result.trace)
+    result.error_message = _stable(_clean(result.error_message))
+    result.trace = _stable(_clean(result.trace))
     result.stdout = _clean(result.stdout)
     result.stderr = _clean(result.stderr)
     for o in result.test_outcomes:
         o["error_type"] = _clean(o["error_type"])
-        o["message"] = _clean(o["message"])
+        o["message"] = _stable(_clean(o["message"]))
     return result
 
 
@@ -294,12 +303,8 @@ def _judge_single(prepared: Prepared, run: _Run, limits: dict, report: dict | No
         source = prepared.tests[i] if prepared.test_type == "assert" else _call_repr(prepared, i)
         if report.get("violation"):
             status, etype, msg = "error", "ProtocolViolation", str(report["violation"])
-        elif report.get("died") == "timeout":
-            status, etype, msg = "timeout", "Timeout", (
-                f"CPU-time limit of {limits['timeout_s']}s exceeded while judging the program's values")
-        elif report.get("died") == "wall":  # a test waited on something of the program's (a FIFO it made)
-            status, etype, msg = "timeout", "Timeout", (
-                f"wall-clock limit exceeded while a test waited on the program ({limits['timeout_s']}s CPU limit)")
+        elif report.get("died") in ("timeout", "wall"):  # its timer, or a test waited on the program (a FIFO it made)
+            status, etype, msg = _timeout(limits)
         elif report.get("died"):
             status, etype, msg = "error", "JudgeError", "the judge process died while judging this program"
         else:
@@ -315,10 +320,9 @@ def _judge_single(prepared: Prepared, run: _Run, limits: dict, report: dict | No
                                                for o in outcomes], "ProtocolViolation", msg,
                                f"ProtocolViolation: {msg}")
     cpu = float(run.info.get("cpu", 0.0)) + float(report.get("cpu", 0.0))
-    if first is None and cpu > float(limits["timeout_s"]):
-        msg = (f"CPU-time limit of {limits['timeout_s']}s exceeded by the program and the judging of its "
-               "values together")
-        first = {"status": "timeout", "error_type": "Timeout", "message": msg, "trace": f"Timeout: {msg}"}
+    if first is None and cpu > float(limits["timeout_s"]):  # the run and the judging of its values together
+        status, etype, msg = _timeout(limits)
+        first = {"status": status, "error_type": etype, "message": msg, "trace": f"{etype}: {msg}"}
     return _finish(outcomes, first, n)
 
 
@@ -335,10 +339,10 @@ def _judge_stdio(prepared: Prepared, runs: list[_Run], limits: dict, reply: dict
     outcomes, first = [], None
     for i in range(n):
         if i >= len(runs):
-            if first is None and reply.get("total_wall_exceeded"):  # the candidate's budget ran out
-                msg = "the program's wall-clock backstop over all its tests was exceeded"
-                outcomes.append(_outcome(i, "timeout", "Timeout", msg))
-                first = dict(outcomes[-1], trace=f"Timeout: {msg}")
+            if first is None and reply.get("total_wall_exceeded"):  # the candidate's wall-clock backstop
+                status, etype, msg = _timeout(limits)
+                outcomes.append(_outcome(i, status, etype, msg))
+                first = dict(outcomes[-1], trace=f"{etype}: {msg}")
             elif first is None and reply.get("reply_limit_exceeded"):
                 msg = "the outputs of the earlier tests exceeded the size limit of one reply"
                 outcomes.append(_outcome(i, "error", "OutputLimitExceeded", msg))
