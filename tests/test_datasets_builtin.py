@@ -1,4 +1,4 @@
-"""The generated ``builtin`` suite: determinism, splits that share no task, shape, and references that pass."""
+"""The generated ``builtin`` suite: determinism, three splits that share no task, shape, and references that pass."""
 
 from __future__ import annotations
 
@@ -53,12 +53,20 @@ def test_different_seed_different_problems(default_splits):
 
 def test_splits_are_keyed_on_the_reference_up_to_renaming(default_splits):
     train, test = default_splits
-    for split, problems in (("train", train), ("test", test)):
-        assert len({builtin.problem_key(p) for p in problems}) == len(problems)  # no duplicates within a split
+    warmup = builtin.generate("warmup", seed=0, n=300)
+    for split, problems in (("warmup", warmup), ("train", train), ("test", test)):
+        # One naming per task: n problems are n tasks.
+        assert len({builtin.reference_key(p) for p in problems}) == len(problems)
         # Every problem lands in the split its reference's hash assigns.
         assert {builtin.split_of_key(builtin.reference_key(p), 0) for p in problems} == {split}
-    # A task comes back under other names within its split: the key really leaves the names out.
-    assert len({builtin.task_key(p) for p in test}) < len(test)
+
+
+def test_names_per_task_lets_a_task_come_back_under_other_names():
+    problems = builtin.generate("test", seed=0, n=200, names_per_task=3)
+    assert len({builtin.problem_key(p) for p in problems}) == len(problems)  # no duplicates within a split
+    tasks = collections.Counter(builtin.reference_key(p) for p in problems)
+    # The key really leaves the names out, and no task exceeds its namings.
+    assert len(tasks) < len(problems) and max(tasks.values()) <= 3
 
 
 def test_canonical_reference_is_the_reference_up_to_renaming():
@@ -121,37 +129,47 @@ _SPLITS: dict[str, tuple] = {}
 def splits_of(options):
     key = json.dumps(options, sort_keys=True)
     if key not in _SPLITS:
-        _SPLITS[key] = tuple(load_split("builtin", split, options=options) for split in ("train", "test"))
+        _SPLITS[key] = tuple(load_split("builtin", split, options=options) for split in builtin.SPLITS)
     return _SPLITS[key]
 
 
 @pytest.mark.parametrize("run", sorted(SHIPPED_BUILTIN))
-def test_no_test_problem_of_a_shipped_config_is_a_train_task(run):
-    """Neither the same (family, template, params) nor the same reference up to renaming: a test
-    problem is a task no training stage sees, under any name."""
+def test_the_three_splits_of_a_shipped_config_share_no_task(run):
+    """Neither the same (family, template, params) nor the same reference up to renaming: RL trains
+    on tasks the warm start never saw, and a test problem is a task no training stage sees, under
+    any name."""
     options = SHIPPED_BUILTIN[run]
-    train, test = splits_of(options)
-    assert len(train.problems) == options["n_train"] and len(test.problems) == options["n_test"]  # sizes met
-    tasks = {family_template_params(p) for p in train.problems}
-    references = {renamed_away(p) for p in train.problems}
-    twins = [p.id for p in test.problems if family_template_params(p) in tasks or renamed_away(p) in references]
-    assert twins == [], f"{run}: {len(twins)} of {len(test.problems)} test problems are train tasks"
-    holdout = test.manifest["holdout"]
-    assert holdout["n_sharing_task_with_other_split"] == holdout["n_sharing_reference_with_other_split"] == 0
-    assert holdout["n_other_split"] == options["n_train"]
+    loaded = dict(zip(builtin.SPLITS, splits_of(options)))
+    for split, result in loaded.items():
+        assert len(result.problems) == options[f"n_{split}"]  # sizes met
+    for split, other in (("train", "warmup"), ("test", "warmup"), ("test", "train")):
+        # A task is its reference up to renaming ((family, template, params) is not: some templates
+        # draw a threshold outside their params, so one key holds several tasks).
+        references = {renamed_away(p) for p in loaded[other].problems}
+        problems = loaded[split].problems
+        twins = [p.id for p in problems if renamed_away(p) in references]
+        assert twins == [], f"{run}: {len(twins)} of {len(problems)} {split} problems are {other} tasks"
+        counts = loaded[split].manifest["holdout"]["other_splits"][other]
+        assert counts["n_sharing_task"] == 0
+        assert counts["n_problems"] == options[f"n_{other}"]
+    # What they do share: program shapes with other constants, counted for the report.
+    holdout = loaded["test"].manifest["holdout"]
+    seen = {p.metadata["template"] for split in ("warmup", "train") for p in loaded[split].problems}
+    assert holdout["n_sharing_template_with_other_splits"] == sum(p.metadata["template"] in seen for p in loaded["test"].problems)
 
 
 def test_templates_that_give_one_reference_fall_in_one_split():
     """Two (template, params) with the same reference up to renaming are one task: e.g. the length
     of a list and the length of a string are both `return len(a)`."""
-    train, test = splits_of({"families": ["count"], "max_difficulty": 1, "n_train": 300, "n_test": 60})
+    warmup, train, test = splits_of({"families": ["count"], "max_difficulty": 1, "n_warmup": 10, "n_train": 20, "n_test": 6,
+                                     "names_per_task": 8})
     side = {}
-    for split, result in (("train", train), ("test", test)):
+    for split, result in (("warmup", warmup), ("train", train), ("test", test)):
         for problem in result.problems:
             side.setdefault(builtin.reference_key(problem), set()).add(split)
     assert all(len(splits) == 1 for splits in side.values())
     by_reference = collections.defaultdict(set)
-    for problem in train.problems + test.problems:
+    for problem in warmup.problems + train.problems + test.problems:
         by_reference[builtin.reference_key(problem)].add(family_template_params(problem))
     assert any(len(tasks) > 1 for tasks in by_reference.values())
 
@@ -186,10 +204,11 @@ def test_families_and_difficulties(default_splits):
     train, test = default_splits
     seen = collections.Counter((p.metadata["family"], p.metadata["difficulty"]) for p in train)
     assert set(seen) == {(f, d) for f in builtin.FAMILIES for d in (1, 2, 3)}
-    assert min(seen.values()) >= 20
+    # One naming per task: a family's small difficulty-1 pool gives a few problems, not 20.
+    assert min(seen.values()) >= 4
     assert {p.metadata["family"] for p in test} == set(builtin.FAMILIES)
 
-    some = load_split("builtin", "train", options={"families": ["string", "loop"], "max_difficulty": 1, "n_train": 60})
+    some = load_split("builtin", "train", options={"families": ["string", "loop"], "max_difficulty": 1, "n_warmup": 10, "n_train": 20, "n_test": 5})
     assert {p.metadata["family"] for p in some.problems} == {"string", "loop"}
     assert {p.metadata["difficulty"] for p in some.problems} == {1}
     assert some.manifest["options"]["families"] == ["string", "loop"]
@@ -211,7 +230,7 @@ def test_problem_shape(default_splits):
         assert lines[0] == f"def {name}({arg}):" and 1 <= len(lines) - 1 <= 4
         assert all(line.startswith("    ") for line in lines[1:])
         ast.parse(problem.reference)
-        assert set(problem.metadata) == {"family", "difficulty", "template", "params", "function", "arg"}
+        assert set(problem.metadata) == {"family", "difficulty", "template", "params", "function", "arg", "task"}
         # Short enough for a small context: prompt + reference + tests.
         assert len(problem.prompt) + len(problem.reference) + sum(map(len, problem.tests)) < 700
     assert len(names) >= 10  # names vary, so the model has to read them
@@ -290,18 +309,21 @@ def test_manifest():
     assert manifest["adapter"] == "builtin" and manifest["split"] == "train"
     assert manifest["options"] == {
         "seed": 7,
+        "n_warmup": 1000,
         "n_train": 5,
         "n_test": 200,
+        "names_per_task": 1,
         "families": list(builtin.FAMILIES),
         "max_difficulty": 3,
         "holdout": "task",
     }
     assert manifest["n_problems"] == 5 and manifest["skipped"] == []
-    assert manifest["generator_version"] == builtin.GENERATOR_VERSION == 2
+    assert manifest["generator_version"] == builtin.GENERATOR_VERSION == 3
     holdout = manifest["holdout"]
     assert holdout["key"] == "task" and holdout["test_share"] == builtin.TEST_SHARE
-    assert holdout["other_split"] == "test" and holdout["n_other_split"] == 200
-    assert holdout["n_sharing_task_with_other_split"] == holdout["n_sharing_reference_with_other_split"] == 0
+    assert holdout["warmup_share"] == builtin.WARMUP_SHARE and holdout["names_per_task"] == 1
+    assert {name: counts["n_problems"] for name, counts in holdout["other_splits"].items()} == {"warmup": 1000, "test": 200}
+    assert all(c["n_sharing_task"] == 0 for c in holdout["other_splits"].values())
     assert 1 <= holdout["n_distinct_tasks"] <= 5
     assert json.loads(json.dumps(manifest)) == manifest
     assert all(json.loads(json.dumps(p.to_dict())) == p.to_dict() for p in result.problems)

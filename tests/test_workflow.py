@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 REDUCED = {
     "experiment": {"name": "reduced", "methods": ["base"], "eval_splits": ["train", "test"]},
-    "datasets": {"builtin": {"adapter": "builtin", "options": {"seed": 0, "n_train": 120, "n_test": 24}}},
+    "datasets": {"builtin": {"adapter": "builtin", "options": {"seed": 0, "n_warmup": 120, "n_train": 120, "n_test": 24}}},
     "tiny_model": {
         "hidden_size": 32,
         "num_hidden_layers": 1,

@@ -164,12 +164,18 @@ def model_levels(config: dict, model: str) -> dict[str, dict]:
     initialisation, then the model as every later job uses it (its warm start; a hub or local
     model's own settings)."""
     entry = {k: v for k, v in config["models"][model].items() if k not in MODEL_RESOURCE_KEYS}
+    # The CPU kernels (execrl.compute) change every number a model computes from its first
+    # weights on: they enter at the first level that runs torch.
+    kernels = config.get("compute", {}).get("cpu_kernels", "avx2")
     if entry["source"] != "tiny":
-        return {"tokenizer": {}, "init": {}, "model": {"model": entry}}
+        return {"tokenizer": {}, "init": {}, "model": {"model": entry, "cpu_kernels": kernels}}
     tiny = config["tiny_model"]
     return {
         "tokenizer": {"vocab_size": tiny["vocab_size"], "prompt": prompt_settings(config, model)},
-        "init": {key: value for key, value in tiny.items() if key not in ("sft", "vocab_size")},
+        "init": {
+            **{key: value for key, value in tiny.items() if key not in ("sft", "vocab_size")},
+            "cpu_kernels": kernels,
+        },
         "model": {"model": entry, "sft": tiny["sft"], "warm_start": warm_start_extras(config)},
     }
 

@@ -1,5 +1,6 @@
 from snakemake.utils import validate
 
+from execrl.compute import pin_cpu_kernels
 from execrl.config import check_references, check_retired, model_kind, plain_dicts
 from execrl.methods import RULES, trained_methods
 from execrl.run_paths import (
@@ -15,6 +16,9 @@ validate(config, schema="../schemas/config.schema.json")
 # The schema's defaults arrive as OrderedDicts: plain dicts keep params' reprs as recorded.
 config.update(plain_dicts(config))
 check_references(config)
+# Before any job starts: every job inherits the CPU kernel pin (execrl.compute), whoever runs
+# Snakemake and wherever (a cluster node's Snakemake parses this again).
+pin_cpu_kernels(config["compute"]["cpu_kernels"])
 
 EXPERIMENT = config["experiment"]
 # Path segments: each config name with a digest of the settings that make its results differ
@@ -49,7 +53,7 @@ wildcard_constraints:
     pairs=one_of(SEGMENTS.rl_data.values()),
     plus=re.escape(SEGMENTS.plus),
     seed=r"\d+",
-    split="train|test",
+    split="warmup|train|test",
 
 
 def dataset_name(wildcards):
@@ -237,6 +241,11 @@ def get_alternatives(wildcards):
 
 def get_plus_problems(wildcards):
     return f"results/data/{wildcards.dataset}/{SEGMENTS.plus}/{wildcards.split}.jsonl"
+
+
+def get_warmup_problems(wildcards):
+    """What a tiny model's tokenizer and warm start learn from (the dataset's `warmup_split`)."""
+    return f"results/data/{wildcards.dataset}/warmup.jsonl"
 
 
 def get_train_problems(wildcards):

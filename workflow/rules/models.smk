@@ -4,7 +4,7 @@
 
 rule train_tokenizer:
     input:
-        problems=get_train_problems,
+        problems=get_warmup_problems,
     output:
         directory("results/models/{dataset}/{model}/tokenizer"),
     log:
@@ -45,7 +45,7 @@ rule init_tiny_model:
 rule sft_tiny_model:
     input:
         model=get_init_model,
-        problems=get_train_problems,
+        problems=get_warmup_problems,
     output:
         model=directory("results/models/{dataset}/{model}/base"),
         metrics="results/training/{dataset}/{model}/sft/metrics.jsonl",

@@ -32,8 +32,12 @@ def model_setting(key):
 
 
 def get_split_name(wildcards):
-    """The dataset's own name for the train/test role a path asks for."""
-    return dataset_config(wildcards)[f"{wildcards.split}_split"]
+    """The dataset's own name for the warmup/train/test role a path asks for (warmup: the
+    train split unless `warmup_split` names another)."""
+    dataset = dataset_config(wildcards)
+    if wildcards.split == "warmup":
+        return dataset["warmup_split"] or dataset["train_split"]
+    return dataset[f"{wildcards.split}_split"]
 
 
 def get_prompt_settings(wildcards):

@@ -18,15 +18,19 @@ Families (``metadata["family"]``) and difficulties (``metadata["difficulty"]``):
 Difficulty 1 is one operation, 2 two composed operations, 3 a conditional or a loop.
 
 Splits (``holdout="task"``, the only rule): a problem is a task (family, template, params) under
-a function name and an argument name. The split is keyed on the task's reference up to renaming
+a function name and an argument name. Three splits share no task: ``warmup`` (what a tiny model's
+warm start learns from), ``train`` (what RL trains on: tasks the warm start never saw) and ``test``
+(tasks neither saw). The split is keyed on the task's reference up to renaming
 (:func:`canonical_reference`: the function, its argument and every local name, loop variables
-included, replaced by placeholders): a problem belongs to ``test`` when
-``sha256(f"{seed}\\n{canonical reference}")`` (first 8 bytes as a fraction of 2**64) is below
-:data:`TEST_SHARE`, else to ``train``. So a task, every renaming of it, and every other template
-or parameter set that gives the same reference up to renaming, fall in one split: no test problem
-shares (family, template, params), nor its reference up to renaming, with a train problem of the
-same seed. Within a split a task can appear under several names. Each split is drawn from its own
-seeded stream, so the test set does not depend on ``n_train`` (nor the train set on ``n_test``).
+included, replaced by placeholders): with ``u`` = ``sha256(f"{seed}\\n{canonical reference}")``
+(first 8 bytes as a fraction of 2**64), a problem belongs to ``test`` when ``u`` is below
+:data:`TEST_SHARE`, to ``warmup`` when it is below ``TEST_SHARE + WARMUP_SHARE``, else to
+``train``. So a task, every renaming of it, and every other template or parameter set that gives
+the same reference up to renaming, fall in one split. What the splits do share are templates: a
+test task is often a seen program shape with other constants (the manifest counts them). Within a
+split each task appears under one naming (``names_per_task``: more), so a split of n problems
+holds n tasks. Each split is drawn from its own seeded stream, so one split does not depend on
+another's size.
 """
 
 from __future__ import annotations
@@ -43,12 +47,14 @@ from typing import Any
 from execrl.datasets._common import DatasetError, LoadResult, check_int
 from execrl.problems import Problem
 
+# 3: three splits (warmup, train, test), one naming per task within a split.
 # 2: the split is keyed on the reference up to renaming (version 1 keyed on the names too).
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 SUBSETS = ()
-SPLITS = ("train", "test")
+SPLITS = ("warmup", "train", "test")
 FAMILIES = ("arith", "compare", "string", "list", "count", "loop")
 TEST_SHARE = 0.25
+WARMUP_SHARE = 0.40
 HOLDOUTS = ("task",)
 MAX_MISSES = 20_000  # consecutive draws without a new task before giving up
 
@@ -98,8 +104,11 @@ def _check_difficulty(value: Any) -> int:
 
 OPTIONS = {
     "seed": (0, check_int("seed")),
+    "n_warmup": (1000, check_int("n_warmup", minimum=0)),
     "n_train": (1000, check_int("n_train", minimum=0)),
     "n_test": (200, check_int("n_test", minimum=0)),
+    # Namings of one task within a split (function and argument names): 1, so n problems are n tasks.
+    "names_per_task": (1, check_int("names_per_task", minimum=1)),
     "families": (list(FAMILIES), _check_families),
     "max_difficulty": (3, _check_difficulty),
     # What train and test must not share: "task" = the reference up to renaming, so no test problem
@@ -858,7 +867,10 @@ def canonical_reference(reference: str) -> str:
 
 def split_of_key(key: str, seed: int) -> str:
     digest = hashlib.sha256(f"{seed}\n{key}".encode("utf-8")).digest()
-    return "test" if int.from_bytes(digest[:8], "big") / 2**64 < TEST_SHARE else "train"
+    u = int.from_bytes(digest[:8], "big") / 2**64
+    if u < TEST_SHARE:
+        return "test"
+    return "warmup" if u < TEST_SHARE + WARMUP_SHARE else "train"
 
 
 def _fill(text: str, arg: str) -> str:
@@ -922,6 +934,8 @@ def _build(task: _Task, rng: random.Random, problem_id: str) -> Problem | None:
             "params": spec.params,
             "function": task.name,
             "arg": task.arg,
+            # The task (its reference up to renaming) as a short id: the report resamples a task's problems together.
+            "task": "builtin-" + hashlib.sha256(task.split_key.encode("utf-8")).hexdigest()[:12],
         },
     )
 
@@ -943,18 +957,21 @@ def generate(
     families: Iterable[str] = FAMILIES,
     max_difficulty: int = 3,
     holdout: str = "task",
+    names_per_task: int = 1,
 ) -> list[Problem]:
-    """The ``n`` problems of one split (default size: 1000 train, 200 test); ``holdout`` is the
-    split rule (only ``"task"``: see the module's docstring)."""
+    """The ``n`` problems of one split (default size: 1000 warmup, 1000 train, 200 test), each
+    task under at most ``names_per_task`` namings; ``holdout`` is the split rule (only
+    ``"task"``: see the module's docstring)."""
     if split not in SPLITS:
         raise DatasetError(f"unknown builtin split {split!r} (known: {', '.join(SPLITS)})")
     if n is None:
-        n = OPTIONS["n_train"][0] if split == "train" else OPTIONS["n_test"][0]
+        n = OPTIONS[f"n_{split}"][0]
     families = _check_families(list(families))
     max_difficulty = _check_difficulty(max_difficulty)
     holdout = _check_holdout(holdout)
     rng = random.Random(f"execrl-builtin:{seed}:{split}")
     seen: set[str] = set()
+    namings: dict[str, int] = {}  # task (reference up to renaming) -> problems drawn of it
     problems: list[Problem] = []
     misses = 0  # draws in a row that gave no new task
     while len(problems) < n:
@@ -966,12 +983,15 @@ def generate(
             )
         task = _draw_task(rng, families, max_difficulty)
         key = task.key
-        if key in seen or split_of_key(task.split_key, seed) != split:
+        if key in seen or namings.get(task.split_key, 0) >= names_per_task:
+            continue
+        if split_of_key(task.split_key, seed) != split:
             continue
         problem = _build(task, rng, f"builtin/{split}/{len(problems):04d}")
         if problem is None:
             continue
         seen.add(key)
+        namings[task.split_key] = namings.get(task.split_key, 0) + 1
         problems.append(problem)
         misses = 0
     return problems
@@ -995,26 +1015,33 @@ def reference_key(problem: Problem) -> str:
 
 
 def shared_tasks(problems: list[Problem], others: list[Problem]) -> dict[str, int]:
-    """How many of ``problems`` share a task with one of ``others``: by (family, template, params),
-    and by the reference up to renaming."""
-    tasks = {task_key(p) for p in others}
+    """How many of ``problems`` share a task with one of ``others`` (the reference up to renaming:
+    a template's params do not always hold every constant of its body), and how many share a
+    program shape (the template, with other constants)."""
     references = {reference_key(p) for p in others}
+    templates = {p.metadata["template"] for p in others}
     return {
-        "task": sum(task_key(p) in tasks for p in problems),
-        "reference": sum(reference_key(p) in references for p in problems),
+        "task": sum(reference_key(p) in references for p in problems),
+        "template": sum(p.metadata["template"] in templates for p in problems),
     }
 
 
 def load(*, split: str, source: str | None, subset: str | None, options: dict, on_malformed: str) -> LoadResult:
     if source is not None:
         raise DatasetError(f"the builtin adapter generates its problems and takes no source (got {source!r})")
-    other = "test" if split == "train" else "train"
-    sizes = {"train": options["n_train"], "test": options["n_test"]}
-    args = (options["seed"], options["families"], options["max_difficulty"], options["holdout"])
-    problems = generate(split, args[0], sizes[split], *args[1:])
-    # The other split as the same options make it, to count (and show) what the two share.
-    others = generate(other, args[0], sizes[other], *args[1:])
-    shared = shared_tasks(problems, others)
+    if split not in SPLITS:
+        raise DatasetError(f"unknown builtin split {split!r} (known: {', '.join(SPLITS)})")
+    args = (options["families"], options["max_difficulty"], options["holdout"], options["names_per_task"])
+
+    def problems_of(name: str) -> list[Problem]:
+        return generate(name, options["seed"], options[f"n_{name}"], *args)
+
+    problems = problems_of(split)
+    # The other splits as the same options make them, to count (and show) what they share: no
+    # task, by construction; program shapes (templates with other constants), often.
+    others = {name: problems_of(name) for name in SPLITS if name != split}
+    shared = {name: shared_tasks(problems, other) for name, other in others.items()}
+    seen_shapes = shared_tasks(problems, [p for other in others.values() for p in other])["template"]
     return LoadResult(
         problems=problems,
         manifest={
@@ -1025,15 +1052,27 @@ def load(*, split: str, source: str | None, subset: str | None, options: dict, o
             "holdout": {
                 "key": options["holdout"],
                 "rule": (
-                    f"test when sha256(seed + reference up to renaming) < {TEST_SHARE} of 2**64: a task and all "
-                    "its renamings fall in one split"
+                    f"with u = sha256(seed + reference up to renaming) as a fraction of 2**64: test when u < "
+                    f"{TEST_SHARE}, warmup when u < {TEST_SHARE + WARMUP_SHARE}, else train; a task and all its "
+                    "renamings fall in one split"
                 ),
                 "test_share": TEST_SHARE,
+                "warmup_share": WARMUP_SHARE,
+                "names_per_task": options["names_per_task"],
                 "n_distinct_tasks": len({reference_key(p) for p in problems}),
-                "other_split": other,
-                "n_other_split": len(others),
-                "n_sharing_task_with_other_split": shared["task"],
-                "n_sharing_reference_with_other_split": shared["reference"],
+                "other_splits": {
+                    name: {
+                        "n_problems": len(others[name]),
+                        "n_sharing_task": counts["task"],
+                        "n_sharing_template": counts["template"],
+                    }
+                    for name, counts in shared.items()
+                },
+                "n_sharing_template_with_other_splits": seen_shapes,
+                "templates_only_here": sorted(
+                    {p.metadata["template"] for p in problems}
+                    - {p.metadata["template"] for other in others.values() for p in other}
+                ),
             },
         },
     )

@@ -136,7 +136,7 @@ def build(
         cost_per_rule=per_rule,
         cost_per_method=per_method,
         rl_data=rl_data,
-        provenance=html.provenance(),
+        provenance=html.provenance(config.get("compute", {}).get("cpu_kernels")),
         pairwise=comparison_records,
         token_budget=tokens,
         token_runs=token_runs,

@@ -12,6 +12,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from execrl.compute import compute_provenance
+from execrl.compute import describe as describe_compute
 from execrl.methods import METHODS
 from execrl.report import budget, comparisons, stats, tables
 from execrl.report.evaluations import OUTCOME_LABELS
@@ -143,10 +145,13 @@ def git_commit(path: str | Path | None = None) -> str:
         return "unknown"
 
 
-def provenance() -> dict:
+def provenance(cpu_kernels: str | None = None) -> dict:
+    """Where and with what the report was made; `compute` says what computed its numbers
+    (the report job inherits the same kernel pin as every job, execrl.compute)."""
     import datetime as dt
 
     return {
+        "compute": compute_provenance(cpu_kernels),
         "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "git_commit": git_commit(),
         "host": platform.node(),
@@ -365,6 +370,7 @@ def render(
 <h1>{html.escape(title)}</h1>
 <p class="meta">Experiment <b>{html.escape(str(summary["experiment"]))}</b> · generated {html.escape(meta["generated"])} ·
 git {html.escape(meta["git_commit"])} · host {html.escape(meta["host"])} · Python {html.escape(meta["python"])}</p>
+<p class="meta" id="compute">Computed on: {html.escape(describe_compute(meta.get("compute") or {}))}</p>
 {nav(sections)}
 {method_notes_html(summary.get("method_notes"))}
 <h2 id="glance">At a glance</h2>

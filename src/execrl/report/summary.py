@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from execrl.compute import describe as describe_compute
 from execrl.report import budget, comparisons, tables
 from execrl.report import training as training_rules
 from execrl.report.tables import fmt, fmt_count, fmt_hours, fmt_interval, fmt_signed
@@ -196,6 +197,7 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
     if summary.get("provenance"):
         p = summary["provenance"]
         parts += [f"Experiment `{summary['experiment']}` · generated {p.get('generated', '')} · git {p.get('git_commit', '')}", ""]
+        parts += [f"Computed on: {describe_compute(p.get('compute') or {})}", ""]
     if summary.get("method_notes"):
         parts += ["## Method notes", "", summary["method_notes"].strip(), ""]
     parts += ["## At a glance", ""] + [f"- {s}" for s in summary["findings"]] + [""]
