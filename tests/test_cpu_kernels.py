@@ -12,6 +12,7 @@ import yaml
 
 from conftest import EMBEDDED, copy_workflow, run_snakemake, segments
 from execrl.compute import (
+    GPU_ENVIRONMENT,
     PIN_VARIABLES,
     compute_provenance,
     describe,
@@ -58,7 +59,7 @@ def test_avx2_pins_every_library_and_native_sets_nothing():
         kernel_environment("avx512")
     environ = {"ATEN_CPU_CAPABILITY": "default"}
     pin_cpu_kernels("native", environ)
-    assert environ == {"ATEN_CPU_CAPABILITY": "default"}
+    assert environ == {"ATEN_CPU_CAPABILITY": "default", **GPU_ENVIRONMENT}
     pin_cpu_kernels("avx2", environ)
     assert environ["ATEN_CPU_CAPABILITY"] == "avx2"
 
@@ -78,11 +79,11 @@ def test_the_choice_of_kernels_is_in_every_model_path_and_no_data_path():
 def test_provenance_names_the_kernels_this_process_uses():
     script = "import json; from execrl.compute import compute_provenance; print(json.dumps(compute_provenance('avx2')))"
     env = {key: value for key, value in os.environ.items() if key not in PIN_VARIABLES}
-    env.update(kernel_environment("avx2"))
+    env.update({**kernel_environment("avx2"), **GPU_ENVIRONMENT})
     record = json.loads(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                                        check=True).stdout)
     assert record["torch_cpu_capability"] == "AVX2"
-    assert record["pins"] == kernel_environment("avx2")
+    assert record["pins"] == {**kernel_environment("avx2"), **GPU_ENVIRONMENT}
     assert record["cpu_widest_instruction_set"] == widest_instruction_set()
     assert "AVX2" in describe(record) and "avx2" in describe(record)
     assert compute_provenance()["cores"] == os.cpu_count()

@@ -44,6 +44,14 @@ PINNED_ENVIRONMENT = {
 
 PIN_VARIABLES = tuple(sorted({key for env in PINNED_ENVIRONMENT.values() for key in env}))
 
+GPU_ENVIRONMENT = {
+    # cuBLAS picks its reduction order per stream workspace; a fixed workspace makes a GEMM give the
+    # same bits from run to run on one GPU type (NVIDIA's cuBLAS docs, "Results reproducibility").
+    "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
+}
+"""Set for every choice of `cpu_kernels`: the cheap switch that makes GPU runs repeatable on the
+same GPU type, driver and settings (docs/cluster.md, "What a GPU run promises"). No effect on CPU."""
+
 
 def kernel_environment(cpu_kernels: str) -> dict[str, str]:
     """The variables that pin the CPU kernels for `compute.cpu_kernels`."""
@@ -53,10 +61,10 @@ def kernel_environment(cpu_kernels: str) -> dict[str, str]:
 
 
 def pin_cpu_kernels(cpu_kernels: str, environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
-    """Set the pin's variables in `environ` (this process's environment by default), so that the
-    processes it starts inherit them. Must run before torch first dispatches a kernel in a
-    process that computes results; returns what it set."""
-    pins = kernel_environment(cpu_kernels)
+    """Set the pin's variables, and GPU_ENVIRONMENT's, in `environ` (this process's environment by
+    default), so that the processes it starts inherit them. Must run before torch first
+    dispatches a kernel in a process that computes results; returns what it set."""
+    pins = {**kernel_environment(cpu_kernels), **GPU_ENVIRONMENT}
     (os.environ if environ is None else environ).update(pins)
     return pins
 
@@ -100,7 +108,7 @@ def compute_provenance(cpu_kernels: str | None = None) -> dict:
         "cpu_model": cpu_model(),
         "cpu_widest_instruction_set": widest_instruction_set(),
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "pins": {key: os.environ[key] for key in PIN_VARIABLES if key in os.environ},
+        "pins": {key: os.environ[key] for key in (*PIN_VARIABLES, *GPU_ENVIRONMENT) if key in os.environ},
         "torch_threads": torch.get_num_threads(),
         "cores": os.cpu_count(),
         "torch": torch.__version__,
