@@ -39,6 +39,8 @@ def evaluate_annotations(problems: list[Problem], annotations: list[dict], ks: l
                 "c": c,
                 "mean_tests_passed_fraction": sum(r["tests_passed"] / max(r["tests_total"], 1) for r in records) / n,
                 "pass_at_k": {str(k): pass_at_k(n, c, k) for k in usable_ks},
+                # Problems of one task (metadata.task) are resampled together by the report's intervals.
+                **({"task": str(problem.metadata["task"])} if problem.metadata.get("task") is not None else {}),
             }
         )
     status_counts = Counter(record["status"] for record in annotations)

@@ -33,7 +33,8 @@ def _read(path: str | Path) -> dict:
 
 
 def per_problem_table(evaluation_paths: Iterable[str | Path]) -> pd.DataFrame:
-    """One row per run and problem: n samples, c passing, mean share of tests passed."""
+    """One row per run and problem: n samples, c passing, mean share of tests passed, and the
+    problem's task where its data set names one (empty otherwise)."""
     rows = []
     for path in evaluation_paths:
         evaluation = _read(path)
@@ -46,9 +47,10 @@ def per_problem_table(evaluation_paths: Iterable[str | Path]) -> pd.DataFrame:
                     "n": int(row["n"]),
                     "c": int(row["c"]),
                     "mean_tests_passed_fraction": row.get("mean_tests_passed_fraction"),
+                    "task": row.get("task"),
                 }
             )
-    frame = pd.DataFrame(rows, columns=[*RUN_KEYS, "problem_id", "n", "c", "mean_tests_passed_fraction"])
+    frame = pd.DataFrame(rows, columns=[*RUN_KEYS, "problem_id", "n", "c", "mean_tests_passed_fraction", "task"])
     frame["seed"] = frame["seed"].astype(int)
     return frame.sort_values([*RUN_KEYS, "problem_id"]).reset_index(drop=True)
 
@@ -69,7 +71,7 @@ def outcome_table(evaluation_paths: Iterable[str | Path]) -> pd.DataFrame:
 
 def read_tsv(path: str | Path) -> pd.DataFrame:
     """A report table, with ids kept as text (a dataset or model named `1` stays a string)."""
-    frame = pd.read_csv(path, sep="\t", dtype={"dataset": str, "model": str, "method": str, "split": str})
+    frame = pd.read_csv(path, sep="\t", dtype={"dataset": str, "model": str, "method": str, "split": str, "task": str})
     if "seed" in frame:
         frame["seed"] = frame["seed"].astype(int)
     return frame

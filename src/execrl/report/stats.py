@@ -19,6 +19,17 @@ stays under 93% at 5 seeds, this rule over 93% at 2, 3, 5, 6 and 10). Adding the
 on the wide side. With one seed only the problems are resampled (a percentile
 bootstrap) and seed-to-seed noise is not in the interval.
 
+Problems that share a task: where the evaluation tables carry a `task` per problem (the builtin
+suite names a task by its reference up to renaming, so several problems can be one task under other
+names), the bootstrap resamples tasks, each drawn task bringing all its problems, and the point
+estimate stays the mean over problems. Problems of one task pass and fail together, so a bootstrap
+over problems treats a task drawn several times as independent evidence and gives too narrow an
+interval (`tests/test_report_intervals.py` simulates clustered problems: over problems it covers
+less than 93% at every seed count, over tasks at least 93%). The seeds' part of the rule is the same.
+Where each problem is its own task (no `task` column, or every task distinct: MBPP, TACO,
+HumanEval, a JSONL without `metadata.task`), the task bootstrap is the problem bootstrap, draw for
+draw.
+
 Seed-to-seed noise: with several seeds, each seed gives its own difference (mean over the shared
 problems). A difference is inside seed-to-seed noise when its mean is no larger than the standard
 deviation of these per-seed differences, |Δ| ≤ sd: one more seed would then often land on the
@@ -42,12 +53,12 @@ SRRL_AGAINST_GRPO = ("srrl", "grpo")
 CONFIDENCE = 0.95
 CURVE_COLUMNS = [
     "dataset", "model", "split", "method", "k", "mean", "sd_seeds", "ci_low", "ci_high",
-    "n_seeds", "n_problems", "n_samples",
+    "n_seeds", "n_problems", "n_samples", "n_tasks",
 ]
 COMPARISON_COLUMNS = [
     "dataset", "model", "split", "method", "baseline", "k", "delta", "ci_low", "ci_high",
     "sd_seeds", "seeds_ahead", "seeds_behind", "within_seed_noise", "n_seeds",
-    "n_problems", "fixed", "broken", "improved", "worse", "solved", "baseline_solved",
+    "n_problems", "n_tasks", "fixed", "broken", "improved", "worse", "solved", "baseline_solved",
 ]
 
 
@@ -73,6 +84,33 @@ def _weights(rng: np.random.Generator, size: int, draws: int) -> np.ndarray:
     return rng.multinomial(size, np.full(size, 1.0 / size), size=draws) / size
 
 
+def task_weights(rng: np.random.Generator, tasks, draws: int) -> np.ndarray:
+    """A bootstrap over tasks as problem weights (draws × problems): each draw takes as many tasks
+    as there are, with replacement, and weighs every problem by how often its task was drawn, over
+    the problems drawn in all, so a weighted sum is the mean over the resampled problems. With every
+    problem its own task this is `_weights`, the same draws from the same generator."""
+    codes, uniques = pd.factorize(pd.Series(list(tasks), dtype=object), sort=False)
+    counts = rng.multinomial(len(uniques), np.full(len(uniques), 1.0 / len(uniques)), size=draws)
+    sizes = np.bincount(codes, minlength=len(uniques))
+    # C order, as `_weights` gives: the matrix products then sum in the same order, to the last bit.
+    return np.ascontiguousarray(counts[:, codes] / (counts @ sizes)[:, None])
+
+
+def problem_tasks(runs: pd.DataFrame, problems: list) -> list | None:
+    """The task of each of `problems` (in their order) from the runs' `task` column, a problem
+    without one being its own task; None where the table has no task column or no two problems
+    share a task, so that the bootstrap is over problems."""
+    if "task" not in runs.columns:
+        return None
+    named = runs.dropna(subset=["task"]).drop_duplicates("problem_id").set_index("problem_id")["task"]
+    tasks = [("task", str(named[p])) if p in named.index else ("problem", str(p)) for p in problems]
+    return tasks if len(set(tasks)) < len(tasks) else None
+
+
+def count_tasks(tasks: list | None, n_problems: int) -> int:
+    return n_problems if tasks is None else len(set(tasks))
+
+
 def bootstrap_means(matrix: np.ndarray, problem_weights: np.ndarray) -> np.ndarray:
     """Resampled means (draws × k) of a one-seed 1 × problems × k matrix, given problem weights per draw."""
     return problem_weights @ matrix[0]
@@ -86,8 +124,10 @@ def _interval(draws: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndar
 INTERVAL_RULE = (
     "95% intervals: with one seed, a bootstrap over problems; with two seeds or more (the same rule at every seed "
     "count), mean ± (Student's t at S − 1 degrees of freedom × the per-seed means' standard error + z × the problem "
-    "bootstrap's standard deviation), since resampling seeds understates their spread. Comparisons are paired: the "
-    "rule applied to the per-seed, per-problem differences of the two methods."
+    "bootstrap's standard deviation), since resampling seeds understates their spread. Where problems share a task "
+    "(one program under other names), the bootstrap resamples tasks, each with all its problems, since problems of "
+    "one task pass and fail together. Comparisons are paired: the rule applied to the per-seed, per-problem "
+    "differences of the two methods."
 )
 
 
@@ -132,11 +172,17 @@ def seed_t_interval(
 
 
 def mean_interval(
-    matrix: np.ndarray, n_boot: int, confidence: float, rng: np.random.Generator
+    matrix: np.ndarray, n_boot: int, confidence: float, rng: np.random.Generator, tasks=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Interval per k of a seeds × problems × k matrix's mean: Student-t over seeds plus the problem
-    bootstrap (`seed_t_interval`) with two seeds or more, the problem bootstrap alone with one."""
-    weights = _weights(rng, matrix.shape[1], n_boot)
+    bootstrap (`seed_t_interval`) with two seeds or more, the problem bootstrap alone with one. With
+    `tasks` (one label per problem), the bootstrap resamples tasks (`task_weights`)."""
+    if tasks is None:
+        weights = _weights(rng, matrix.shape[1], n_boot)
+    else:
+        if len(tasks) != matrix.shape[1]:
+            raise ValueError(f"{len(tasks)} task labels for {matrix.shape[1]} problems")
+        weights = task_weights(rng, tasks, n_boot)
     if matrix.shape[0] > 1:
         return seed_t_interval(matrix, weights, confidence)
     return _interval(bootstrap_means(matrix, weights), confidence)
@@ -145,11 +191,13 @@ def mean_interval(
 def pass_at_k_curves(
     per_problem: pd.DataFrame, n_boot: int = 2000, confidence: float = CONFIDENCE, seed: int = 0
 ) -> pd.DataFrame:
-    """pass@k for k = 1..n per dataset, model, split and method, with 95% intervals (`mean_interval`)."""
+    """pass@k for k = 1..n per dataset, model, split and method, with 95% intervals (`mean_interval`,
+    over tasks where problems share one)."""
     rows = []
     for (dataset, model, split, method), runs in per_problem.groupby(["dataset", "model", "split", "method"], sort=True):
         matrix, seeds, problems, n = run_matrix(runs)
-        low, high = mean_interval(matrix, n_boot, confidence, np.random.default_rng(seed))
+        tasks = problem_tasks(runs, problems)
+        low, high = mean_interval(matrix, n_boot, confidence, np.random.default_rng(seed), tasks)
         per_seed = matrix.mean(axis=1)  # seeds × k
         mean = per_seed.mean(axis=0)
         sd = per_seed.std(axis=0, ddof=1) if len(seeds) > 1 else np.full(n, np.nan)
@@ -160,6 +208,7 @@ def pass_at_k_curves(
                     "mean": float(mean[k - 1]), "sd_seeds": float(sd[k - 1]),
                     "ci_low": float(low[k - 1]), "ci_high": float(high[k - 1]),
                     "n_seeds": len(seeds), "n_problems": len(problems), "n_samples": n,
+                    "n_tasks": count_tasks(tasks, len(problems)),
                 }
             )
     return pd.DataFrame(rows, columns=CURVE_COLUMNS)
@@ -221,7 +270,8 @@ def compare_methods(
     seed: int = 0,
 ) -> pd.DataFrame:
     """Per (method, baseline) pair, dataset, model and split where both ran: the pass@k difference
-    on the problems and seeds both have, with a paired interval (`mean_interval` of the differences), its spread over seeds,
+    on the problems and seeds both have, with a paired interval (`mean_interval` of the differences,
+    over tasks where problems share one), its spread over seeds,
     and how many problems the method fixed, broke, improved or worsened against the baseline."""
     rows = []
     for (dataset, model, split), group in per_problem.groupby(["dataset", "model", "split"], sort=True):
@@ -238,8 +288,9 @@ def compare_methods(
             ks = min(n, base_n)
             a = matrix[np.ix_([seeds.index(s) for s in shared_seeds], [problems.index(p) for p in shared], range(ks))]
             b = base_matrix[np.ix_([base_seeds.index(s) for s in shared_seeds], [base_problems.index(p) for p in shared], range(ks))]
-            # Paired: the interval of the per-seed, per-problem differences (the same problems and seeds for both).
-            low, high = mean_interval(a - b, n_boot, confidence, np.random.default_rng(seed))
+            # Paired: the interval of the per-seed, per-problem differences (the same problems, tasks and seeds for both).
+            tasks = problem_tasks(group[group["method"].isin([method, baseline])], shared)
+            low, high = mean_interval(a - b, n_boot, confidence, np.random.default_rng(seed), tasks)
             per_seed = (a - b).mean(axis=1)  # seeds × k
             delta = per_seed.mean(axis=0)
             spread = seed_spread(per_seed)
@@ -256,7 +307,8 @@ def compare_methods(
                         "dataset": dataset, "model": model, "split": split, "method": method, "baseline": baseline,
                         "k": k, "delta": float(delta[k - 1]), "ci_low": float(low[k - 1]), "ci_high": float(high[k - 1]),
                         **spread[k - 1],
-                        "n_seeds": len(shared_seeds), "n_problems": len(shared), **counts,
+                        "n_seeds": len(shared_seeds), "n_problems": len(shared),
+                        "n_tasks": count_tasks(tasks, len(shared)), **counts,
                     }
                 )
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
