@@ -307,6 +307,43 @@ def token_section(summary: dict) -> str:
     )
 
 
+WATCH_METRIC = "watch/"
+"""The watch's windows are in the reward-hacking section; the training section shows the others."""
+
+
+def windows_frame(windows: list[dict]) -> pd.DataFrame:
+    """Per trained run and metric: the first and last fifth of its logged values, the change with
+    its 95% interval (autocorrelation allowed for, `execrl.report.training.change_interval`) and
+    whether that interval excludes 0."""
+    rows = []
+    for w in windows:
+        if w["metric"].startswith(WATCH_METRIC):
+            continue
+        interval = not tables.is_missing(w.get("change_ci_low"))
+        rows.append({
+            "method": w["method"], "seed": str(w["seed"]), "metric": w["metric"],
+            "first fifth": f"{tables.fmt(w['first'])} (steps {w['first_steps'][0]}–{w['first_steps'][1]})",
+            "last fifth": f"{tables.fmt(w['last'])} (steps {w['last_steps'][0]}–{w['last_steps'][1]})",
+            "last − first": tables.fmt_signed(w["last"] - w["first"]),
+            "95% CI": tables.fmt_interval(w["change_ci_low"], w["change_ci_high"], signed=True) if interval else tables.MISSING,
+            "change": ("resolved: the interval excludes 0" if w["change_resolved"] else "not resolved: 0 inside the interval")
+            if interval else "too few logged values for an interval",
+            "logged values": str(w["values"]),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def windows_section(summary: dict) -> str:
+    frame = windows_frame((summary.get("training_windows") or {}).get("runs") or [])
+    if frame.empty:
+        return ""
+    return (
+        '<h3 id="training-windows">First and last fifth of training</h3>'
+        f"{tables.frame_html(frame, table_id='training-windows-table', text_columns=3)}"
+        f'<p class="caption">{html.escape(summary["training_windows"]["rule"])}</p>'
+    )
+
+
 def nav(sections: list[tuple[str, str]]) -> str:
     return "<nav>" + "".join(f'<a href="#{html.escape(i)}">{html.escape(t)}</a>' for i, t in sections) + "</nav>"
 
@@ -392,6 +429,7 @@ distinct / n: distinct programs per problem as a share of the samples. Training 
 {reward_hacking_html}
 <h2>Training</h2>
 {training_table}
+{windows_section(summary)}
 {token_section(summary)}
 {fig("training_steps")}
 {fig("training_samples")}

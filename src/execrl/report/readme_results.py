@@ -9,7 +9,8 @@ A results section of the README sits between two markers,
 (or `results:NAME/PART:…`), and its text is what `render(summary, PART)` gives for the committed
 summary `docs/results/NAME.summary.json` (a copy of a run's `results/summary.json`). PART
 `results` (the default) holds pass@k with its intervals per split, the differences to base and the
-pairwise comparisons, the training windows (first → last fifth of steps), the tokens each online run
+pairwise comparisons, the training windows (first → last fifth of steps, the change's 95% interval and
+whether it is resolved, where the summary has them), the tokens each online run
 sampled and the wall time of every warm-start and training job; PART `watch` holds the held-out
 tests, the hard-coding windows and the tamper flags. A section whose summary is not committed is
 left as it is.
@@ -190,14 +191,28 @@ def comparisons_section(summary: dict) -> list[str]:
     return _table(columns, rows)
 
 
+def change_cells(window: dict) -> list[str]:
+    """The change's 95% interval and whether it is resolved (its interval excludes 0); – where the
+    windows were too short for one."""
+    if is_missing(window.get("change_ci_low")):
+        return [MISSING, MISSING]
+    resolved = "yes" if window["change_resolved"] else "no"
+    return [fmt_interval(window["change_ci_low"], window["change_ci_high"], signed=True), resolved]
+
+
 def windows_table(windows: list[dict]) -> list[str]:
+    """One row per run and metric. Summaries written before the change had an interval
+    (`change_ci_low`) render as they did, without its two columns."""
+    with_interval = any("change_ci_low" in w for w in windows)
     rows = []
     for w in windows:
         points = ", ".join(f"{step}: {fmt(value)}" for step, value in w["points"]) if w.get("points") else ""
         rows.append([w["method"], str(w["seed"]), f"`{w['metric']}`", f"{fmt(w['first'])} (steps {_steps(w['first_steps'])})",
                      f"{fmt(w['last'])} (steps {_steps(w['last_steps'])})", fmt_signed(w["last"] - w["first"]),
+                     *(change_cells(w) if with_interval else []),
                      fmt(w["mean"]), str(w["values"]), points])  # fmt: skip
-    columns = ["method", "seed", "metric", "first fifth", "last fifth", "last − first", "mean", "logged values",
+    columns = ["method", "seed", "metric", "first fifth", "last fifth", "last − first",
+               *(["last − first, 95% CI", "resolved"] if with_interval else []), "mean", "logged values",
                "every logged value (step: value)"]  # fmt: skip
     return _table(columns, rows) if rows else []
 
