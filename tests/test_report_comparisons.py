@@ -333,3 +333,18 @@ def test_a_variant_of_srrl_is_compared_at_its_own_budget(monkeypatch):
     assert matched_on("srrl", "grpo", budgets) == "completions"
     assert matched_on("srrl_tokens", "srrl", budgets) == "completions"
     assert matched_on("srrl", "grpo", "total_tokens") == "total_tokens"  # one budget for the run, as before
+
+
+def test_a_comparison_over_problems_that_share_tasks_says_so():
+    rng = np.random.default_rng(5)
+    passing = {(method, seed): list(rng.integers(0, N + 1, 12)) for method in ("grpo", "srrl") for seed in range(2)}
+    table = runs(passing)
+    table["task"] = table["problem_id"].map(lambda p: f"t{int(p[1:]) // 3}")  # four tasks of three problems
+    compared = stats.compare_methods(table, [("srrl", "grpo")], n_boot=200)
+    curves = stats.pass_at_k_curves(table, n_boot=200)
+    record = comparisons.comparison_records(compared, curves, [1])[0]
+    assert (record["n_problems"], record["n_tasks"]) == (12, 4)
+    assert "2 seeds, 12 problems of 4 tasks, resampled by task)" in comparisons.finding(record)
+    # a table written before tasks were read: each problem its own task, and the sentence as before
+    record = comparisons.comparison_records(compared.drop(columns="n_tasks"), curves, [1])[0]
+    assert record["n_tasks"] == 12 and "(d · m, test split, 2 seeds): pass@1" in comparisons.finding(record)

@@ -87,6 +87,8 @@ def comparison_records(
             "dataset": dataset, "model": model, "split": split, "method": method, "baseline": baseline,
             "title": title(method, baseline),
             "n_problems": int(first["n_problems"]), "n_seeds": int(first["n_seeds"]),
+            # Tables from before tasks were read have no n_tasks: each problem was its own task.
+            "n_tasks": int(first["n_tasks"]) if _clean(first.get("n_tasks")) is not None else int(first["n_problems"]),
             **{key: int(first[key]) for key in COUNTS},
             "delta_pass_at_k": {},
             "pass_at_k": {m: _pass_at_k(curves, dataset, model, split, m, ks) for m in (method, baseline)},
@@ -145,6 +147,8 @@ def finding(record: dict, k: str = "1") -> str | None:
     method, baseline = record["method"], record["baseline"]
     mine, theirs = record["pass_at_k"][method].get(k), record["pass_at_k"][baseline].get(k)
     seeds = f", {record['n_seeds']} seeds" if record["n_seeds"] > 1 else ""
+    if record.get("n_tasks", record["n_problems"]) < record["n_problems"]:
+        seeds += f", {record['n_problems']} problems of {record['n_tasks']} tasks, resampled by task"
     sentence = (
         f"{record['title']} ({record['dataset']} · {record['model']}, {record['split']} split{seeds}): pass@{k} "
         f"{fmt(mine['mean']) if mine else MISSING} vs {fmt(theirs['mean']) if theirs else MISSING}, "
