@@ -152,6 +152,97 @@ def test_full_weight_grpo_on_two_zero3_processes_beside_a_vllm_server_on_cpu(tin
     assert zero3_checkpoint(tmp_path) == (3, 2)
 
 
+def test_a_reload_leaves_a_tied_lm_head_stale_and_the_repacking_reload_refreshes_it(tiny, tmp_path, monkeypatch):
+    """Why the server's workers reload through execrl.generation.vllm_cpu.RepackingReload: after vLLM's own
+    `reload_weights` of a model whose LM head shares the embedding's weight, the head's CPU kernel still
+    computes with the packed copy of the weights it was started with."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from vllm import LLM, SamplingParams
+
+    from execrl.generation.vllm_cpu import WORKER_EXTENSION
+    from execrl.generation.weight_sync import PROBE_TEXT, logprob_mismatch, logprob_tolerance, policy_logprobs
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", KV_CACHE_GB)
+    trained = AutoModelForCausalLM.from_pretrained(tiny / "model", dtype=torch.float32)
+    assert trained.config.tie_word_embeddings
+    ids = AutoTokenizer.from_pretrained(tiny / "model")(PROBE_TEXT, add_special_tokens=False)["input_ids"]
+    llm = LLM(model=str(tiny / "model"), dtype="float32", gpu_memory_utilization=MEMORY_SHARE, max_model_len=256,
+              worker_extension_cls=WORKER_EXTENSION)
+
+    def difference():
+        """How far vLLM's log-probabilities of the probe lie from the trained model's, and the float32 tolerance."""
+        (output,) = llm.generate([{"prompt_token_ids": ids}], SamplingParams(max_tokens=1, prompt_logprobs=1),
+                                 use_tqdm=False)
+        served = [output.prompt_logprobs[i][token].logprob for i, token in enumerate(ids) if i > 0]
+        expected, scale = policy_logprobs(trained, ids, "cpu")
+        tolerance = logprob_tolerance(torch.float32, trained.config.num_hidden_layers, scale)
+        return logprob_mismatch(expected, served, tolerance) or 0.0, tolerance
+
+    assert difference()[0] == 0.0  # both loaded the same checkpoint
+    # A step's worth of change to the embedding alone (the LM head with it: they are one tensor).
+    with torch.no_grad():
+        trained.model.embed_tokens.weight.add_(torch.randn(trained.model.embed_tokens.weight.shape,
+                                                           generator=torch.Generator().manual_seed(1)) * 0.05)
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    save_file({name: tensor.contiguous() for name, tensor in trained.state_dict().items() if name != "lm_head.weight"},
+              str(weights / "model.safetensors"))
+    llm.collective_rpc("reload_weights", kwargs={"weights_path": str(weights)})
+    llm.reset_prefix_cache()
+    stale, tolerance = difference()
+    assert stale > 0.1 > tolerance, stale
+    (repacked,) = llm.collective_rpc("execrl_reload_weights", kwargs={"weights_path": str(weights)})
+    llm.reset_prefix_cache()
+    assert "lm_head" in repacked and "model.embed_tokens" in repacked
+    assert difference()[0] == 0.0
+
+
+# Loaded in every process of a job before anything else: the server's weight reload is a no-op, so the server
+# keeps serving the weights it started with.
+SKIP_SERVER_RELOAD = """
+import importlib.abc, importlib.util, sys
+
+class SkipServerReload(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "execrl.generation.vllm_cpu":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            module.reload_server_weights = lambda client, weights: None
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, SkipServerReload())
+"""
+
+
+def test_a_server_left_with_old_weights_stops_the_run_naming_the_step(tiny, tmp_path):
+    """The sync's check: when the server keeps its first weights (its reload skipped), the run fails after
+    the first sync that follows a training step, naming it, instead of training on another policy's samples."""
+    from test_train_job import WRITE_RECORDER
+
+    command, env = vllm_job(tiny, tmp_path, "grpo", "server", prefix=server_prefix(tiny, tmp_path))
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(WRITE_RECORDER + SKIP_SERVER_RELOAD)
+    env["PYTHONPATH"] = os.pathsep.join([str(hook), env["PYTHONPATH"]])
+    result = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    (tmp_path / "job.log").write_text(result.stderr)
+    assert result.returncode != 0
+    # The sync before step 1 passes its check (the server loaded the same checkpoint); the one after fails.
+    assert "ServedWeightsMismatch: after the weight sync at step 1, vLLM's log-probabilities" in result.stderr, \
+        result.stderr[-6000:]
+    assert "(tolerance" in result.stderr and "for float32)" in result.stderr
+    assert not (tmp_path / "trained").exists()
+
+
 def test_vllm_settings_are_checked():
     from execrl.generation import VLLMSettings
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from trl.scripts.vllm_serve import ScriptArguments, build_command, make_parser
 
 from execrl.generation.vllm_server import free_ports, serve_command, split_gpus
@@ -242,3 +243,118 @@ def test_the_server_timeout_setting_reaches_the_train_job_and_moves_no_output(tm
         assert "EXECRL_VLLM_SERVER_TIMEOUT=900 " in job["shell"] and "execrl.generation.vllm_server" in job["shell"]
         # The same command otherwise, its output paths (digests of the settings) included.
         assert longer[model]["shell"] == job["shell"].replace("EXECRL_VLLM_SERVER_TIMEOUT=900 ", "EXECRL_VLLM_SERVER_TIMEOUT=2400 ")
+
+
+# The check that vLLM serves the trained weights after each sync (execrl.generation.weight_sync), against a
+# real tiny model's log-probabilities.
+
+@pytest.fixture(scope="module")
+def probe_model(tmp_path_factory):
+    """A tiny Qwen2 model (tied embeddings, as the workflow's) and its tokenizer, in float32."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from execrl.models.tiny_model import TinyModelConfig, init_model, train_tokenizer
+
+    root = tmp_path_factory.mktemp("probe")
+    train_tokenizer(["def add(a, b):\n    return a + b\n", "def f(x):\n    return x * 2\n"] * 10, 300, root / "tokenizer")
+    init_model(root / "tokenizer", TinyModelConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                                   num_key_value_heads=1, intermediate_size=128), seed=0,
+               out_dir=root / "model")
+    return AutoModelForCausalLM.from_pretrained(root / "model", dtype=torch.float32), AutoTokenizer.from_pretrained(root / "model")
+
+
+def probe_ids(tokenizer):
+    from execrl.generation.weight_sync import PROBE_TEXT
+
+    return tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
+
+
+def moved(model, scale=1e-3, seed=1):
+    """A copy of `model` with every weight moved by `scale` of its own size (about an optimizer step)."""
+    import copy
+
+    other = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in other.parameters():
+            param.add_(torch.randn(param.shape, generator=generator) * scale * param.abs().mean())
+    return other
+
+
+def test_the_probe_tolerance_holds_rounding_noise_and_not_a_step(probe_model):
+    """The same weights computed in a coarser dtype stay within that dtype's tolerance of the exact
+    (float64) log-probabilities; weights moved by a small step lie outside the float32 tolerance."""
+    import copy
+
+    from execrl.generation.weight_sync import logprob_mismatch, logprob_tolerance, policy_logprobs
+
+    model, tokenizer = probe_model
+    ids = probe_ids(tokenizer)
+    assert len(ids) >= 8
+    exact, scale = policy_logprobs(copy.deepcopy(model).double(), ids, "cpu")
+    layers = model.config.num_hidden_layers
+    for dtype in (torch.float32, torch.bfloat16):
+        rounded, _ = policy_logprobs(copy.deepcopy(model).to(dtype), ids, "cpu")
+        assert rounded != exact  # rounding shows...
+        assert logprob_mismatch(exact, rounded, logprob_tolerance(dtype, layers, scale)) is None  # ...within tolerance
+    assert logprob_tolerance(torch.bfloat16, layers, scale) > 1000 * logprob_tolerance(torch.float32, layers, scale)
+    stepped, _ = policy_logprobs(moved(model).double(), ids, "cpu")
+    assert logprob_mismatch(exact, stepped, logprob_tolerance(torch.float32, layers, scale)) is not None
+
+
+def test_the_probe_comparison():
+    from execrl.generation.weight_sync import logprob_mismatch
+
+    assert logprob_mismatch([-1.0, -2.0], [-1.0 + 1e-7, -2.0], 1e-5) is None
+    assert logprob_mismatch([-1.0, -2.0, -3.0], [-1.5, -2.0, -3.25], 1e-5) == 0.5
+    assert logprob_mismatch([-1.0], [float("-inf")], 1e-5) == float("inf")  # a token the server rules out
+    with pytest.raises(ValueError, match="2 trainer log-probabilities against 1 served"):
+        logprob_mismatch([-1.0, -2.0], [-1.0], 1e-5)
+
+
+def served_by(model):
+    """A VLLMGeneration (execrl's, as the GRPO trainer builds it) in server mode on this process's
+    accelerator, whose served log-probabilities are those of `model` (the server's weights)."""
+    from accelerate import Accelerator
+
+    from execrl.generation.weight_sync import policy_logprobs, vllm_generation_class
+
+    class Served(vllm_generation_class()):
+        def _served_logprobs(self, token_ids):
+            return policy_logprobs(model, token_ids, "cpu")[0]
+
+    generation = Served.__new__(Served)  # TRL's __init__ would connect to a server
+    generation.mode, generation.enable_sleep_mode, generation.accelerator = "server", False, Accelerator(cpu=True)
+    return generation
+
+
+def test_a_stale_server_stops_the_run_naming_the_step(probe_model):
+    from execrl.generation.weight_sync import ServedWeightsMismatch
+
+    model, tokenizer = probe_model
+    trained = moved(model, scale=1e-2)
+    generation = served_by(model)
+    generation.model, generation.processing_class, generation.current_step = trained, tokenizer, lambda: 7
+    with pytest.raises(ServedWeightsMismatch, match=r"after the weight sync at step 7, .* differ from the trainer's by up "
+                                                    r"to [0-9.e-]+ \(tolerance [0-9.e-]+ for float32\).*Likely cause"):
+        generation.check_served_weights()
+    generation.model = model.train()  # in sync: no error
+    generation.check_served_weights()
+    assert model.training  # the probe computes in eval mode and leaves the model training
+
+
+def test_the_cpu_server_reloads_through_execrl_worker_extension():
+    """The CPU server's command names the worker extension whose method the sync calls, by a name that
+    resolves to it in a fresh process (the server runs execrl.generation.vllm_cpu as __main__)."""
+    from execrl.generation.vllm_server import cpu_build_serve_command
+
+    class Args:
+        model, gpus, host, gpu_memory_utilization, dtype, max_model_len = "m", 0, "127.0.0.1", 0.05, "auto", 256
+
+    command = cpu_build_serve_command(serve_command("trl", Args, 8000))
+    assert command[1:4] == ["-m", "execrl.generation.vllm_cpu", "serve"]
+    extension = command[command.index("--worker-extension-cls") + 1]
+    module, name = extension.rsplit(".", 1)
+    resolved = subprocess.run([sys.executable, "-c", f"import {module}; print(callable({module}.{name}.execrl_reload_weights))"],
+                              capture_output=True, text=True, check=True)
+    assert resolved.stdout.strip() == "True"

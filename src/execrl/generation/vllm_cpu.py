@@ -8,8 +8,18 @@ TRL's own weight sync assumes a GPU build, and fails on vLLM's CPU build in both
   (`'Parameter' object has no attribute 'weight_loader'`). The model runner's `reload_weights` takes all
   weights at once in checkpoint format and repacks them again, which works.
 - server: TRL streams the weights over NCCL, which needs a CUDA device. Instead rank 0 writes them as
-  safetensors into a folder and asks the server to `reload_weights` from it over vLLM's
-  `/collective_rpc` (an endpoint of vLLM's dev mode, which `trl vllm-serve` turns on).
+  safetensors into a folder and asks the server to reload them from it over vLLM's `/collective_rpc`
+  (an endpoint of vLLM's dev mode, which `trl vllm-serve` turns on), through `RepackingReload`, a worker
+  extension the server is started with.
+
+`reload_weights` alone leaves a tied LM head stale. The CPU build gives every linear-like layer a
+`cpu_linear` kernel holding a packed copy of its weight (a oneDNN matmul handle, or SGL's VNNI packing),
+built by `process_weights_after_loading`. The reload rebuilds it for each layer that receives a tensor;
+a tied LM head (`ParallelLMHead` sharing `embed_tokens.weight`) receives none, since the checkpoint
+holds the shared tensor once, under the embedding's name: its weight is refreshed through the
+embedding, but its kernel keeps the packed copy of the weights the server started with, and the
+logits come from the old head (`repack_kept_weights` rebuilds it). Pinning the CPU kernels to AVX2 does
+not change this: oneDNN packs there too.
 
 Everything else (which tensors, under which names, gathered from ZeRO-3 shards, or merged from a LoRA
 adapter out of place) is `execrl.generation.weight_sync`'s `VLLMGeneration`. On a GPU nothing here is
@@ -54,13 +64,14 @@ def cpu_vllm_generation_class():
                                               connection_timeout=self.server_timeout)
             self.accelerator.wait_for_everyone()
 
-        def sync_weights(self):
+        def _push_weights(self):
             # Every process walks the parameters: under ZeRO-3 each gather is a collective. The
             # tensors are copied, since a gathered parameter is freed when the walk moves on.
             weights = {name: tensor.detach().to("cpu", copy=True) for name, tensor in self._iter_named_params()}
             if self.mode == "colocate":
                 runner = self.llm.llm_engine.model_executor.driver_worker.model_runner
                 runner.reload_weights(weights_iterator=iter(weights.items()))
+                repack_kept_weights(runner.get_model())
                 self.llm.reset_prefix_cache()
             elif self.accelerator.is_main_process:
                 reload_server_weights(self.vllm_client, weights)
@@ -70,15 +81,50 @@ def cpu_vllm_generation_class():
     return CPUVLLMGeneration
 
 
+def repack_kept_weights(model) -> list[str]:
+    """Rebuild the CPU kernel of every layer of a vLLM `model` that kept its weight beside the kernel's
+    packed copy (embeddings and LM heads; linear layers drop theirs), from that weight as it is now.
+    The names of those layers.
+
+    After a reload this refreshes a tied LM head, whose weight the reload rewrote through the embedding
+    while its kernel kept packing the old one; for the others it packs the same values again."""
+    import torch
+
+    repacked = []
+    for name, module in model.named_modules():
+        weight, method = getattr(module, "weight", None), getattr(module, "quant_method", None)
+        if hasattr(module, "cpu_linear") and isinstance(weight, torch.Tensor) and weight.numel() and method is not None:
+            method.process_weights_after_loading(module)
+            repacked.append(name)
+    return repacked
+
+
+class RepackingReload:
+    """vLLM worker extension (`vllm serve --worker-extension-cls execrl.generation.vllm_cpu.RepackingReload`,
+    mixed into the CPU worker's class): `execrl_reload_weights` is the worker's `reload_weights` followed
+    by `repack_kept_weights`, in the worker's process, where the model lives."""
+
+    def execrl_reload_weights(self, weights_path: str) -> list[str]:
+        from vllm.config import set_current_vllm_config
+
+        self.reload_weights(weights_path=weights_path)
+        with set_current_vllm_config(self.vllm_config):
+            return repack_kept_weights(self.model_runner.get_model())
+
+
+# By its module's name: the server runs this module as __main__, and its workers import it by name.
+WORKER_EXTENSION = "execrl.generation.vllm_cpu.RepackingReload"
+
+
 def reload_server_weights(client, weights: dict) -> None:
-    """Have the server at `client.base_url` load `weights` (name → tensor) through its `reload_weights`."""
+    """Have the server at `client.base_url` load `weights` (name → tensor) through `RepackingReload`."""
     from safetensors.torch import save_file
 
     folder = Path(tempfile.mkdtemp(prefix="execrl-vllm-weights-"))
     try:
         save_file({name: tensor.contiguous() for name, tensor in weights.items()}, str(folder / "model.safetensors"))
         response = client.session.post(f"{client.base_url}/collective_rpc", json={
-            "method": "reload_weights", "kwargs": {"weights_path": str(folder)},
+            "method": "execrl_reload_weights", "kwargs": {"weights_path": str(folder)},
         })
         if response.status_code != 200:
             raise RuntimeError(f"the vLLM server at {client.base_url} did not reload the weights from {folder}: "

