@@ -18,18 +18,46 @@ def generate_with_merged_adapter(model) -> None:
     dominates sampling time for small models on CPU. Merging for the length of one `generate`
     call (PEFT's `merge_adapter`, as TRL does before syncing weights to vLLM) samples from the
     same policy at the cost of the base model; training still sees the unmerged adapter.
+
+    The merge goes into copies of the adapted layers' base weights, and the originals are put back
+    after: merging and unmerging in place leaves w + Δ - Δ, which rounds away from w, so the base
+    weights would drift with every call, and a run resumed from a checkpoint (base weights read
+    afresh from disk) would part from the run never interrupted. The copies cost one more set of
+    the adapted layers' weights while sampling.
     """
     original = model.generate
 
     @functools.wraps(original)
     def generate(*args, **kwargs):
-        model.merge_adapter()
+        bases = adapted_base_parameters(model)
+        kept = [parameter.data for parameter in bases]
         try:
-            return original(*args, **kwargs)
+            for parameter in bases:
+                parameter.data = parameter.data.clone()
+            model.merge_adapter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                model.unmerge_adapter()
         finally:
-            model.unmerge_adapter()
+            for parameter, data in zip(bases, kept, strict=True):
+                parameter.data = data
 
     model.generate = generate
+
+
+def adapted_base_parameters(model) -> list:
+    """The base-layer weights and biases of every LoRA layer of `model`: what merging its adapters writes."""
+    from peft.tuners.lora import LoraLayer
+
+    parameters = {}
+    for layer in model.modules():
+        if isinstance(layer, LoraLayer):
+            base = layer.get_base_layer()
+            for parameter in (base.weight, getattr(base, "bias", None)):
+                if parameter is not None:
+                    parameters[id(parameter)] = parameter
+    return list(parameters.values())
 
 
 class TransformersPolicySampler:

@@ -222,6 +222,37 @@ class GeneratedTokenCount(TrainerCallback, ExportableState):
             self.count = int(saved.get("attributes", {}).get("count", 0))
 
 
+class CheckpointedTotals(TrainerCallback, ExportableState):
+    """Running totals a trainer keeps in attributes of its own instead of its `TrainerState`, saved in
+    each checkpoint's trainer state and set back on resume, so that a resumed run logs what the run
+    never interrupted logs:
+
+    - `_total_loss_scalar` (transformers' Trainer): the sum of the logged steps' losses, whose mean
+      over all steps is the final `train_loss`; a resumed run would otherwise divide only its own
+      steps' losses by every step.
+    - `_total_train_tokens` (TRL's DPOTrainer): the `num_tokens` it logs, which would otherwise
+      start again from 0.
+
+    Values go through the checkpoint's JSON, which holds a float to the last bit.
+    """
+
+    ATTRIBUTES = ("_total_loss_scalar", "_total_train_tokens")
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+
+    def state(self) -> dict:
+        totals = {name: getattr(self.trainer, name) for name in self.ATTRIBUTES if hasattr(self.trainer, name)}
+        return {"args": {}, "attributes": totals}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # The Trainer zeroes its loss total just before this call: set it back to the checkpoint's.
+        saved = (state.stateful_callbacks or {}).get(type(self).__name__)
+        if isinstance(saved, dict):
+            for name, value in saved.get("attributes", {}).items():
+                setattr(self.trainer, name, value)
+
+
 def at_round_boundary(args, step: int) -> bool:
     """Whether optimizer step `step` ends where a generation round ends (no round half trained)."""
     micro_batches = step * args.gradient_accumulation_steps

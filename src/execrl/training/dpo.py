@@ -13,6 +13,7 @@ from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.training.trainer_config import dpo_config, peft_config
 from execrl.training.common import (
+    CheckpointedTotals,
     ExampleLog,
     MetricsFileCallback,
     finish_training,
@@ -138,6 +139,7 @@ def train_dpo(
         peft_config=peft_config(lora),
         callbacks=[MetricsFileCallback(metrics_in_progress), interval],
     )
+    trainer.add_callback(CheckpointedTotals(trainer))
     trainer.data_collator = ExampleLog(trainer.data_collator, "pair", drop=True)
     interval.trainer = trainer
     # Merging in place would write into ZeRO-3's gathered copies of sharded weights.
