@@ -1,7 +1,8 @@
-"""A 2-process training job, run by the workflow's `train` rule (its own `accelerate launch`
-command, gloo on CPU), killed after its first checkpoint, resumes from it when the rule runs
-again; each rank trains on its own shard, and one adapter is written. The resumed job is the job
-never interrupted, to the bit: every metric of every logged step, and the trained weights."""
+"""A 2-process training job (`accelerate launch`, gloo on CPU) killed after its first checkpoint
+resumes from it when started again, and ends as the job never interrupted ends, to the bit: every
+metric of every logged step, and the trained weights. DPO runs through the workflow's `train` rule
+(each rank on its own shard, one adapter written); GRPO, whose samples draw random numbers, through
+the command that rule runs."""
 
 import hashlib
 import json
@@ -134,3 +135,94 @@ def test_killed_two_process_dpo_job_resumes_from_its_checkpoint_to_the_same_resu
     ]
     assert not differences, f"(step, metric, uninterrupted, resumed): {differences}"
     assert weights_digest(workdir / TRAINED) == uninterrupted_weights
+
+
+GRPO_PROBLEMS = [
+    {"id": f"t/{i}", "prompt": f"Write f(x) returning x + {i}.", "test_type": "assert",
+     "tests": [f"assert f(1) == {1 + i}", f"assert f(2) == {2 + i}"], "entry_point": "f",
+     "reference": f"def f(x):\n    return x + {i}\n"}
+    for i in range(8)
+]
+# 8 problems, 4 per step: an epoch every 2 steps, so the checkpoint at step 3 lies inside the second
+# epoch and the one at step 6 at the end of the third. An interval evaluation every 2 steps samples
+# from the adapter between the steps, besides the generation of every step; LoRA dropout draws
+# random numbers in every forward pass.
+GRPO_SETTINGS = {
+    "grpo": {"num_generations": 4, "prompts_per_step": 4, "max_steps": 8, "learning_rate": 0.0005,
+             "temperature": 1.0, "max_completion_length": 16, "save_steps": 3, "eval_every": 2,
+             "eval_problems": 4, "use_vllm": False, "gradient_checkpointing": False},
+    "rewards": {"binary": 0.0, "fraction": 1.0},
+    "prompt": {"template": "{prompt}\nTest: {tests}\n", "num_tests_shown": 1},
+    "execution": {"timeout_s": 5, "memory_mb": 1024},
+    "watch": {},
+    "lora": {"r": 8, "lora_alpha": 16, "lora_dropout": 0.05, "target_modules": ["q_proj", "v_proj", "up_proj"]},
+}
+
+
+@pytest.fixture(scope="module")
+def warm_tiny_model(tmp_path_factory):
+    """A one-layer model fine-tuned on GRPO_PROBLEMS' references until its samples pass some tests and
+    fail others: rewards that differ within a group, so GRPO's updates move the adapter."""
+    from conftest import build_tiny_model
+    from execrl.problems import Problem
+    from execrl.prompting import PromptConfig
+    from execrl.training.sft import SFTSettings, run_sft
+
+    root = tmp_path_factory.mktemp("warm")
+    problems = [Problem(**p) for p in GRPO_PROBLEMS]
+    base = build_tiny_model(root, [p.prompt + "\n" + p.reference for p in problems] * 20)
+    run_sft(base, problems * 4, PromptConfig(**GRPO_SETTINGS["prompt"]),
+            SFTSettings(num_train_epochs=30, learning_rate=0.01, per_device_train_batch_size=8),
+            root / "warm", root / "sft.jsonl")
+    return root / "warm"
+
+
+def grpo_job(model, root, output):
+    """`accelerate launch` of a 2-process GRPO job as the train rule starts it, writing under `output`."""
+    problems = root / "problems.jsonl"
+    problems.write_text("".join(json.dumps(p) + "\n" for p in GRPO_PROBLEMS))
+    return [
+        str(Path(sys.executable).parent / "accelerate"), "launch", "--config_file",
+        str(Path(__file__).parents[1] / "workflow" / "accelerate" / "cpu.yaml"),
+        "--num_processes", "2", "--num_machines", "1", "--main_process_port", "0",
+        "-m", "execrl.training.train_job", "grpo", "--model", str(model), "--settings", json.dumps(GRPO_SETTINGS),
+        "--problems", str(problems), "--eval-problems", str(problems), "--output", str(output / "trained"),
+        "--metrics", str(output / "metrics.jsonl"), "--checkpoint-root", str(output / "checkpoints"),
+        "--run-name", "grpo", "--threads", "1", "--sandbox-workers", "1",
+    ]
+
+
+def test_killed_two_process_grpo_job_resumes_to_the_same_result(warm_tiny_model, tmp_path):
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    uninterrupted_dir, resumed_dir = tmp_path / "uninterrupted", tmp_path / "resumed"
+    subprocess.run(grpo_job(warm_tiny_model, tmp_path, uninterrupted_dir), env=env, check=True,
+                   capture_output=True, timeout=900)
+    uninterrupted = training_metrics(uninterrupted_dir / "metrics.jsonl")
+    assert sum(record.get("reward_std", 0) > 0 for record in uninterrupted) >= 2, "no step had rewards to learn from"
+
+    command = grpo_job(warm_tiny_model, tmp_path, resumed_dir)
+    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def saved():
+        return sorted((resumed_dir / "checkpoints").glob("grpo/*/checkpoint-*/trainer_state.json"))
+
+    deadline = time.monotonic() + 600
+    while not saved() and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.1)
+    assert saved() and first.poll() is None, "the job ended before its first checkpoint could be interrupted"
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    assert not (resumed_dir / "trained").exists()
+    log = subprocess.run(command, env=env, check=True, capture_output=True, text=True, timeout=900).stderr
+    assert "resuming from" in log
+
+    resumed = training_metrics(resumed_dir / "metrics.jsonl")
+    assert [r["step"] for r in resumed] == [r["step"] for r in uninterrupted] and resumed[-1]["step"] == 8
+    differences = [
+        (before["step"], key, before.get(key), after.get(key))
+        for before, after in zip(uninterrupted, resumed, strict=True)
+        for key in sorted(before.keys() | after.keys())
+        if before.get(key) != after.get(key)
+    ]
+    assert not differences, f"(step, metric, uninterrupted, resumed): {differences}"
+    assert weights_digest(resumed_dir / "trained") == weights_digest(uninterrupted_dir / "trained")
