@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The preflight (execrl.planning.preflight) on a bare, offline GPU machine, from a checkout:
 #
-#   bash bench/gpu_preflight.sh [--wheels DIR] [--cpu]
+#   bash bench/gpu_preflight.sh [--wheels DIR] [--cpu] [--budget-s SECONDS]
 #
 # Installs what the machine's Python lacks (trl, datasets, deepspeed and their small dependencies)
 # from DIR (made by bench/prepare_gpu_wheels.sh) with `pip install --no-index --find-links DIR`,
@@ -9,8 +9,15 @@
 # bench/preflight/gpu.yaml laid over config/config.yaml: config.yaml's 3B GRPO job with LoRA, and a
 # 1.5B full-weight job under ZeRO-3, each built with random weights from the config.json carried in
 # bench/preflight/model_configs (the hub is not reached). Prints the planned-vs-measured table and
-# writes it as JSON to $OUT/preflight.json ($OUT set) or results/preflight/gpu.json; job logs go
-# next to it. Exit status: the preflight's (non-zero naming the job and term that does not fit).
+# writes it as JSON to $OUT/preflight-gpu.json ($OUT set) or results/preflight/preflight-gpu.json,
+# rewritten after each job, so a run cut short still brings back the jobs it finished. Each job's
+# log is copied to logs/JOB.log beside it; models, data and checkpoints stay in a temporary folder
+# that is removed: the output folder holds the report and one log per job (3 files, 1 folder).
+# Exit status: the preflight's (non-zero naming the job and term that does not fit).
+#
+# --budget-s (default 420): all the jobs together, each given an equal share of what is left
+# (`python -m execrl.planning.preflight --budget-s`); the whole call is stopped 60 s after it.
+# With the install and the checks, the script ends within 10 minutes.
 #
 # --cpu: the same call in CPU mode on the embedded default (.test/config/config.yaml) at the small
 # shapes of bench/preflight/cpu.yaml, the tiny model, for a machine without a GPU (what the tests run).
@@ -19,11 +26,13 @@ cd "$(dirname "$0")/.."
 
 WHEELS=""
 DEVICE=gpu
+BUDGET_S=420
 while (($#)); do
   case "$1" in
     --wheels) WHEELS=$2; shift 2 ;;
     --cpu) DEVICE=cpu; shift ;;
-    *) echo "usage: bash bench/gpu_preflight.sh [--wheels DIR] [--cpu]" >&2; exit 2 ;;
+    --budget-s) BUDGET_S=$2; shift 2 ;;
+    *) echo "usage: bash bench/gpu_preflight.sh [--wheels DIR] [--cpu] [--budget-s SECONDS]" >&2; exit 2 ;;
   esac
 done
 PYTHON=${PYTHON:-python3}
@@ -67,18 +76,17 @@ PY
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 if [[ "$DEVICE" == gpu ]]; then
-  set -- --configfile bench/preflight/gpu.yaml --device gpu --model-configs bench/preflight/model_configs \
-    --timeout-s 420
+  set -- --configfile bench/preflight/gpu.yaml --device gpu --model-configs bench/preflight/model_configs
   name=gpu
 else
   set -- --configfile .test/config/config.yaml --configfile bench/preflight/cpu.yaml --device cpu
   name=cpu
 fi
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/execrl-preflight-XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
 status=0
-"$PYTHON" -m execrl.planning.preflight "$@" --work "$OUT_DIR/work-$name" --output "$OUT_DIR/preflight-$name.json" || status=$?
-# Job logs travel back with the report; the models built with random weights do not.
-rm -rf "$OUT_DIR/work-$name/models"
-find "$OUT_DIR/work-$name" -name trained -prune -exec rm -rf {} + 2>/dev/null || true
-find "$OUT_DIR/work-$name" -name checkpoints -prune -exec rm -rf {} + 2>/dev/null || true
-echo "report: $OUT_DIR/preflight-$name.json (exit $status)"
+started=$SECONDS
+timeout --kill-after=15 $((BUDGET_S + 60)) "$PYTHON" -m execrl.planning.preflight "$@" --budget-s "$BUDGET_S" \
+  --timeout-s "$BUDGET_S" --work "$WORK" --logs "$OUT_DIR/logs" --output "$OUT_DIR/preflight-$name.json" || status=$?
+echo "report: $OUT_DIR/preflight-$name.json (exit $status, $((SECONDS - started)) s of a $BUDGET_S s budget)"
 exit $status

@@ -51,3 +51,32 @@ def test_activation_terms_match_a_real_trainer_step(tmp_path, shape):
     backward = max(planned["lm_head"], planned["recompute"], planned["embedding_gradient"])
     peak_planned = planned["saved_activations"] + backward
     assert 0.75 <= measured["step_peak"] / peak_planned <= 1.25, (measured, planned)
+
+
+# A full-weight step whose head's weight dominates (a vocabulary of 4 × 32768 tiles, hidden 512)
+# and few tokens, so that what the head's backward holds of the weight's gradient decides its peak.
+WIDE_HEAD = Architecture(hidden_size=512, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
+                         intermediate_size=1024, vocab_size=131072, tie_word_embeddings=True)
+
+
+def test_a_16_bit_full_weight_step_holds_the_heads_gradient_twice(tmp_path):
+    """DPO with all weights in bf16 (as on a GPU; here on the CPU): the head's backward returns its
+    weight's gradient cast from the fp32 accumulator while that is alive, vocab × hidden × 2 bytes
+    beside vocab × hidden × 4. An fp32 step has no such copy, which is why the fp32 test above
+    could not see it; the plan without it is short by more than 25% here, as on the GPU."""
+    shape = StepShape("dpo", micro_batch=1, prompt_length=4, completion_length=12, lora=False, cpu_dtype="bfloat16")
+    measured = measure_cpu_step(WIDE_HEAD, shape, tmp_path)
+    planned = planned_activation_bytes(WIDE_HEAD, shape, on_cpu=True)
+    ratios = {term: measured[MEASURED_AS[term]] / planned[term] for term in planned if planned[term]}
+    assert all(0.75 <= ratio <= 1.25 for ratio in ratios.values()), (ratios, measured, planned)
+    # Beyond the 32768-wide bf16 buffer and the fp32 accumulators (32 rows: 2 × 16 tokens), the head's
+    # peak is the cast of the gradients, larger than any copy made inside the loop over tiles.
+    rows, vocab, hidden = 32, WIDE_HEAD.vocab_size, WIDE_HEAD.hidden_size
+    held = rows * 32768 * 2 + (rows + vocab) * hidden * 4
+    fold = rows * 32768 * (7 * 4 + 1 + 4)
+    products = rows * 32768 * 4 + 32768 * hidden * 4
+    cast = (rows + vocab) * hidden * 2
+    assert measured["lm_head"] - held == pytest.approx(cast, rel=0.05)
+    assert cast > max(fold, products)
+    # A plan of the buffer, the accumulators and the fold alone (the fp32 step's) is short by more than 25%.
+    assert measured["lm_head"] / (held + fold) > 1.25

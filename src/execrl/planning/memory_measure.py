@@ -47,14 +47,17 @@ class StepShape:
     lora_rank: int = 8
     lora_dropout: float = 0.05
     gradient_checkpointing: bool = True
+    # On the CPU: "float32", or "bfloat16" to count the casts and fp32 copies a 16-bit step makes
+    # (on CUDA the step is always bf16 under autocast).
+    cpu_dtype: str = "float32"
 
 
 def planned_activation_bytes(arch: Architecture, shape: StepShape, on_cpu: bool = True) -> dict[str, int]:
     """The memory plan's activation terms for `shape` as execrl plans its jobs: GRPO scores the
     completion in GRPO_SCORE_CHUNKS chunks of rows, keeps LoRA's dropout (TRL's GRPO default
     disable_dropout false); DPO holds a micro-batch of m pairs as m sequences of twice the length
-    and turns dropout off (TRL's DPO default). On the CPU, fp32 and TRL's torch fallback of the
-    head's kernel (every position scored); on CUDA, bf16 and the Triton kernel."""
+    and turns dropout off (TRL's DPO default). On the CPU, the shape's cpu_dtype and TRL's torch
+    fallback of the head's kernel (every position scored); on CUDA, bf16 and the Triton kernel."""
     from execrl.planning.memory_plan import GRPO_SCORE_CHUNKS
 
     length = shape.prompt_length + shape.completion_length
@@ -62,7 +65,7 @@ def planned_activation_bytes(arch: Architecture, shape: StepShape, on_cpu: bool 
     return arch.activation_bytes(
         shape.micro_batch,
         length if grpo else 2 * length,
-        dtype_bytes=4 if on_cpu else 2,
+        dtype_bytes=(4 if shape.cpu_dtype == "float32" else 2) if on_cpu else 2,
         scored_length=shape.completion_length if grpo else None,
         row_chunks=GRPO_SCORE_CHUNKS if grpo else 1,
         gradient_checkpointing=shape.gradient_checkpointing,
@@ -99,7 +102,7 @@ def build_trainer(arch: Architecture, shape: StepShape, workdir: str | Path, use
     import torch
 
     tokenizer = _tokenizer(workdir / "tokenizer")
-    model = qwen2_model(arch, None if use_cpu else torch.bfloat16)
+    model = qwen2_model(arch, getattr(torch, shape.cpu_dtype) if use_cpu else torch.bfloat16)
     peft_config = (
         LoraConfig(r=shape.lora_rank, lora_alpha=2 * shape.lora_rank, lora_dropout=shape.lora_dropout,
                    target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],

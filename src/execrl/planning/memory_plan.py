@@ -13,14 +13,19 @@ and the round's KV cache in its share. The capacity is what the GPU's driver rep
 
 Bytes per parameter follow DeepSpeed's own estimator (`estimate_zero3_model_states_mem_needs`,
 checked against it in tests/test_memory_plan.py): under ZeRO-3 a GPU holds 2 bytes of 16-bit weights,
-4 of fp32 gradient partition and 12 of fp32 master weights plus Adam's two moments per parameter,
+4 of fp32 master weights, 4 of fp32 gradient partition and 8 of Adam's two moments per parameter,
 divided by the processes, plus 4 bytes per parameter of the largest layer gathered at a time.
-Optimizer offload moves the gradient partition and the optimizer state to the host. A job's
+The terms are placed where DeepSpeed 0.19.8 allocates them (deepspeed/runtime/zero/stage3.py,
+`_setup_for_real_optimizer`): the 16-bit partition, the fp32 master partition, the fp32 gradient
+partition (`grad_partitions_flat_buffer`) and the reduce bucket exist before the first step
+(Plan.resident); Adam's moments appear at the first optimizer step; the gathered layers only
+during the forward and backward. Optimizer offload moves the master weights, gradient partition
+and moments to the host. A job's
 layout must also fit its node's host memory and CPUs (execrl.planning.cluster.Node: a GPU partition of the
 Slurm executor's partition file). The activation terms are checked on the CPU against a real TRL
-trainer step (tests/test_memory_plan_trl.py, execrl.planning.memory_measure); nothing here has been
-measured on a GPU yet, and the CUDA context, NCCL, DeepSpeed and vLLM figures are estimates from
-the sources named beside them. The workflow sizes every training job with `training_job_layout`
+trainer step (tests/test_memory_plan_trl.py, execrl.planning.memory_measure), in fp32 and in bf16;
+the CUDA context, NCCL, DeepSpeed and vLLM figures are estimates from the sources named beside
+them. The workflow sizes every training job with `training_job_layout`
 when the DAG is planned (workflow/rules/resources.smk); nothing here imports torch or TRL.
 """
 
@@ -56,8 +61,9 @@ OFFLOADED_BYTES_PER_PARAMETER = 4 + 8 + 4
 # DeepSpeed ZeRO-3's gradient reduce bucket: accelerate's generated DeepSpeed config (from
 # workflow/accelerate/zero3.yaml's keys) sets no bucket key, so DeepSpeed's defaults hold
 # (deepspeed/runtime/zero/config.py): reduce_bucket_size 5e8 elements, allocated whole in the 16-bit
-# dtype (stage3.py, `bucket.buffer`), stage3_prefetch_bucket_size 5e7, and overlap_comm on for
-# stage 3, which reduces one bucket while the next fills: counted as a second bucket.
+# dtype once per communication dtype when the optimizer is built (stage3.py,
+# `_setup_for_real_optimizer`: `bucket.buffer`; one dtype here), and stage3_prefetch_bucket_size
+# 5e7 elements of parameters gathered ahead during the forward and backward.
 DEEPSPEED_REDUCE_BUCKET = 5e8
 DEEPSPEED_PREFETCH_BUCKET = 5e7
 # Estimates, not measured on a GPU by this project: the CUDA context and the kernels torch loads
@@ -187,16 +193,23 @@ class Architecture:
         `scored_length` positions per row whose label is not -100: GRPO's completion; elsewhere
         every position) and its per-token fp32 statistics.
 
-        `lm_head`: the fused head's backward (trl/kernels/chunked_logprob.py): one buffer of
-        min(scored tokens, 4096) × 32768 logits in the compute dtype, turned into its
-        gradient in place by the Triton kernel (`fused_kernel`; without Triton, torch ops make seven
-        fp32 copies of the tile and a 1-byte mask), the fp32 accumulator of the hidden states'
-        gradient and its copy in the compute dtype, and, when the head's weight trains (full
-        weights), its whole fp32 gradient accumulator (vocab × hidden × 4 bytes).
+        `lm_head`: the fused head's backward (trl/kernels/chunked_logprob.py,
+        ChunkedLogProbFunction.backward): one buffer of min(scored tokens, 4096) × 32768 logits in
+        the compute dtype, turned into its gradient in place by the Triton kernel (`fused_kernel`;
+        without Triton, torch ops make seven fp32 copies of the tile and a 1-byte mask), the fp32
+        accumulators of the hidden states' gradient and, when the head's weight trains (full
+        weights), of the weight's whole gradient (vocab × hidden × 4 bytes); then, beside those
+        accumulators, their casts to the compute dtype that the backward returns (`.to(dtype)`:
+        a copy in bf16, none in fp32): for full weights another vocab × hidden × 2 bytes, the
+        term a bf16 step adds that an fp32 one does not. Without Triton in a 16-bit dtype the
+        fp32 products (`_addmm_fp32`'s fallback) copy the tile and a vocabulary slice of the
+        weight to fp32 between the tile's fold and its products.
 
         `recompute`: under checkpointing one layer's activations recomputed, plus its backward's
         gradients (layer_backward_bytes); without checkpointing the backward's gradients alone
-        (one of the MLP's width and one of the hidden width: the saved activations free as they go).
+        (one of the MLP's width and one of the hidden width: the saved activations free as they go);
+        with all weights training, also the largest projection's weight gradient before autograd
+        adds it to the parameter's.
 
         `row_chunks`: GRPO's micro-batch is scored in execrl.training.grpo.LengthChunkedGRPOTrainer's
         chunks of rows, each through its own head call and its own backward; DPO's in one.
@@ -222,22 +235,55 @@ class Architecture:
         head_inputs = final_norm_copy + (scored if fused_kernel else tokens) * h * d + scored * 16
         # The tile's buffer is always 32768 wide (TRL allocates it before looking at the vocabulary).
         rows = min(chunk_scored, HEAD_TOKEN_TILE)
+        vocab_tile = min(vocab, HEAD_VOCAB_TILE)
         tile_bytes = rows * HEAD_VOCAB_TILE * d
-        if not fused_kernel:
-            tile_bytes += rows * min(vocab, HEAD_VOCAB_TILE) * (7 * 4 + 1 + (4 if d < 4 else 0))
-        hidden_gradient = chunk_scored * h * (4 + (d if d < 4 else 0))
-        head_weight_gradient = vocab * h * 4 if trains_head else 0
+        # What lives inside the loop over tiles beside the buffer and the accumulators, one step at a time:
+        # the torch fallback's fold (seven fp32 copies, a mask, the tile's fp32 copy in 16 bits), then
+        # in 16 bits the fp32 copies `_addmm_fp32` makes of the tile and of the weight's slice.
+        fold = 0 if fused_kernel else rows * vocab_tile * (7 * 4 + 1 + (4 if d < 4 else 0))
+        products = rows * vocab_tile * 4 + vocab_tile * h * 4 if not fused_kernel and d < 4 else 0
+        accumulators = chunk_scored * h * 4 + (vocab * h * 4 if trains_head else 0)
+        # The returned gradients, cast from the fp32 accumulators while those are still alive.
+        casts = (chunk_scored * h + (vocab * h if trains_head else 0)) * d if d < 4 else 0
         if gradient_checkpointing:
             recompute = one_layer + self.layer_backward_bytes(chunk_tokens, d)
         else:  # the saved activations are freed as their gradients appear: one of the MLP's width, one of the hidden
             recompute = chunk_tokens * d * (self.intermediate_size + h)
+        if trains_head:  # all weights train: each projection's weight gradient, made before it is accumulated
+            recompute += max(h * self.intermediate_size, h * h) * d
         return {
             "saved_activations": layers + head_inputs,
-            "lm_head": tile_bytes + hidden_gradient + head_weight_gradient,
+            "lm_head": tile_bytes + accumulators + max(fold, products, casts),
             "recompute": recompute,
             # Training all weights, the input embedding's backward makes its whole weight gradient at
             # the end of the backward (vocabulary × hidden), when the other activations are freed.
             "embedding_gradient": vocab * h * d if trains_head else 0,
+        }
+
+    def generation_bytes(self, sequences: int, prompt_length: int, completion_length: int,
+                         dtype_bytes: int = 2) -> dict[str, int]:
+        """Bytes of one generation round with transformers' `generate` (what TRL's GRPO runs without
+        vLLM, and what the preflight's probe samples with), all `sequences` at once, by phase:
+
+        `prefill`: the prompts' KV cache and one layer's forward over every prompt token at once
+        (q, k, v, the attention output and the residual; the MLP's gate, up, their activation and
+        product), plus the last position's logits (transformers keeps one position) and their fp32 copy;
+        `decode`: the whole KV cache at the round's end, one layer's cache copied as the dynamic
+        cache grows by concatenation, and the sampling buffers of one token per sequence over
+        the vocabulary (fp32 logits, the temperature's and top-p's copies, the sort's int64
+        indices, the probabilities).
+        The round's peak is the larger of the two.
+        """
+        d, h, kv, inter, vocab = dtype_bytes, self.hidden_size, self.kv_dim, self.intermediate_size, self.vocab_size
+        prompt_tokens = sequences * prompt_length
+        total_tokens = sequences * (prompt_length + completion_length)
+        per_token = self.kv_cache_bytes_per_token(d)
+        layer_forward = prompt_tokens * d * (2 * h + 2 * kv + h + 4 * inter)
+        last_logits = sequences * vocab * (d + 4)
+        sampling = sequences * vocab * (4 * 4 + 8)
+        return {
+            "prefill": prompt_tokens * per_token + layer_forward + last_logits,
+            "decode": total_tokens * per_token + total_tokens * per_token // self.num_hidden_layers + sampling,
         }
 
     def checkpointed_activation_bytes(self, micro_batch: int, sequence_length: int, dtype_bytes: int = 2) -> int:
@@ -331,6 +377,9 @@ class TrainingJob:
 
 # The terms of a training plan that hold activations (Plan.activations_gb).
 ACTIVATION_TERMS = ("saved_activations", "backward_peak")
+# Terms torch's allocator does not see or the preflight does not run: the CUDA context, NCCL's
+# buffers, colocated vLLM's share.
+UNMEASURED_TERMS = ("cuda_context", "nccl", "colocated_vllm")
 
 
 @dataclass(frozen=True)
@@ -338,7 +387,11 @@ class Plan:
     """Per-GPU gigabytes by term, the host memory the offloaded state needs, and the GPU's capacity.
 
     `terms` add up to the GPU's peak; `parts` are named pieces of a term that do not add up (a
-    training plan's `lm_head`, `recompute` and `embedding_gradient`: `backward_peak` is the largest)."""
+    training plan's `lm_head`, `recompute` and `embedding_gradient`: `backward_peak` is the largest).
+    `resident`: the terms allocated before the first optimizer step (loaded weights, and what
+    DeepSpeed or DDP allocate when the model and optimizer are prepared); `after_first_step`: the
+    terms the first optimizer step creates and keeps (Adam's moments). The rest of the measured
+    terms live only during a step's forward and backward."""
 
     terms: dict[str, float]
     host_gb: float
@@ -348,6 +401,15 @@ class Plan:
     accumulation: int = 1
     offload_optimizer: bool = False
     parts: dict[str, float] = dataclasses.field(default_factory=dict)
+    resident: tuple[str, ...] = ()
+    after_first_step: tuple[str, ...] = ()
+
+    def measured_groups(self) -> dict[str, tuple[str, ...]]:
+        """The plan's terms grouped as a probe of one step measures them (execrl.planning.preflight_step):
+        `weights` allocated before training begins, `optimizer_state` kept after the first step, and
+        `activations` the update's peak above what was there when it began."""
+        during = tuple(t for t in self.terms if t not in self.resident + self.after_first_step + UNMEASURED_TERMS)
+        return {"weights": self.resident, "optimizer_state": self.after_first_step, "activations": during}
 
     @property
     def total_gb(self) -> float:
@@ -373,13 +435,19 @@ class Plan:
 def plan_training(arch: Architecture, job: TrainingJob) -> Plan:
     """Per-GPU memory of one training process of `job`, term by term (GB):
 
-    weights, gradients, optimizer: the model states (DeepSpeed's estimator's bytes); under ZeRO-3
-      `weights` also holds the largest layer gathered with its 16-bit gradient (4 bytes a parameter);
+    weights: the 16-bit weights (under ZeRO-3 this process's partition; LoRA's adapters under DDP
+      are fp32 and counted as master_weights);
+    master_weights, gradients, optimizer: fp32 master weights (ZeRO-3's partition; LoRA's fp32
+      adapters under DDP), the gradients (ZeRO-3: the fp32 partition it allocates up front; DDP:
+      16-bit, made by each backward and freed at zero_grad) and Adam's two fp32 moments (made by
+      the first optimizer step);
+    gathered: under ZeRO-3 the largest layer gathered whole with its 16-bit gradient (4 bytes a
+      parameter) and the prefetch bucket, alive only during the forward and backward;
     saved_activations, backward_peak: one micro-batch's activations on TRL's path
       (Architecture.activation_bytes; backward_peak is the largest of its lm_head, recompute and,
       training all weights, embedding_gradient);
-    deepspeed_buffers: ZeRO-3's reduce bucket (twice, overlap_comm) and prefetch bucket; under DDP
-      with several processes, DDP's gradient buckets (a copy of the trainable gradients);
+    deepspeed_buffers: ZeRO-3's reduce bucket; under DDP with several processes, DDP's gradient
+      buckets (a copy of the trainable gradients);
     cuda_context, nccl: the process's CUDA context; NCCL buffers when it talks to other GPUs;
     colocated_vllm: vLLM's share of the GPU's capacity when it runs inside the process;
     frozen_copies: references sharded like the policy; opponent: copies loaded whole on each GPU.
@@ -387,12 +455,14 @@ def plan_training(arch: Architecture, job: TrainingJob) -> Plan:
     device = job.gpu
     dtype_bytes = 2
     params = arch.parameters()
-    shards = job.processes if job.zero_stage == 3 else 1
+    zero3 = job.zero_stage == 3
+    shards = job.processes if zero3 else 1
     trainable = params if job.finetune == "full" else arch.lora_parameters(job.lora_rank)
-    frozen_base = 0 if job.finetune == "full" else params
+    # ZeRO-3 partitions every parameter in 16 bits, adapters included; under DDP the base model is
+    # 16-bit and the trained parameters are the fp32 masters themselves.
+    sixteen_bit = params + (trainable if job.finetune == "lora" else 0) if zero3 else params
     # ZeRO-3 keeps the gradient partition in fp32 for the optimizer; DDP all-reduces 16-bit gradients.
-    gradient_bytes = 4 if job.zero_stage == 3 else 2
-    gathered = 4 * arch.largest_layer_parameters() if job.zero_stage == 3 else 0
+    gradient_bytes = 4 if zero3 else 2
     activations = arch.activation_bytes(
         job.micro_batch,
         job.sequence_length,
@@ -403,16 +473,21 @@ def plan_training(arch: Architecture, job: TrainingJob) -> Plan:
         lora_dropout=job.finetune == "lora" and job.lora_dropout > 0,
         trains_head=job.finetune == "full",
     )
-    if job.zero_stage == 3:
-        buckets = (2 * DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_PREFETCH_BUCKET) * dtype_bytes
+    if zero3:
+        buckets = DEEPSPEED_REDUCE_BUCKET * dtype_bytes
+        gathered = 4 * arch.largest_layer_parameters() + DEEPSPEED_PREFETCH_BUCKET * dtype_bytes
     else:
         buckets = trainable * gradient_bytes if job.processes > 1 else 0
+        gathered = 0
+    offloaded = job.offload_optimizer
     talks = job.processes > 1 or job.server_weight_sync
     parts = {name: activations[name] / GB for name in ("lm_head", "recompute", "embedding_gradient")}
     terms = {
-        "weights": (2 * (trainable + frozen_base) / shards + gathered) / GB,
-        "gradients": 0.0 if job.offload_optimizer else trainable * gradient_bytes / shards / GB,
-        "optimizer": 0.0 if job.offload_optimizer else trainable * 12 / shards / GB,
+        "weights": 2 * sixteen_bit / shards / GB,
+        "master_weights": 0.0 if offloaded else trainable * 4 / shards / GB,
+        "gradients": 0.0 if offloaded else trainable * gradient_bytes / shards / GB,
+        "optimizer": 0.0 if offloaded else trainable * 8 / shards / GB,
+        "gathered": gathered / GB,
         "saved_activations": activations["saved_activations"] / GB,
         "backward_peak": max(parts.values()),
         "deepspeed_buffers": buckets / GB,
@@ -422,9 +497,13 @@ def plan_training(arch: Architecture, job: TrainingJob) -> Plan:
         "frozen_copies": job.frozen_copies * 2 * params / shards / GB,
         "opponent": job.whole_copies * 2 * params / GB,
     }
+    resident = ("weights", "master_weights", "deepspeed_buffers", "frozen_copies", "opponent")
+    if zero3:
+        resident += ("gradients",)
     # Offloaded state lives in host memory: every process's partition, on the one node.
-    host_gb = trainable * OFFLOADED_BYTES_PER_PARAMETER / shards * job.processes / GB if job.offload_optimizer else 0.0
-    return Plan(terms, host_gb, device.capacity_gb, device.dtype, job.micro_batch, 1, job.offload_optimizer, parts)
+    host_gb = trainable * OFFLOADED_BYTES_PER_PARAMETER / shards * job.processes / GB if offloaded else 0.0
+    return Plan(terms, host_gb, device.capacity_gb, device.dtype, job.micro_batch, 1, offloaded, parts,
+                resident=resident, after_first_step=("optimizer",))
 
 
 class DoesNotFit(ValueError):

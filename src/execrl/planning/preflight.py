@@ -35,12 +35,14 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from execrl.planning.memory_plan import UNMEASURED_TERMS
 from execrl.planning.preflight_env import FAIL, Check, environment_checks
 
 GB = 1e9
@@ -50,15 +52,14 @@ SHAPE_SECTIONS = ("grpo", "dpo", "lora")
 # evaluation, no checkpoint, no vLLM (not installed on the offline GPU node; not measured).
 GRPO_PROBE = {"eval_every": 0, "save_steps": 1_000_000, "use_vllm": False}
 DPO_PROBE = {"eval_every": 0, "save_steps": 1_000_000}
-# Plan terms the probe measures together: (measured term, plan terms it compares with).
-MEASURED_TERMS = (
-    # Loaded before training begins: the policy, its frozen reference, the code game's opponent.
-    ("weights", ("weights", "frozen_copies", "opponent")),
-    # Made by the first step: gradients, optimizer state and DeepSpeed's buckets.
-    ("optimizer_state", ("gradients", "optimizer", "deepspeed_buffers")),
-    # The step's peak over what stays: what the forward saves and the backward's largest part.
-    ("activations", ("saved_activations", "backward_peak")),
-)
+# The measured terms, in the table's order: the plan's groups of terms (Plan.measured_groups), and
+# generation, held against transformers' round (Architecture.generation_bytes), which is what the
+# probe samples with.
+MEASURED = ("weights", "generation", "activations", "optimizer_state")
+
+
+# A job given less than this of the --budget-s is not started (building and loading alone take longer).
+MIN_JOB_SECONDS = 30
 
 
 class PreflightError(RuntimeError):
@@ -329,41 +330,74 @@ def launch_command(config: dict, planning: dict, job: Job, layout, processes: in
     return command, sequences
 
 
-def compare(layout, probe: dict, capacity_gb: float) -> dict:
-    """Planned against measured GB per term, the measured peak against `capacity_gb`, and the
-    term that overran its plan most when the job does not fit."""
-    terms = layout.plan.terms
+def _phase_gb(probe: dict, name: str) -> float | None:
+    """A phase's peak above the level it began at (GB), or None when the step had no such phase."""
+    phase = probe.get("phases", {}).get(name)
+    if not phase or "peak" not in phase:
+        return None
+    return max(phase["peak"]["allocated"] - phase["start"]["allocated"], 0) / GB
+
+
+def compare(layout, probe: dict, capacity_gb: float, planned_generation_gb: float | None = None) -> dict:
+    """Planned against measured GB per term, the planned steady-state peak against the measured
+    one, the measured peak against `capacity_gb`, and the term that overran its plan most when the
+    job does not fit.
+
+    weights: allocated when training begins (Plan.resident); generation: the round's peak above
+    its start, against `planned_generation_gb` (None: no generation, DPO); activations: the
+    update's peak above its start (the reset after generation), against the terms a step makes
+    and frees; optimizer_state: kept after the first step (Plan.after_first_step)."""
+    plan = layout.plan
+    terms = plan.terms
+    groups = plan.measured_groups()
     base = probe["baseline"]["allocated"]
     begin = probe["train_begin"]["allocated"]
     after = probe["after_step"]["allocated"]
     peak = probe["peak"]["allocated"]
     measured = {
         "weights": (begin - base) / GB,
+        "generation": _phase_gb(probe, "generation"),
+        "activations": _phase_gb(probe, "update"),
         "optimizer_state": max(after - begin, 0) / GB,
-        "activations": max(peak - after, 0) / GB,
     }
+    planned = {name: sum(terms.get(t, 0.0) for t in groups[name]) for name in ("weights", "activations", "optimizer_state")}
+    planned["generation"] = planned_generation_gb
     rows = []
-    for name, plan_terms in MEASURED_TERMS:
-        planned = sum(terms.get(t, 0.0) for t in plan_terms)
-        rows.append({"term": name, "plan_terms": list(plan_terms), "planned_gb": planned, "measured_gb": measured[name]})
-    unmeasured = {t: gb for t, gb in terms.items() if not any(t in p for _, p in MEASURED_TERMS)}
+    for name in MEASURED:
+        if planned[name] is None and measured[name] is None:
+            continue
+        rows.append({"term": name, "plan_terms": list(groups.get(name, ("transformers_generation",))),
+                     "planned_gb": planned[name], "measured_gb": measured[name],
+                     "ratio": measured[name] / planned[name] if planned[name] and measured[name] is not None else None})
+    optimizer_step = _phase_gb(probe, "optimizer")
+    if optimizer_step is not None:  # the optimizer step's own temporaries: not a term of the plan
+        rows.append({"term": "optimizer_step", "plan_terms": [], "planned_gb": None, "measured_gb": optimizer_step,
+                     "ratio": None})
+    unmeasured = {t: gb for t, gb in terms.items() if t in UNMEASURED_TERMS and gb}
     for term, gb in unmeasured.items():
-        rows.append({"term": term, "plan_terms": [term], "planned_gb": gb, "measured_gb": None})
+        rows.append({"term": term, "plan_terms": [term], "planned_gb": gb, "measured_gb": None, "ratio": None})
+    # What a later step holds at its peak: everything resident, the optimizer state, and the larger
+    # of the round's generation and the update.
+    planned_peak = planned["weights"] + planned["optimizer_state"] + max(planned["activations"], planned_generation_gb or 0.0)
+    measured_peak = (peak - base) / GB
     # Above the process's baseline before the model loaded (on the CPU the resident set of the
     # imported libraries; on a GPU the allocator's nothing).
     reserved = (probe["peak"]["reserved"] - probe["baseline"]["reserved"]) / GB
     needed = reserved + sum(unmeasured.values())
     result = {
         "terms": rows,
-        "planned_total_gb": layout.plan.total_gb,
-        "measured_peak_allocated_gb": (peak - base) / GB,
+        "planned_total_gb": plan.total_gb,
+        "planned_peak_gb": planned_peak,
+        "measured_peak_allocated_gb": measured_peak,
         "measured_peak_reserved_gb": reserved,
+        "peak_ratio": measured_peak / planned_peak if planned_peak else None,
         "unmeasured_planned_gb": sum(unmeasured.values()),
         "capacity_gb": capacity_gb,
         "fits": needed <= capacity_gb,
     }
     if not result["fits"]:
-        over = max((r for r in rows if r["measured_gb"] is not None), key=lambda r: (r["measured_gb"] - r["planned_gb"], r["measured_gb"]))
+        over = max((r for r in rows if r["measured_gb"] is not None and r["planned_gb"] is not None),
+                   key=lambda r: (r["measured_gb"] - r["planned_gb"], r["measured_gb"]))
         result["term"] = over["term"]
         result["reason"] = (
             f"needs {needed:.3g} GB (peak reserved {reserved:.3g} GB"
@@ -373,9 +407,29 @@ def compare(layout, probe: dict, capacity_gb: float) -> dict:
     return result
 
 
+def planned_generation_gb(config: dict, planning: dict, job: Job, model_dir: Path, processes: int, dtype_bytes: int) -> float | None:
+    """What the probe's generation round should take (Architecture.generation_bytes): each process's
+    completions of a round at the planned prompt and completion lengths; None for offline methods."""
+    from execrl.methods import METHODS
+    from execrl.planning.memory_plan import architecture
+    from execrl.run_paths import method_section
+
+    if not METHODS[job.trains_as].online:
+        return None
+    grpo = method_section(config, job.method, "grpo")
+    sequences = grpo["prompts_per_step"] // processes * grpo["num_generations"]
+    seq = sequence_plan(planning, job)
+    completion = seq["sequence_tokens"] - seq["prompt_tokens"]
+    arch = architecture(str(model_dir), model_dir)
+    phases = arch.generation_bytes(sequences, seq["prompt_tokens"], completion, dtype_bytes)
+    return max(phases.values()) / GB
+
+
 def run_job(config: dict, job: Job, cpu: bool, work: Path, configs_dir: Path | None, capacity_gb: float | None,
-            gpus: int, timeout_s: float) -> dict:
-    """Plan, build, launch and compare one job; its record for the table and the JSON."""
+            gpus: int, timeout_s: float, logs: Path | None = None) -> dict:
+    """Plan, build, launch and compare one job; its record for the table and the JSON. The launch
+    is stopped (its whole process group) after `timeout_s`; the job's log is copied to `logs`."""
+    deadline = time.perf_counter() + timeout_s
     from execrl.planning.memory_plan import DoesNotFit
 
     record: dict = {"job": job.name, "method": job.method, "trains_as": job.trains_as, "model": job.model,
@@ -412,12 +466,14 @@ def run_job(config: dict, job: Job, cpu: bool, work: Path, configs_dir: Path | N
         handle.write(shlex.join(command) + "\n")
         handle.flush()
         try:
-            result = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env, timeout=timeout_s)
-            code = result.returncode
+            code = _run_in_group(command, handle, env, max(deadline - time.perf_counter(), 1.0))
         except subprocess.TimeoutExpired:
             code = "timeout"
     record["wall_seconds"] = time.perf_counter() - started
     record["log"] = str(log)
+    if logs is not None:
+        logs.mkdir(parents=True, exist_ok=True)
+        record["log"] = str(shutil.copy(log, logs / f"{job.name.replace('/', '__')}.log"))
     if code != 0 or not probe_out.is_file():
         tail = log.read_text().splitlines()[-15:]
         oom = any("out of memory" in line.lower() for line in tail)
@@ -426,16 +482,34 @@ def run_job(config: dict, job: Job, cpu: bool, work: Path, configs_dir: Path | N
     probe = json.loads(probe_out.read_text())
     if capacity_gb is None:
         capacity_gb = _capacity_gb(cpu)
-    comparison = compare(layout, probe, capacity_gb)
+    dtype_bytes = 4 if cpu else 2  # the CPU steps in fp32, a GPU in bf16 or fp16
+    generation_gb = planned_generation_gb(config, planning, job, model_dir, layout.processes, dtype_bytes)
+    comparison = compare(layout, probe, capacity_gb, generation_gb)
     tokens = probe.get("step_tokens")
     record.update(
         measured={"device": probe["device"], "memory_source": probe["memory_source"], "step_seconds": probe["step_seconds"],
+                  "generation_seconds": probe.get("generation_seconds", 0.0),
+                  "update_seconds": probe.get("update_seconds", probe["step_seconds"]),
                   "step_tokens": tokens, "tokens_per_s": tokens / probe["step_seconds"] if tokens else None,
-                  "sequences": sequences, "raw_bytes": {k: probe[k] for k in ("baseline", "train_begin", "after_step", "peak")}},
+                  "sequences": sequences,
+                  "raw_bytes": {k: probe[k] for k in ("baseline", "train_begin", "after_step", "peak", "load_peak") if k in probe},
+                  "phases": probe.get("phases", {})},
         **comparison,
     )
     record["status"] = "fits" if comparison["fits"] else "does_not_fit"
     return record
+
+
+def _run_in_group(command: list[str], log, env: dict, timeout_s: float) -> int:
+    """The command's exit status; after `timeout_s` its whole process group is killed (accelerate's
+    workers with it, so no process is left holding the GPU) and TimeoutExpired raised."""
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        return process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
 
 
 def _capacity_gb(cpu: bool) -> float:
@@ -463,7 +537,7 @@ def table(report: dict) -> str:
     for check in report["checks"]:
         lines.append(f"  {check['status']:<5} {check['name']:<22} {check['detail']}")
     lines.append("")
-    header = f"{'job':<36} {'term':<16} {'planned GB':>11} {'measured GB':>12}"
+    header = f"{'job':<36} {'term':<16} {'planned GB':>11} {'measured GB':>12} {'ratio':>6}"
     lines.append(header)
     lines.append("-" * len(header))
     for job in report["jobs"]:
@@ -471,15 +545,19 @@ def table(report: dict) -> str:
             lines.append(f"{job['job']:<36} {job['status']}: {job.get('reason', '')}")
             continue
         for row in job["terms"]:
-            lines.append(f"{job['job']:<36} {row['term']:<16} {_gb(row['planned_gb']):>11} {_gb(row['measured_gb']):>12}")
-        lines.append(f"{job['job']:<36} {'total / peak':<16} {_gb(job['planned_total_gb']):>11} "
-                     f"{_gb(job['measured_peak_allocated_gb']):>12}  (reserved {_gb(job['measured_peak_reserved_gb'])}, "
-                     f"capacity {_gb(job['capacity_gb'])})")
+            ratio = f"{row['ratio']:.2f}" if row.get("ratio") else "-"
+            lines.append(f"{job['job']:<36} {row['term']:<16} {_gb(row['planned_gb']):>11} {_gb(row['measured_gb']):>12} {ratio:>6}")
+        peak_ratio = f"{job['peak_ratio']:.2f}" if job.get("peak_ratio") else "-"
+        lines.append(f"{job['job']:<36} {'peak':<16} {_gb(job.get('planned_peak_gb')):>11} "
+                     f"{_gb(job['measured_peak_allocated_gb']):>12} {peak_ratio:>6}  (reserved "
+                     f"{_gb(job['measured_peak_reserved_gb'])}; plan's total with unmeasured terms "
+                     f"{_gb(job['planned_total_gb'])}; capacity {_gb(job['capacity_gb'])})")
         m, p = job["measured"], job["planned"]
         speed = f"{m['tokens_per_s']:.0f} tokens/s" if m["tokens_per_s"] else "tokens/s not logged"
         lines.append(f"{job['job']:<36} {job['status']}: {p['processes']} process(es) planned, {job['processes_run']} run, "
                      f"ZeRO {p['zero_stage']}, micro-batch {p['micro_batch']} x {p['accumulation']}, "
-                     f"{p['sequence_tokens']} tokens; step {m['step_seconds']:.1f} s, {speed}")
+                     f"{p['sequence_tokens']} tokens; step {m['step_seconds']:.1f} s (generation "
+                     f"{m.get('generation_seconds', 0.0):.1f} s, update {m.get('update_seconds', m['step_seconds']):.1f} s), {speed}")
     return "\n".join(lines)
 
 
@@ -501,12 +579,16 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--capacity-gb", type=float,
                         help="memory a job may use (default: the visible GPU's total; CPU mode: the host's)")
     parser.add_argument("--timeout-s", type=float, default=1800, help="limit of one job's step")
+    parser.add_argument("--budget-s", type=float,
+                        help="limit of all jobs together: each job gets an equal share of what is left (at most --timeout-s)")
+    parser.add_argument("--logs", type=Path, help="copy each job's log here, as JOB.log (default: left in --work)")
     return parser
 
 
 def run(config: dict, models: list[str] | None = None, device: str = "auto", work: Path | None = None,
         model_configs: Path | None = None, model_dirs: dict[str, Path] | None = None, capacity_gb: float | None = None,
-        timeout_s: float = 1800, configfiles: list[str] = ()) -> dict:
+        timeout_s: float = 1800, configfiles: list[str] = (), budget_s: float | None = None, logs: Path | None = None,
+        on_job=None) -> dict:
     """The preflight of the merged workflow `config`'s training jobs (of `models`, default all):
     the report, whose `failures` list is empty when every check passes and every job fits.
     `model_dirs`: folders holding a hub model's config.json (the workflow's staged models);
@@ -538,8 +620,9 @@ def run(config: dict, models: list[str] | None = None, device: str = "auto", wor
     }
     work_root = Path(work) if work else Path(tempfile.mkdtemp(prefix="execrl-preflight-"))
     gpus = 0 if cpu else torch.cuda.device_count()
+    started = time.perf_counter()
     try:
-        for job in jobs:
+        for index, job in enumerate(jobs):
             if cpu != trains_on_cpu(config, job.model):
                 reason = "GPU job: run the preflight on its GPU node" if cpu else "trains on the CPU: no GPU plan"
                 report["jobs"].append({"job": job.name, "status": "skipped", "reason": reason})
@@ -548,26 +631,47 @@ def run(config: dict, models: list[str] | None = None, device: str = "auto", wor
             configs = model_configs
             if model_dirs and job.model in model_dirs:
                 configs = Path(model_dirs[job.model])
-            report["jobs"].append(run_job(config, job, cpu, work_root, configs, capacity_gb, gpus, timeout_s))
+            limit = timeout_s
+            if budget_s is not None:  # an equal share of what is left among the jobs still to run
+                left = budget_s - (time.perf_counter() - started)
+                limit = min(timeout_s, left / (len(jobs) - index))
+                if limit < MIN_JOB_SECONDS:
+                    report["jobs"].append({"job": job.name, "status": "failed", "reason":
+                                           f"--budget-s {budget_s:.0f} spent: {max(left, 0):.0f} s left"})
+                    continue
+            report["jobs"].append(run_job(config, job, cpu, work_root, configs, capacity_gb, gpus, limit, logs))
+            if on_job is not None:
+                on_job({**report, "failures": _failures(checks, report["jobs"]), "partial": True})
     finally:
         if not work:
             shutil.rmtree(work_root, ignore_errors=True)
+    report["failures"] = _failures(checks, report["jobs"])
+    return report
+
+
+def _failures(checks: list[Check], jobs: list[dict]) -> list[str]:
     failures = [f"check {c.name}: {c.detail}" for c in checks if c.status == FAIL]
-    for job in report["jobs"]:
+    for job in jobs:
         if job["status"] == "does_not_fit":
             failures.append(f"job {job['job']} does not fit: term {job.get('term')}: {job['reason']}")
         elif job["status"] == "failed":
             failures.append(f"job {job['job']} failed: {job['reason']} (log: {job.get('log')})")
-    report["failures"] = failures
-    return report
+    return failures
+
+
+def write_json(report: dict, output: Path | None) -> None:
+    """The report as JSON at `output`, replaced whole (a reader never sees half a file)."""
+    if output:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(output).with_name(Path(output).name + ".part")
+        partial.write_text(json.dumps(report, indent=2, sort_keys=True))
+        partial.replace(output)
 
 
 def write_report(report: dict, output: Path | None) -> None:
     """Print the table (stdout) and failures (stderr); write the JSON to `output`."""
     print(table(report), flush=True)
-    if output:
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
-        Path(output).write_text(json.dumps(report, indent=2, sort_keys=True))
+    write_json(report, output)
     for failure in report["failures"]:
         print(f"preflight: {failure}", file=sys.stderr, flush=True)
 
@@ -646,7 +750,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         config = load_config(args.configfile, base=args.base or (REPO / DEFAULT_CONFIG))
         report = run(config, args.models, args.device, args.work, args.model_configs, None, args.capacity_gb,
-                     args.timeout_s, [str(p) for p in args.configfile])
+                     args.timeout_s, [str(p) for p in args.configfile], args.budget_s, args.logs,
+                     on_job=lambda partial: write_json(partial, args.output))
     except (PreflightError, ValueError) as error:
         sys.exit(f"preflight: {error}")
     write_report(report, args.output)
