@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+from types import SimpleNamespace
+
 import pytest
 import yaml
 
@@ -32,9 +34,16 @@ def preflight(tmp_path, overlay, *args):
 def test_cpu_mode_steps_every_job_and_writes_the_table(tmp_path):
     """bench/gpu_preflight.sh --cpu: the offline script's call, in CPU mode on the embedded default."""
     env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
-    result = subprocess.run(["bash", "bench/gpu_preflight.sh", "--cpu"], cwd=REPO, capture_output=True, text=True,
-                            timeout=900, env=env)
+    budget = 420
+    result = subprocess.run(["bash", "bench/gpu_preflight.sh", "--cpu", "--budget-s", str(budget)], cwd=REPO,
+                            capture_output=True, text=True, timeout=900, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # Within its own budget (the script's count of seconds), and what it leaves fits a remote run's
+    # return: at most 8 files, none more than 2 folders below the output folder.
+    spent = int(result.stdout.split("exit 0, ")[1].split(" s of")[0])
+    assert spent <= budget
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(files) <= 8 and all(len(p.relative_to(tmp_path).parts) <= 3 for p in files), files
     report = json.loads((tmp_path / "preflight-cpu.json").read_text())
     assert report["mode"] == "cpu" and report["failures"] == []
     assert {c["name"]: c["status"] for c in report["checks"]}["gpu_vs_plan"] == NOT_APPLICABLE
@@ -48,7 +57,20 @@ def test_cpu_mode_steps_every_job_and_writes_the_table(tmp_path):
         terms = {row["term"]: row for row in job["terms"]}
         assert terms["weights"]["measured_gb"] > 0 and terms["weights"]["planned_gb"] > 0
         assert name in result.stdout  # the table
-        assert (tmp_path / "work-cpu" / "jobs" / name.replace("/", "__") / "job.log").is_file()
+        assert (tmp_path / "logs" / f"{name.replace('/', '__')}.log").is_file()
+        # The update's phase is measured from its own start; the step's time is cut into generation and update.
+        update = job["measured"]["phases"]["update"]
+        assert update["peak"]["allocated"] >= update["start"]["allocated"]
+        assert terms["activations"]["measured_gb"] is not None and terms["optimizer_state"]["planned_gb"] > 0
+        m = job["measured"]
+        assert m["generation_seconds"] + m["update_seconds"] == pytest.approx(m["step_seconds"])
+    # GRPO samples a round before its update: measured as its own phase, against transformers' round;
+    # DPO generates nothing.
+    assert jobs["tiny/grpo"]["measured"]["generation_seconds"] > 0
+    generation = {row["term"]: row for row in jobs["tiny/grpo"]["terms"]}["generation"]
+    assert generation["planned_gb"] > 0 and generation["measured_gb"] is not None
+    assert "generation" not in {row["term"] for row in jobs["tiny/dpo"]["terms"]}
+    assert jobs["tiny/dpo"]["measured"]["generation_seconds"] == 0
     # GRPO's planned sequence is capped by the tiny model's context window (96); its prompts fill it:
     # 4 sequences of 80 prompt tokens and up to 16 completion tokens.
     assert jobs["tiny/grpo"]["planned"]["sequence_tokens"] == 96
@@ -72,7 +94,8 @@ def test_variants_of_one_shape_run_once():
     from execrl.config import merged_config
     from execrl.planning.preflight import planned_jobs
 
-    config = merged_config([REPO / EMBEDDED], base=REPO / "config" / "config.yaml")
+    overlay = REPO / ".test" / "config" / "srrl-groups.yaml"
+    config = merged_config([REPO / EMBEDDED, overlay], base=REPO / "config" / "config.yaml")
     jobs = {job.name: job for job in planned_jobs(config)}
     # srrl_separate differs from srrl in srrl.groups only: the same step.
     assert set(jobs) == {"tiny/dpo", "tiny/grpo", "tiny/srrl"}
@@ -100,24 +123,47 @@ def test_carried_model_configs_have_the_planned_shapes():
         assert Architecture.from_config(config) == Architecture.from_config(SHIPPED_SHAPES[source])
 
 
-def test_compare_names_the_term_that_overran_its_plan():
-    from types import SimpleNamespace
-
+def test_compare_holds_each_measured_phase_against_its_plan_terms():
+    from execrl.planning.memory_plan import Plan
     from execrl.planning.preflight import compare
 
-    layout = SimpleNamespace(plan=SimpleNamespace(
-        terms={"weights": 1.0, "gradients": 0.5, "optimizer": 1.0, "saved_activations": 0.5, "backward_peak": 1.5,
-               "colocated_vllm": 3.0, "frozen_copies": 0.0},
-        total_gb=7.5))
     gb = 10**9
-    probe = {"baseline": {"allocated": 0, "reserved": 0}, "train_begin": {"allocated": 1 * gb},
-             "after_step": {"allocated": 2 * gb}, "peak": {"allocated": 9 * gb, "reserved": 10 * gb}}
-    fits = compare(layout, probe, capacity_gb=80)
+    plan = Plan(terms={"weights": 1.0, "master_weights": 1.0, "gradients": 1.0, "deepspeed_buffers": 0.5,
+                       "optimizer": 2.0, "gathered": 0.5, "saved_activations": 0.5, "backward_peak": 1.0,
+                       "colocated_vllm": 3.0, "frozen_copies": 0.0},
+                host_gb=0.0, gpu_memory_gb=80, dtype="bf16",
+                resident=("weights", "master_weights", "gradients", "deepspeed_buffers", "frozen_copies"),
+                after_first_step=("optimizer",))
+    layout = SimpleNamespace(plan=plan)
+
+    def phase(start, peak):
+        return {"start": {"allocated": start * gb}, "peak": {"allocated": peak * gb, "reserved": peak * gb}}
+
+    # 3.5 GB loaded; generation climbs 4 GB above that and frees it; the update 2 GB above its own start;
+    # Adam's 2 GB kept after the step.
+    probe = {"baseline": {"allocated": 0, "reserved": 0}, "train_begin": {"allocated": 3.5 * gb},
+             "after_step": {"allocated": 5.5 * gb}, "peak": {"allocated": 7.5 * gb, "reserved": 9 * gb},
+             "phases": {"generation": phase(3.5, 7.5), "update": phase(3.6, 5.6), "optimizer": phase(5.4, 5.9)}}
+    fits = compare(layout, probe, capacity_gb=80, planned_generation_gb=4.0)
+    rows = {row["term"]: row for row in fits["terms"]}
+    assert rows["weights"]["planned_gb"] == pytest.approx(3.5) and rows["weights"]["measured_gb"] == pytest.approx(3.5)
+    assert rows["generation"]["measured_gb"] == pytest.approx(4.0) and rows["generation"]["ratio"] == pytest.approx(1.0)
+    # The update's activations are above the level after generation, not above the step's start.
+    assert rows["activations"]["planned_gb"] == pytest.approx(2.0) and rows["activations"]["measured_gb"] == pytest.approx(2.0)
+    assert rows["optimizer_state"]["planned_gb"] == pytest.approx(2.0) and rows["optimizer_state"]["measured_gb"] == pytest.approx(2.0)
+    assert rows["optimizer_step"]["measured_gb"] == pytest.approx(0.5)
+    # A later step's peak: resident 3.5 + Adam 2 + the larger of generation 4 and the update 2.
+    assert fits["planned_peak_gb"] == pytest.approx(9.5)
+    assert fits["peak_ratio"] == pytest.approx(7.5 / 9.5)
     assert fits["fits"] and "term" not in fits
-    # 10 GB reserved + 3 GB colocated vLLM (planned, not measured) > 12 GB; activations 7 GB against 2 planned.
-    refused = compare(layout, probe, capacity_gb=12)
+    # 9 GB reserved + 3 GB colocated vLLM (planned, not measured) > 11 GB: the term furthest over its plan is named.
+    probe["phases"]["update"] = phase(3.6, 8.6)
+    refused = compare(layout, probe, capacity_gb=11, planned_generation_gb=4.0)
     assert not refused["fits"] and refused["term"] == "activations"
-    assert "measured 7 GB, planned 2 GB" in refused["reason"]
+    assert "measured 5 GB, planned 2 GB" in refused["reason"]
+    # DPO: no generation phase, no generation row.
+    del probe["phases"]["generation"]
+    assert "generation" not in {row["term"] for row in compare(layout, probe, 80)["terms"]}
 
 
 def test_driver_and_gpu_checks():
