@@ -216,3 +216,41 @@ def test_gpu_job_cpus_give_the_node_what_it_has_down_to_the_least():
     assert gpu_job_cpus(8, 7, 8, node_cpus=30) == (30, 2)
     assert least_gpu_job_cpus(8, 7, 8) == 23 and gpu_job_cpus(8, 7, 8, node_cpus=22) is None
     assert gpu_job_cpus(1, 1, 0, node_cpus=4) == (4, 0)  # DPO: no sandbox workers while training
+
+
+def test_a_training_jobs_wall_time_comes_from_its_measured_step():
+    from execrl.planning.resources import (
+        MAX_RUNTIME_MINUTES,
+        generation_rounds,
+        measured_runtime_minutes,
+        measured_step,
+        training_job_resources,
+        training_wall_seconds,
+    )
+
+    # config/config.yaml's GRPO: 800 updates, 8 per round (steps_per_generation 8, no accumulation): 100 rounds.
+    assert generation_rounds(800, 1, 8, 1) == 100
+    assert generation_rounds(800, 1, None, 1) == 800  # TRL's default: one round per update
+    assert generation_rounds(800, 2, 8, 2) == 100  # 4 updates a pass, 2 passes
+    assert generation_rounds(801, 1, 8, 1) == 101
+    seconds = training_wall_seconds(800, update_seconds=2.0, rounds=100, generation_seconds=100.0)
+    assert seconds == 800 * 2.0 + 100 * 100.0
+    with pytest.raises(ValueError):
+        training_wall_seconds(-1, 1.0)
+    # 11,600 s with a margin of 1.5 and 30 minutes for loading, evaluations and saving; longer each attempt.
+    assert measured_runtime_minutes(seconds) == 290 + 30
+    assert measured_runtime_minutes(seconds, attempt=2) == 2 * 320
+    assert measured_runtime_minutes(10**9) == MAX_RUNTIME_MINUTES
+    report = {"jobs": [
+        {"job": "m/srrl", "model": "m", "same_shape_as": ["srrl_separate"], "status": "fits",
+         "measured": {"step_seconds": 12.0, "generation_seconds": 9.0, "update_seconds": 3.0}},
+        {"job": "m/dpo", "model": "m", "same_shape_as": [], "status": "failed"},
+    ]}
+    assert measured_step(report, "m/srrl_separate") == {"generation_seconds": 9.0, "update_seconds": 3.0}
+    assert measured_step(report, "m/dpo") is None  # not measured: the size-based guess stays
+    assert measured_step(report, "other/srrl") is None
+    # The measured runtime replaces the size-based one; nothing else changes.
+    guessed = training_job_resources(None, 3.1)
+    measured = training_job_resources(None, 3.1, wall_seconds=seconds)
+    assert measured["runtime"] == 320 != guessed["runtime"]
+    assert {k: v for k, v in measured.items() if k != "runtime"} == {k: v for k, v in guessed.items() if k != "runtime"}

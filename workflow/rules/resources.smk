@@ -1,14 +1,23 @@
 # Cluster resources of every rule, sized by `execrl.planning.resources` from the job's model, and for
 # training by its memory plan (`execrl.planning.memory_plan`), made here when the DAG is planned. Resources
 # never change a result, so none of this reruns anything.
+import json
 import sys
 from functools import cache
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
 from execrl.planning.cluster import ClusterError, target_nodes
+from execrl.methods import METHODS
 from execrl.planning.memory_plan import DoesNotFit, UnknownShape, training_job_layout
-from execrl.planning.resources import stage_resources, training_job_resources
+from execrl.planning.resources import (
+    generation_rounds,
+    measured_step,
+    stage_resources,
+    training_job_resources,
+    training_wall_seconds,
+)
 
 
 def params_b_of(wildcards):
@@ -117,19 +126,55 @@ def get_base_model_dir(model):
     return None if is_tiny_model(model) else config["models"][model]["source"]
 
 
+@cache
+def training_wall_estimate(model, method):
+    """(seconds, how) of `method`'s training job on `model`, from the step its preflight measured
+    (`results/preflight/{model}.json`, when it has run: GRPO's rounds and updates from grpo.max_steps);
+    None without a measured step, or for DPO, whose steps are known only once its pairs are built.
+    """
+    preflight_report = Path(f"results/preflight/{model}.json")
+    if not preflight_report.is_file():
+        return None
+    step = measured_step(json.loads(preflight_report.read_text()), f"{model}/{method}")
+    if step is None or not METHODS[registry_name(config, method)].online:
+        return None
+    grpo = training_settings(config, method, model)["grpo"]
+    rounds = generation_rounds(
+        grpo["max_steps"],
+        grpo["gradient_accumulation_steps"],
+        grpo.get("steps_per_generation"),
+        grpo["num_iterations"],
+    )
+    seconds = training_wall_seconds(
+        grpo["max_steps"],
+        step["update_seconds"],
+        rounds,
+        step["generation_seconds"],
+    )
+    how = (
+        f"{grpo['max_steps']} updates x {step['update_seconds']:.1f} s + {rounds} rounds x "
+        f"{step['generation_seconds']:.1f} s of generation, measured by {preflight_report}"
+    )
+    return seconds, how
+
+
 def training_resources(key):
-    """One resource of a training job, from its memory plan (CPU jobs: from the model's size)."""
+    """One resource of a training job, from its memory plan (CPU jobs: from the model's size);
+    its runtime from the preflight's measured step when there is one."""
 
     def get(wildcards, attempt):
-        layout = training_layout(model_name(wildcards), method_name(wildcards))
+        model, method = model_name(wildcards), method_name(wildcards)
+        layout = training_layout(model, method)
         online = method_row(wildcards).online
         workers = config["execution"]["workers"] if online else 0
+        estimate = training_wall_estimate(model, method) if layout is not None else None
         return training_job_resources(
             layout,
             params_b_of(wildcards),
             attempt,
             sandbox_workers=workers,
             server_gpus=vllm_server_gpus(wildcards),
+            wall_seconds=estimate[0] if estimate else None,
         )[key]
 
     return get
@@ -154,6 +199,13 @@ def print_training_plans():
                     f"memory plan of {model}/{method}: {layout.describe()}",
                     file=sys.stderr,
                 )
+                estimate = training_wall_estimate(model, method)
+                if estimate is not None:
+                    print(
+                        f"time plan of {model}/{method}: {estimate[0] / 3600:.1f} h "
+                        f"({estimate[1]})",
+                        file=sys.stderr,
+                    )
 
 
 print_training_plans()

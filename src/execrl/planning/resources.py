@@ -155,8 +155,56 @@ def stage_resources(
     }
 
 
+# A runtime from a measured step: the estimate times this margin (a step's time varies with the
+# completions' lengths and the sandbox's load), plus minutes for loading, interval evaluations and
+# saving, which the measured step does not include.
+MEASURED_RUNTIME_MARGIN = 1.5
+MEASURED_RUNTIME_EXTRA_MINUTES = 30
+
+
+def generation_rounds(max_steps: int, gradient_accumulation_steps: int = 1, steps_per_generation: int | None = None,
+                      num_iterations: int = 1) -> int:
+    """Generation rounds of a GRPO run of `max_steps` optimizer updates: each round's completions
+    feed steps_per_generation / gradient_accumulation_steps updates per pass, num_iterations passes
+    (TRL's default steps_per_generation is gradient_accumulation_steps: one round per update)."""
+    micro_steps = steps_per_generation or gradient_accumulation_steps
+    updates_per_round = max(1, micro_steps // gradient_accumulation_steps) * num_iterations
+    return math.ceil(max_steps / updates_per_round)
+
+
+def training_wall_seconds(steps: int, update_seconds: float, rounds: int = 0, generation_seconds: float = 0.0) -> float:
+    """A training job's wall time from one measured step (the preflight's): `steps` updates of
+    `update_seconds` and `rounds` generation rounds of `generation_seconds`."""
+    if steps < 0 or rounds < 0 or update_seconds < 0 or generation_seconds < 0:
+        raise ValueError("steps, rounds and seconds must be non-negative")
+    return steps * update_seconds + rounds * generation_seconds
+
+
+def measured_runtime_minutes(wall_seconds: float, attempt: int = 1) -> int:
+    """The Slurm `runtime` of a training job whose wall time is estimated from a measured step:
+    MEASURED_RUNTIME_MARGIN times the estimate plus MEASURED_RUNTIME_EXTRA_MINUTES, growing with
+    the attempt as every runtime does."""
+    minutes = math.ceil(wall_seconds * MEASURED_RUNTIME_MARGIN / 60) + MEASURED_RUNTIME_EXTRA_MINUTES
+    return _runtime(minutes, attempt)
+
+
+def measured_step(report: dict, job: str) -> dict | None:
+    """The step the preflight `report` (execrl.planning.preflight's JSON) measured for `job`
+    ("MODEL/METHOD", or a method variant it ran as), as {generation_seconds, update_seconds}; None
+    when it did not measure that job."""
+    for record in report.get("jobs", []):
+        model = record.get("model") or record["job"].split("/")[0]
+        names = {record["job"]} | {f"{model}/{variant}" for variant in record.get("same_shape_as", [])}
+        measured = record.get("measured")
+        if job in names and measured and record.get("status") == "fits":
+            return {"generation_seconds": measured.get("generation_seconds", 0.0),
+                    "update_seconds": measured.get("update_seconds", measured["step_seconds"])}
+    return None
+
+
 def training_job_resources(
-    layout, params_b: float, attempt: int = 1, sandbox_workers: int = 0, server_gpus: int = 0
+    layout, params_b: float, attempt: int = 1, sandbox_workers: int = 0, server_gpus: int = 0,
+    wall_seconds: float | None = None,
 ) -> dict[str, int]:
     """Slurm resources of a training job from its memory plan (`execrl.planning.memory_plan.TrainingLayout`;
     None for a model that trains on CPU): the training processes' and the vLLM server's GPUs, one
@@ -164,9 +212,13 @@ def training_job_resources(
     node's) and host memory (every GPU's share, the model's weights and the optimizer state the
     plan offloads to the host). Without a plan (a model
     on CPU, or one whose shape is unknown until staged), sized by `params_b`, with `server_gpus`
-    of a vLLM server beside one process per remaining GPU.
+    of a vLLM server beside one process per remaining GPU. `wall_seconds`: the job's wall time
+    estimated from a measured step (training_wall_seconds), which sets its runtime
+    (measured_runtime_minutes) instead of the size-based guess.
     """
     base = stage_resources("train", params_b, attempt)
+    if wall_seconds is not None:
+        base["runtime"] = measured_runtime_minutes(wall_seconds, attempt)
     if layout is None:
         gpus = max(base["gpu"], server_gpus + 1) if server_gpus else base["gpu"]
         processes = max(1, gpus - server_gpus)
