@@ -167,7 +167,9 @@ def test_the_embedded_default_inherits_nothing_from_the_analysis():
     inherited = [key for key in analysis if key[0] not in ("datasets", "models") and key not in embedded]
     assert not inherited, f"set by config/config.yaml but not by {EMBEDDED}: {inherited}"
     config = merged_config([REPO / EMBEDDED], base=REPO / "config" / "config.yaml")
-    assert config["experiment"]["models"] == ["tiny"] and config["grpo"]["max_completion_length"] == 96
+    own = yaml.safe_load((REPO / EMBEDDED).read_text())["grpo"]["max_completion_length"]
+    assert own != yaml.safe_load((REPO / "config" / "config.yaml").read_text())["grpo"]["max_completion_length"]
+    assert config["experiment"]["models"] == ["tiny"] and config["grpo"]["max_completion_length"] == own
 
 
 def test_runtime_settings_are_left_out_of_what_decides_results():
