@@ -414,6 +414,15 @@ def get_report_figures():
     return figures
 
 
+def get_evaluated_split_manifests():
+    """The manifests of the evaluated splits (what they share with training's, for the report)."""
+    return expand(
+        "results/data/{dataset}/{split}.manifest.json",
+        dataset=[SEGMENTS.dataset[name] for name in EXPERIMENT["datasets"]],
+        split=EXPERIMENT["eval_splits"],
+    )
+
+
 def get_report_inputs(wildcards):
     inputs = {
         "pass_at_k": "results/tables/pass_at_k.tsv",
@@ -429,6 +438,7 @@ def get_report_inputs(wildcards):
         "annotations": get_main_split_annotations(),
         "refinements": get_refinement_samples(),
         "manifests": get_rl_manifests(),
+        "data_manifests": get_evaluated_split_manifests(),
         "metrics": get_training_metrics(),
         **{f"fig_{name}": path for name, path in get_report_figures().items()},
     }

@@ -26,6 +26,7 @@ page, summary, markdown = build(
         cost_jobs=inputs.cost,
         refinements=list(inputs.refinements),
         manifests=list(inputs.manifests),
+        data_manifests=list(inputs.data_manifests),
         metrics=list(inputs.metrics),
         plus=inputs.plus,
         plus_manifests=inputs.plus_manifests,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from execrl.jsonl import read_jsonl
-from execrl.report import budget, comparisons, cost, held_out, html, refinements, reward_hacking, stats, summary, tables
+from execrl.report import budget, comparisons, cost, held_out, html, refinements, reward_hacking, splits, stats, summary, tables
 from execrl.report.evaluations import read_tsv
 from execrl.report.training import metrics_table, training_windows
 from execrl.run_paths import method_section, readable, registry_name
@@ -33,6 +33,8 @@ class ReportInputs:
     cost_jobs: str | None = None
     refinements: list[str] = field(default_factory=list)
     manifests: list[str] = field(default_factory=list)
+    data_manifests: list[str] = field(default_factory=list)
+    """The evaluated splits' dataset manifests (what each shares with training's splits)."""
     metrics: list[str] = field(default_factory=list)
     plus: str | None = None
     plus_manifests: str | None = None
@@ -145,6 +147,7 @@ def build(
     )
     record["method_notes"] = config.get("report", {}).get("method_notes") or ""
     record["held_out"] = held_out_records
+    record["split_overlap"] = splits.overlap_rows(inputs.data_manifests)
     plus_made = _optional_tsv(inputs.plus_manifests)
     floors = reward_hacking.false_positive_floors(plus_made)
     record["held_out_tests"] = summary.json_safe(

@@ -15,7 +15,7 @@ import yaml
 from execrl.compute import compute_provenance
 from execrl.compute import describe as describe_compute
 from execrl.methods import METHODS
-from execrl.report import budget, comparisons, stats, tables
+from execrl.report import budget, comparisons, splits, stats, tables
 from execrl.report.evaluations import OUTCOME_LABELS
 from execrl.report.training import SUMMARY_LABELS
 
@@ -185,6 +185,14 @@ def figure_html(name: str, path: str | Path, caption_values: dict | None = None)
         f'<figure><img class="figure" id="fig-{name}" alt="{html.escape(heading)}" src="{data_uri(path)}">'
         f"<figcaption>{html.escape(caption)}</figcaption></figure>"
     )
+
+
+def split_overlap_html(rows: list[dict]) -> str:
+    """What each evaluated split shares with training's (builtin: program shapes, never a task)."""
+    if not rows:
+        return ""
+    items = "".join(f"<li>{html.escape(splits.sentence(row))}</li>" for row in rows)
+    return f'<ul class="findings" id="split-overlap">{items}</ul>'
 
 
 def badge(status: str | None) -> str:
@@ -418,6 +426,7 @@ git {html.escape(meta["git_commit"])} · host {html.escape(meta["host"])} · Pyt
 Fixed / broke: problems the base model never passed that the method passed at least once, and the reverse.
 distinct / n: distinct programs per problem as a share of the samples. Training hours: train, merge and RL-data jobs of the method.</p>
 {tables.html_table(columns, rows, table_id="summary-table", numeric_from=3)}
+{split_overlap_html(summary.get("split_overlap") or [])}
 <details><summary>Every split, with outcome shares</summary>{tables.frame_html(detail, table_id="all-splits", text_columns=4)}</details>
 {comparison_sections(summary, split)}
 <h2>Evaluation</h2>

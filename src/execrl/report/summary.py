@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from execrl.compute import describe as describe_compute
-from execrl.report import budget, comparisons, tables
+from execrl.report import budget, comparisons, splits, tables
 from execrl.report import training as training_rules
 from execrl.report.tables import fmt, fmt_count, fmt_hours, fmt_interval, fmt_signed
 
@@ -203,6 +203,8 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
     parts += ["## At a glance", ""] + [f"- {s}" for s in summary["findings"]] + [""]
     columns, rows = tables.main_table_rows(summary["summary"], split, ks)
     parts += [f"## Summary ({split} split)", "", tables.markdown_table(columns, [[r["cells"][c] for c in columns] for r in rows]), ""]
+    overlap = [f"- {splits.sentence(row)}" for row in summary.get("split_overlap") or []]
+    parts += [*overlap, ""] if overlap else []
     for heading, records in comparisons.by_title(summary["comparisons"], split):
         parts += [f"## {heading}", ""]
         for record in records:

@@ -1,0 +1,48 @@
+"""The report says what an evaluated split shares with the splits training learned from."""
+
+import json
+
+from conftest import REPO
+from execrl.datasets import load_split
+from execrl.report import splits
+from execrl.report.summary import markdown
+
+OPTIONS = {"n_warmup": 60, "n_train": 30, "n_test": 20}
+
+
+def write_manifest(folder, result, split):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{split}.manifest.json"
+    path.write_text(json.dumps(result.manifest))
+    return path
+
+
+def test_builtin_test_split_shares_shapes_and_no_task(tmp_path):
+    test = load_split("builtin", "test", options=OPTIONS)
+    path = write_manifest(tmp_path / "builtin-abc123", test, "test")
+    [row] = splits.overlap_rows([path])
+    warmup = load_split("builtin", "warmup", options=OPTIONS).problems
+    train = load_split("builtin", "train", options=OPTIONS).problems
+    seen = {p.metadata["template"] for p in warmup + train}
+    expected = sum(p.metadata["template"] in seen for p in test.problems)
+    assert row["dataset"] == "builtin" and row["split"] == "test" and row["problems"] == 20
+    assert row["sharing_a_task"] == 0 and row["sharing_a_shape"] == expected
+    assert row["templates_only_here"] == sorted({p.metadata["template"] for p in test.problems} - seen)
+    assert row["other_splits"] == ["train", "warmup"]
+    text = splits.sentence(row)
+    assert f"{expected} ({expected / 20:.0%}) share a program shape" in text and "0 of them a task" in text
+
+
+def test_a_dataset_without_overlap_records_gets_no_row(tmp_path):
+    path = tmp_path / "mbpp-123456" / "test.manifest.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"adapter": "mbpp", "split": "test", "n_problems": 500}))
+    assert splits.overlap_rows([path]) == []
+
+
+def test_markdown_prints_the_overlap_line(tmp_path):
+    test = load_split("builtin", "test", options=OPTIONS)
+    [row] = splits.overlap_rows([write_manifest(tmp_path / "builtin-abc123", test, "test")])
+    summary = json.loads((REPO / "docs" / "results" / "embedded-default.summary.json").read_text())
+    assert splits.sentence(row) not in markdown(summary, [1])
+    assert splits.sentence(row) in markdown({**summary, "split_overlap": [row]}, [1])
