@@ -303,7 +303,10 @@ def test_the_probe_tolerance_holds_rounding_noise_and_not_a_step(probe_model):
 
 
 def test_the_probe_comparison():
-    from execrl.generation.weight_sync import logprob_mismatch
+    from execrl.generation.weight_sync import coarsest_dtype, logprob_mismatch
+
+    assert coarsest_dtype(torch.float32, "torch.bfloat16") == torch.bfloat16
+    assert coarsest_dtype(torch.float16, "float32", None) == torch.float16
 
     assert logprob_mismatch([-1.0, -2.0], [-1.0 + 1e-7, -2.0], 1e-5) is None
     assert logprob_mismatch([-1.0, -2.0, -3.0], [-1.5, -2.0, -3.25], 1e-5) == 0.5
@@ -320,6 +323,9 @@ def served_by(model):
     from execrl.generation.weight_sync import policy_logprobs, vllm_generation_class
 
     class Served(vllm_generation_class()):
+        def _serving_dtype(self):
+            return "torch.float32"  # as vLLM's /server_info names it
+
         def _served_logprobs(self, token_ids):
             return policy_logprobs(model, token_ids, "cpu")[0]
 

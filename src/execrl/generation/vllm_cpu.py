@@ -19,7 +19,7 @@ a tied LM head (`ParallelLMHead` sharing `embed_tokens.weight`) receives none, s
 holds the shared tensor once, under the embedding's name: its weight is refreshed through the
 embedding, but its kernel keeps the packed copy of the weights the server started with, and the
 logits come from the old head (`repack_kept_weights` rebuilds it). Pinning the CPU kernels to AVX2 does
-not change this: oneDNN packs there too.
+not change this for a float32 model: oneDNN packs there too.
 
 Everything else (which tensors, under which names, gathered from ZeRO-3 shards, or merged from a LoRA
 adapter out of place) is `execrl.generation.weight_sync`'s `VLLMGeneration`. On a GPU nothing here is

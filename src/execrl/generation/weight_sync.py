@@ -97,16 +97,16 @@ def policy_logprobs(model, token_ids: list[int], device) -> tuple[list[float], f
     return picked.tolist(), float(logits.abs().max() + picked.abs().max())
 
 
-def served_dtype(model) -> torch.dtype:
-    """The coarser of the trained parameters' dtype and the model's configured one (which vLLM serves with
-    `--dtype auto`)."""
-    dtypes = [next(model.parameters()).dtype]
-    configured = getattr(model.config, "dtype", None) or getattr(model.config, "torch_dtype", None)
-    if isinstance(configured, str):
-        configured = getattr(torch, configured, None)
-    if isinstance(configured, torch.dtype) and configured.is_floating_point:
-        dtypes.append(configured)
-    return max(dtypes, key=unit_roundoff)
+def as_dtype(value) -> torch.dtype | None:
+    """A floating-point torch dtype from a dtype or its name ("bfloat16", "torch.bfloat16"); None otherwise."""
+    if isinstance(value, str):
+        value = getattr(torch, value.removeprefix("torch."), None)
+    return value if isinstance(value, torch.dtype) and value.is_floating_point else None
+
+
+def coarsest_dtype(*dtypes) -> torch.dtype:
+    """The dtype of the largest rounding error among `dtypes` (names or dtypes; others are ignored)."""
+    return max(filter(None, map(as_dtype, dtypes)), key=unit_roundoff)
 
 
 def out_of_place_merges(model) -> dict[int, Callable[[], torch.Tensor]]:
@@ -185,13 +185,15 @@ def vllm_generation_class(base_class=None):
             tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
             token_ids = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
             trainer, scale = policy_logprobs(self.model, token_ids, self.accelerator.device)
-            dtype = served_dtype(self.model)
-            tolerance = logprob_tolerance(dtype, self.model.config.get_text_config().num_hidden_layers, scale)
-            largest = None
+            largest = tolerance = dtype = None
             if self.mode == "colocate" or self.accelerator.is_main_process:
+                # The coarser of the two sides' dtypes rounds: vLLM serves a float32 checkpoint in bfloat16
+                # under `--dtype auto`, on CPU as on GPU.
+                dtype = coarsest_dtype(next(self.model.parameters()).dtype, self._serving_dtype())
+                tolerance = logprob_tolerance(dtype, self.model.config.get_text_config().num_hidden_layers, scale)
                 largest = logprob_mismatch(trainer, self._served_logprobs(token_ids), tolerance)
             if self.mode == "server":
-                largest = broadcast_object_list([largest])[0]
+                largest, tolerance, dtype = broadcast_object_list([largest, tolerance, dtype])
             else:
                 local = torch.tensor(-1.0 if largest is None else largest, device=self.accelerator.device)
                 found = float(self.accelerator.gather(local[None]).max())
@@ -202,6 +204,12 @@ def vllm_generation_class(base_class=None):
                 step = self.current_step() if self.current_step is not None else "?"
                 raise ServedWeightsMismatch(mismatch_message(step, largest, tolerance, dtype, len(token_ids),
                                                              on_cpu=vllm_on_cpu()))
+
+        def _serving_dtype(self):
+            """The dtype vLLM computes in (its resolved model config's)."""
+            if self.mode == "server":
+                return self.vllm_client.get_server_info().get("model_config", {}).get("dtype")
+            return self.llm.llm_engine.model_config.dtype
 
         def _served_logprobs(self, token_ids: list[int]) -> list[float]:
             """vLLM's log-probability of each token of `token_ids` after the ones before it (its prompt log-probs)."""
