@@ -49,7 +49,8 @@ def test_the_analysis_is_seed_000s_experiment():
     assert config["models"]["qwen2.5-3b-instruct"]["source"] == "Qwen/Qwen2.5-3B-Instruct"
     grpo = config["grpo"]
     assert (grpo["num_generations"], grpo["prompts_per_step"], grpo["learning_rate"]) == (8, 16, 1e-5)
-    assert (grpo["temperature"], grpo["max_completion_length"], grpo["train_problems"]) == (0.8, 1024, 50)
+    assert (grpo["max_completion_length"], grpo["train_problems"]) == (1024, 50)
+    assert config["generation"]["temperature"] == 0.8  # GRPO's rollouts' too
     assert config["generation"]["max_new_tokens"] == 1024
     assert config["evaluation"]["max_problems"] is None  # every test problem
 
@@ -88,7 +89,7 @@ def test_scaling_across_sizes_in_seed_004s_layout_with_reasoning_for_the_large_m
         assert (layout.micro_batch, layout.accumulation) == (1, 8), name
         assert layout.offload_optimizer is (name == "qwen2.5-32b-instruct"), name
     assert config["grpo"]["vllm_max_model_length"] == 8192 and config["grpo"]["save_steps"] == 100
-    assert config["grpo"]["learning_rate"] == 2e-6 and config["grpo"]["temperature"] == 0.8
+    assert config["grpo"]["learning_rate"] == 2e-6 and config["generation"]["temperature"] == 0.8
     assert (config["grpo"]["eval_every"], config["grpo"]["eval_problems"], config["grpo"]["eval_samples"]) == (25, 15, 4)
     assert config["rewards"]["fraction_perfect"] == 1.0 and config["rewards"]["binary"] == 0.0
     assert config["rewards"]["max_tests"] == 3
@@ -124,6 +125,7 @@ def test_seed_002s_methods_with_its_settings():
     # TRL's GRPO step, not seed 000's tiny-grpo step from config/config.yaml
     assert (grpo["beta"], grpo["loss_type"], grpo["steps_per_generation"]) == (0.0, "dapo", None)
     assert (grpo["eval_every"], grpo["eval_temperature"]) == (20, 0.2)
+    assert config["generation"]["temperature"] == 1.0  # seed 002's rollouts', and so the evaluation's
     assert config["exec"] == {"printed": 1.0, "silent": 0.5, "syntax_error": -0.5, "error": -1.0, "timeout": -1.0}
     assert config["spiral"]["game"] == "tictactoe" and config["spiral"]["observation"] == "full"
     assert config["code_game"]["opponent"] == "base"

@@ -123,11 +123,16 @@ def test_shared_training_settings_move_every_method_that_reads_them(embedded):
     assert trained == {"grpo", *SRRLS}  # dpo reads dpo:, not grpo:
 
 
-def test_sampling_settings_move_the_evaluations_not_the_trainings(embedded):
-    result = moved(embedded, generation__temperature=0.8)
-    # DPO's pairs come from the base model's samples, so DPO's training moves; GRPO's and SRRL's do not
-    assert {method for level, method in result if level == "trained"} == {"dpo"}
+def test_sampling_settings_move_the_evaluations_and_the_rollouts(embedded):
+    result = moved(embedded, generation__top_k=5)
+    # DPO's pairs come from the base model's samples; GRPO's and SRRL's rollouts sample alike
+    assert {method for level, method in result if level == "trained"} == {"dpo", "grpo", *SRRLS}
     assert levels(EVALUATION, ALL) <= result
+
+
+def test_how_many_samples_the_evaluation_draws_moves_no_online_training(embedded):
+    result = moved(embedded, generation__num_samples=4)
+    assert {method for level, method in result if level == "trained"} == {"dpo"}
 
 
 @pytest.mark.parametrize(

@@ -130,6 +130,10 @@ def training_settings(config: dict, method: str, model: str) -> dict:
     }
     for section, values in method_overrides(config, method).items():
         settings[section] = {**settings[section], **values}
+    if "grpo" in settings:
+        from execrl.training.grpo_settings import rollout_settings
+
+        settings["grpo"] = rollout_settings(settings["grpo"], result["generation"])
     full_weight = config["models"][model]["finetuning"] == "full"
     settings["lora"] = None if full_weight else config["lora"]
     return settings

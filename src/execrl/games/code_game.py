@@ -288,6 +288,7 @@ def opponent_predictor(settings: CodeGameSettings, base_model: str) -> Callable:
     def for_trainer(trainer):
         from transformers import AutoModelForCausalLM
 
+        from execrl.generation.sampling import SamplingSettings
         from execrl.generation.transformers_backend import generate_token_ids
 
         tokenizer = trainer.processing_class
@@ -300,7 +301,9 @@ def opponent_predictor(settings: CodeGameSettings, base_model: str) -> Callable:
             ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
             completions = []
             for start in range(0, len(ids), batch):
-                completions += generate_token_ids(frozen, tokenizer, ids[start : start + batch], temperature, 1.0, max_tokens)
+                completions += generate_token_ids(
+                    frozen, tokenizer, ids[start : start + batch], SamplingSettings(temperature=temperature), max_tokens
+                )
             return tokenizer.batch_decode(completions, skip_special_tokens=True)
 
         return predict

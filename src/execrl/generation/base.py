@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 
+from execrl.generation.sampling import SamplingSettings
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig, build_prompt, extract_code
 
@@ -13,16 +14,28 @@ BACKENDS = ("transformers", "vllm")
 
 @dataclass(frozen=True)
 class GenerationSettings:
-    """How candidates are sampled."""
+    """How candidates are sampled: the distribution (`sampling`, the fields of
+    `execrl.generation.sampling.SamplingSettings`, which GRPO's rollouts share) and how much of it."""
 
     num_samples: int = 16
     """Completions per problem (n in pass@k)."""
     temperature: float = 0.8
-    top_p: float = 0.95
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    use_model_generation_config: bool = False
     max_new_tokens: int = 1024
     seed: int = 0
     batch_size: int = 64
     """Sequences per forward pass (transformers backend)."""
+
+    def __post_init__(self) -> None:
+        SamplingSettings.of(asdict(self))  # raises on a sampling field out of range
+
+    @property
+    def sampling(self) -> SamplingSettings:
+        return SamplingSettings.of(asdict(self))
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 
+from execrl.generation.sampling import SamplingSettings
+
 Sample = tuple[list[int], list[int], str, list[float] | None]
 """(prompt_ids, completion_ids, text, logprobs) of one completion; logprobs may be None."""
 
@@ -69,16 +71,15 @@ class TransformersPolicySampler:
     batch = 64
     """Prompts per `generate` call."""
 
-    def __init__(self, trainer, max_new_tokens: int, temperature: float, top_p: float = 1.0):
+    def __init__(self, trainer, max_new_tokens: int, sampling: SamplingSettings):
         self.trainer = trainer
         self.tokenizer = trainer.processing_class
         self.max_new_tokens = max_new_tokens
-        self.temperature = temperature
-        self.top_p = top_p
+        self.sampling = sampling
 
     def __call__(self, prompt_texts: list[str], temperature: float | None = None) -> list[Sample]:
-        """Samples at the sampler's temperature, or at `temperature` (0: greedy) when given."""
-        temperature = self.temperature if temperature is None else temperature
+        """Samples as the sampler's settings say, at `temperature` (0: greedy) when given."""
+        temperature = self.sampling.temperature if temperature is None else temperature
         prompt_ids = [self.tokenizer(text, add_special_tokens=False)["input_ids"] for text in prompt_texts]
         completion_ids, logprobs = [], []
         for start in range(0, len(prompt_ids), self.batch):
@@ -103,5 +104,6 @@ class TransformersPolicySampler:
             trainer.accelerator,
             gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
         ) as model:
-            completion_ids = generate_token_ids(model, self.tokenizer, prompt_ids, temperature, self.top_p, self.max_new_tokens)
+            sampling = self.sampling.at_temperature(temperature)
+            completion_ids = generate_token_ids(model, self.tokenizer, prompt_ids, sampling, self.max_new_tokens)
         return completion_ids, [None] * len(completion_ids)

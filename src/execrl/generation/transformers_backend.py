@@ -7,6 +7,7 @@ from functools import cached_property
 from tqdm.auto import tqdm
 
 from execrl.generation.base import GenerationBackend, GenerationSettings
+from execrl.generation.sampling import SamplingSettings, eos_token_ids
 
 
 class TransformersBackend(GenerationBackend):
@@ -34,6 +35,16 @@ class TransformersBackend(GenerationBackend):
         import torch
 
         n = settings.num_samples
+        sampling = settings.sampling.for_model(self.model_path)
+        # Greedy decoding gives one completion per prompt (transformers refuses to return more): n copies of it.
+        drawn = 1 if sampling.greedy else n
+        generation_config = sampling.generation_config(
+            max_new_tokens=settings.max_new_tokens,
+            eos_token_ids=eos_token_ids(self.tokenizer.eos_token_id, self.model.generation_config.eos_token_id),
+            pad_token_id=self.tokenizer.pad_token_id,
+            bos_token_id=self.tokenizer.bos_token_id,
+            num_return_sequences=drawn,
+        )
         prompts_per_batch = max(1, settings.batch_size // n)
         outputs: list[list[str]] = []
         batches = range(0, len(prompts), prompts_per_batch)
@@ -44,26 +55,25 @@ class TransformersBackend(GenerationBackend):
             encoded = self.tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=False)
             encoded = encoded.to(self._device)
             with torch.inference_mode():
-                generated = self.model.generate(
-                    **encoded,
-                    do_sample=settings.temperature > 0,
-                    temperature=settings.temperature if settings.temperature > 0 else None,
-                    top_p=settings.top_p,
-                    max_new_tokens=settings.max_new_tokens,
-                    num_return_sequences=n,
-                    pad_token_id=self.tokenizer.pad_token_id,
-                )
+                generated = self.model.generate(**encoded, generation_config=generation_config)
             new_tokens = generated[:, encoded["input_ids"].shape[1] :]
             texts = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
-            outputs.extend(texts[i * n : (i + 1) * n] for i in range(len(batch)))
+            outputs.extend(texts[i * drawn : (i + 1) * drawn] * (n // drawn) for i in range(len(batch)))
         return outputs
 
 
-def generate_token_ids(model, tokenizer, prompt_ids: list[list[int]], temperature: float, top_p: float, max_new_tokens: int) -> list[list[int]]:
-    """Sample one completion per prompt (greedy at temperature 0); each ends at (and keeps) its first end-of-sequence token."""
+def generate_token_ids(
+    model, tokenizer, prompt_ids: list[list[int]], sampling: SamplingSettings, max_new_tokens: int
+) -> list[list[int]]:
+    """Sample one completion per prompt as `sampling` says (greedy at temperature 0); each ends at
+    (and keeps) its first end-of-sequence token."""
     import torch
 
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    eos_ids = eos_token_ids(tokenizer.eos_token_id, model.generation_config.eos_token_id)
+    generation_config = sampling.generation_config(
+        max_new_tokens=max_new_tokens, eos_token_ids=eos_ids, pad_token_id=pad_id, bos_token_id=tokenizer.bos_token_id
+    )
     width = max(len(ids) for ids in prompt_ids)
     input_ids = torch.tensor([[pad_id] * (width - len(ids)) + ids for ids in prompt_ids], device=model.device)
     attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompt_ids], device=model.device)
@@ -71,13 +81,8 @@ def generate_token_ids(model, tokenizer, prompt_ids: list[list[int]], temperatur
         generated = model.generate(
             input_ids=input_ids,
             attention_mask=attention_mask,
-            do_sample=temperature > 0,
-            temperature=temperature if temperature > 0 else None,
-            top_p=top_p if temperature > 0 else None,
-            max_new_tokens=max_new_tokens,
-            pad_token_id=pad_id,
+            generation_config=generation_config,
         )
-    eos_ids = set(model.generation_config.eos_token_id if isinstance(model.generation_config.eos_token_id, list) else [model.generation_config.eos_token_id or tokenizer.eos_token_id])
     completions = []
     for row in generated[:, width:].tolist():
         ids = []

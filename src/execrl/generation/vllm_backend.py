@@ -3,6 +3,24 @@
 from __future__ import annotations
 
 from execrl.generation.base import GenerationBackend, GenerationSettings, VLLMSettings
+from execrl.generation.sampling import SamplingSettings, model_eos_token_ids
+
+ENGINE_SAMPLING_ARGS = {"generation_config": "vllm"}
+"""vLLM's own defaults under the sampling arguments, not the model's generation config (which vLLM
+applies by default): every sampling setting comes from execrl's (`sampling_params_kwargs`)."""
+
+
+def sampling_params_kwargs(settings: GenerationSettings, sampling: SamplingSettings, eos_ids: list[int]) -> dict:
+    """SamplingParams' arguments for `settings`, drawing from `sampling` (`settings.sampling` as it
+    applies to the model). `eos_ids` are stop tokens beside the tokenizer's end-of-sequence token:
+    under ENGINE_SAMPLING_ARGS vLLM no longer adds the model's declared ones itself."""
+    return {
+        "n": settings.num_samples,
+        **sampling.vllm_kwargs(),
+        "max_tokens": settings.max_new_tokens,
+        "seed": settings.seed,
+        "stop_token_ids": list(eos_ids),
+    }
 
 
 class VLLMBackend(GenerationBackend):
@@ -24,6 +42,7 @@ class VLLMBackend(GenerationBackend):
             gpu_memory_utilization=settings.gpu_memory_utilization,
             max_model_len=settings.max_model_len,
             dtype=settings.dtype,
+            **ENGINE_SAMPLING_ARGS,
             **cpu_only,
         )
 
@@ -34,12 +53,8 @@ class VLLMBackend(GenerationBackend):
     def generate(self, prompts: list[str], settings: GenerationSettings) -> list[list[str]]:
         from vllm import SamplingParams
 
-        params = SamplingParams(
-            n=settings.num_samples,
-            temperature=settings.temperature,
-            top_p=settings.top_p,
-            max_tokens=settings.max_new_tokens,
-            seed=settings.seed,
-        )
+        sampling = settings.sampling.for_model(self.model_path)
+        eos_ids = model_eos_token_ids(self.model_path, self.tokenizer)
+        params = SamplingParams(**sampling_params_kwargs(settings, sampling, eos_ids))
         results = self.llm.generate(prompts, params, use_tqdm=True)
         return [[choice.text for choice in result.outputs] for result in results]

@@ -14,6 +14,7 @@ import yaml
 
 from execrl.compute import compute_provenance
 from execrl.compute import describe as describe_compute
+from execrl.generation.sampling import SamplingSettings
 from execrl.methods import METHODS
 from execrl.report import budget, comparisons, splits, stats, tables
 from execrl.report.evaluations import OUTCOME_LABELS
@@ -461,6 +462,8 @@ distinct / n: distinct programs per problem as a share of the samples. Training 
 <p class="caption">Built from the base model's train-split candidates: n-best lists and preference pairs (a passing program over a failing one;
 with <code>include_partial</code>, also more tests passed over fewer). Problems where every or no candidate passes give no pairs.</p>
 <h2 id="configuration">Configuration</h2>
+<p id="sampling">Sampling, of the online methods' rollouts and of the evaluated candidates alike (the interval
+evaluation during training changes only the temperature): {html.escape(SamplingSettings.of(config.get("generation", {})).describe())}.</p>
 <pre>{html.escape(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))}</pre>
 <h2>Software</h2>
 <p class="meta">{html.escape(meta["platform"])}</p>

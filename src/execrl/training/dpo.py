@@ -9,6 +9,7 @@ from pathlib import Path
 from execrl.evaluation.interval_eval import IntervalEvaluation
 from execrl.training.lora import LoRASettings
 from execrl.generation.policy_sampling import TransformersPolicySampler, generate_with_merged_adapter
+from execrl.generation.sampling import SamplingSettings
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.training.trainer_config import dpo_config, peft_config
@@ -126,7 +127,9 @@ def train_dpo(
         prompt_config,
         tokenizer,
         executor,
-        lambda trainer: TransformersPolicySampler(trainer, settings.eval_max_new_tokens, settings.eval_temperature),
+        lambda trainer: TransformersPolicySampler(
+            trainer, settings.eval_max_new_tokens, SamplingSettings(temperature=settings.eval_temperature)
+        ),
         every=settings.eval_every,
         samples=settings.eval_samples,
         temperature=settings.eval_temperature,

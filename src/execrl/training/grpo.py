@@ -192,7 +192,7 @@ class PolicySampler(TransformersPolicySampler):
     """
 
     def __init__(self, trainer, settings: GRPOSettings):
-        super().__init__(trainer, settings.max_completion_length, settings.temperature, settings.top_p)
+        super().__init__(trainer, settings.max_completion_length, settings.sampling)
 
     def _generate(self, prompt_ids: list[list[int]], temperature: float) -> tuple[list[list[int]], list]:
         trainer = self.trainer

@@ -4,8 +4,9 @@ TRL: the memory plan reads them while Snakemake builds the DAG. The trainer is e
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from execrl.generation.sampling import NEUTRAL_TRANSFORMERS_FIELDS, SAMPLING_KEYS, SamplingSettings
 from execrl.generation.vllm_server import VLLM_GROUP_PORT_ENV, VLLM_SERVER_HOST_ENV, VLLM_SERVER_PORT_ENV
 
 VLLM_MODES = ("colocate", "server")
@@ -29,8 +30,14 @@ class GRPOSettings:
     epsilon: float = 0.2
     loss_type: str = "dapo"
     scale_rewards: str = "group"
+    # The rollouts' sampling: the `generation` section's, never the grpo section's (`rollout_settings`),
+    # so that training and evaluation draw from one distribution.
     temperature: float = 0.8
+    top_k: int = 0
     top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    use_model_generation_config: bool = False
     max_completion_length: int = 1024
     gradient_accumulation_steps: int = 1
     num_iterations: int = 1
@@ -86,6 +93,19 @@ class GRPOSettings:
             raise ValueError(f"grpo.vllm_mode must be one of {VLLM_MODES}, got {self.vllm_mode!r}")
         if not 0 < self.vllm_gpu_memory_utilization <= 1:
             raise ValueError(f"grpo.vllm_gpu_memory_utilization must be in (0, 1], got {self.vllm_gpu_memory_utilization}")
+        if self.sampling.greedy:
+            raise ValueError("generation.temperature is 0 (greedy): GRPO's rollouts sample, so it must be above 0")
+
+    @property
+    def sampling(self) -> SamplingSettings:
+        """The distribution the rollouts draw from (the `generation` section's)."""
+        return SamplingSettings.of(self.__dict__)
+
+    def for_model(self, model_path: str) -> GRPOSettings:
+        """These settings with the sampling as it applies to the model at `model_path`
+        (`SamplingSettings.for_model`: its generation config only when asked for)."""
+        resolved = self.sampling.for_model(model_path)
+        return replace(self, **{key: getattr(resolved, key) for key in SAMPLING_KEYS})
 
     def per_process_completions(self, processes: int) -> int:
         """Completions each of `processes` training processes samples per step (whole groups only)."""
@@ -153,8 +173,10 @@ class GRPOSettings:
             "epsilon": self.epsilon,
             "loss_type": self.loss_type,
             "scale_rewards": self.scale_rewards,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
+            **self.sampling.trl_args(),
+            # TRL's transformers path leaves GenerationConfig's other cuts unset, to be filled from the
+            # model's generation config; vLLM's SamplingParams take none of them.
+            "generation_kwargs": None if self.use_vllm else dict(NEUTRAL_TRANSFORMERS_FIELDS),
             "max_completion_length": self.max_completion_length,
             "gradient_checkpointing": self.gradient_checkpointing,
         }
@@ -189,3 +211,16 @@ class GRPOSettings:
                 vllm_group_port=int(os.environ[VLLM_GROUP_PORT_ENV]),
             )
         return args
+
+
+def rollout_settings(grpo: dict, generation: dict) -> dict:
+    """The grpo section a training job gets: `grpo` with the `generation` section's sampling keys,
+    which GRPO's rollouts share with the evaluation. A sampling key in `grpo` itself (a method's
+    override) would make the two differ, and is refused."""
+    own = sorted(set(grpo) & set(SAMPLING_KEYS))
+    if own:
+        raise ValueError(
+            f"grpo.{own[0]} is set, but GRPO's rollouts sample as the evaluation does: set generation.{own[0]} "
+            f"instead (it applies to both)"
+        )
+    return {**grpo, **{key: generation[key] for key in SAMPLING_KEYS if key in generation}}

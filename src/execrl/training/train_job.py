@@ -190,6 +190,8 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as error:
         cli.error(str(error))
     online = REGISTRY[args.method].online
+    if online:
+        settings["grpo"] = settings["grpo"].for_model(args.model)
     if online and args.eval_problems is None:
         cli.error(f"{args.method} needs --eval-problems")
     if args.method == "dpo" and settings["dpo"].eval_every and args.eval_problems is None:
