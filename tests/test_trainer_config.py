@@ -185,6 +185,22 @@ def test_seed_004_trains_with_its_documented_values(workdir, plans, capsys):
         assert job["peft"] is None and job["finetuning"] == "full" and launch["zero_stage"] == 3
 
 
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_online_jobs_rollouts_sample_as_its_configs_evaluation(workdir, plans, name, capsys):
+    """The GRPOConfig each planned job prints samples with the config's generation settings, the
+    ones its candidates are generated with."""
+    from execrl.config import merged_config
+    from execrl.generation.sampling import SamplingSettings
+
+    repo = Path(train_job.__file__).parents[3]
+    config = merged_config([repo / f for f in SHIPPED[name][1]])  # over config/config.yaml
+    evaluation = SamplingSettings.of(config["generation"]).trl_args()
+    online = [job for job in seed_jobs(workdir, plans, name, capsys) if job["method"] != "dpo"]
+    assert online
+    for job in online:
+        assert {key: job["trainer_config"][key] for key in evaluation} == evaluation, job["method"]
+
+
 def test_a_planned_command_line_prints_its_config_with_the_flag_appended(workdir, plans):
     """The embedded default's command line as the dry run prints it, under `accelerate launch`."""
     command = next(c for c in plans["embedded default"] if " -m execrl.training.train_job grpo " in c)
