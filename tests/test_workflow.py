@@ -84,6 +84,7 @@ def test_run_produces_report_from_its_own_numbers(finished_run):
     "overlay, must_run, must_not_run",
     [
         ({"generation": {"temperature": 0.7}}, {"generate_candidates", "annotate_candidates", "evaluate_pass_at_k"}, UPSTREAM_OF_GENERATION),
+        ({"generation": {"top_k": 5}}, {"generate_candidates", "annotate_candidates", "evaluate_pass_at_k"}, UPSTREAM_OF_GENERATION),
         (
             {"execution": {"timeout_s": 3}},
             {"annotate_candidates", "evaluate_pass_at_k"},
@@ -110,7 +111,7 @@ def test_run_produces_report_from_its_own_numbers(finished_run):
             UPSTREAM_OF_GENERATION | {"prepare_alternatives", "generate_candidates", "annotate_candidates", "evaluate_pass_at_k"},
         ),
     ],
-    ids=["temperature", "timeout", "k", "sft-learning-rate", "plus-tests-seed", "plus-tests-hash-seeds"],
+    ids=["temperature", "top-k", "timeout", "k", "sft-learning-rate", "plus-tests-seed", "plus-tests-hash-seeds"],
 )
 def test_config_change_reruns_only_what_it_invalidates(finished_run, overlay, must_run, must_not_run):
     planned = set(planned_jobs(finished_run, overlay))
