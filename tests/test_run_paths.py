@@ -55,8 +55,8 @@ def moved(config, **edits):
     }
 
 
-ALL = ("base", "dpo", "grpo", "srrl", "srrl_separate")
-SRRLS = ("srrl", "srrl_separate")  # the embedded default runs both of SRRL's groupings
+ALL = ("base", "dpo", "grpo", "srrl")
+SRRLS = ("srrl",)  # the embedded default runs SRRL's pooled grouping (srrl_separate: an overlay)
 EVALUATION = ("sampled", "judged", "judged_plus", "scored", "scored_plus", "refined")
 
 
