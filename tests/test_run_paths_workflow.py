@@ -17,6 +17,7 @@ OVERLAYS = {
     "seed-002": [".test/config/seed-002.yaml"],
     "srrl-token-budget": [".test/config/srrl-token-budget.yaml"],
     "srrl-budgets": [".test/config/srrl-budgets.yaml"],
+    "srrl-groups": [".test/config/srrl-groups.yaml"],
     "two-seeds": [".test/config/two-seeds.yaml"],
     "hackable-reward": [".test/config/hackable-reward.yaml"],
     "base-only": [".test/config/base-only.yaml"],
@@ -75,15 +76,15 @@ def test_the_overlays_that_change_settings_write_elsewhere_and_share_the_rest(pl
     budget = results(plans["srrl-token-budget"])
     changed = {p for p in default if "/srrl-" in p or "/srrl_separate-" in p}
     assert {path for path in default.keys() - budget.keys()} == changed
-    # the default runs SRRL's two groupings side by side: the variant trains on paths of its own,
-    # and the report compares it with srrl
-    assert plans["default"]["results/tables/comparisons.tsv"]["params"]["variants"] == {"srrl_separate": "srrl"}
-    assert plans["srrl-budgets"]["results/tables/comparisons.tsv"]["params"]["variants"] == {
-        "srrl_separate": "srrl", "srrl_tokens": "srrl",
-    }
-    separate = {p for p in default if "/srrl_separate-" in p}
+    # the srrl-groups overlay runs SRRL's two groupings side by side: the variant trains on paths of
+    # its own, and the report compares it with srrl
+    assert plans["default"]["results/tables/comparisons.tsv"]["params"]["variants"] == {}
+    assert plans["srrl-groups"]["results/tables/comparisons.tsv"]["params"]["variants"] == {"srrl_separate": "srrl"}
+    assert plans["srrl-budgets"]["results/tables/comparisons.tsv"]["params"]["variants"] == {"srrl_tokens": "srrl"}
+    groups = results(plans["srrl-groups"])
+    separate = {p for p in groups if "/srrl_separate-" in p}
     assert {p for p in separate if p.startswith("results/training/")}
-    assert not {p.replace("/srrl_separate-", "/srrl-") for p in separate} & default.keys()
+    assert default.keys() < groups.keys() and groups.keys() - default.keys() == separate
     # both budgets side by side: the default's results, plus the variant's
     budgets = results(plans["srrl-budgets"])
     assert default.keys() < budgets.keys()
