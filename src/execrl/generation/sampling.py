@@ -99,13 +99,7 @@ class SamplingSettings:
     def trl_args(self) -> dict:
         """GRPOConfig's sampling arguments. min_p is passed as a number: TRL's None would let
         transformers fill it from the model's generation config."""
-        return {
-            "temperature": self.temperature,
-            "top_k": self.top_k,
-            "top_p": self.top_p,
-            "min_p": self.min_p,
-            "repetition_penalty": self.repetition_penalty,
-        }
+        return self._distribution()
 
     def transformers_kwargs(self) -> dict:
         """Every distribution-shaping field of transformers' GenerationConfig, none left unset."""
@@ -141,6 +135,10 @@ class SamplingSettings:
 
     def vllm_kwargs(self) -> dict:
         """vLLM SamplingParams' sampling arguments (vLLM's top_k 0 is off, as here)."""
+        return self._distribution()
+
+    def _distribution(self) -> dict:
+        """The five settings that define the sampling distribution, under the names TRL and vLLM share."""
         return {
             "temperature": self.temperature,
             "top_k": self.top_k,
