@@ -40,9 +40,11 @@ report: env
 	$(BIN)/snakemake --profile profiles/local results/report.html --configfile $(EMBEDDED) $(OVERLAYS)
 
 # One worker per core; a test file stays on one worker, so a module's fixture (a finished
-# workflow run, a Slurm cluster) is made once.
+# workflow run, a Slurm cluster) is made once. Tests marked `alone` load the CPU themselves and
+# assert what a program gets under that load, so they run afterwards, with no other test beside them.
 test: env
-	$(BIN)/python -m pytest -n auto --dist loadfile
+	$(BIN)/python -m pytest -n auto --dist loadfile -m "not alone"
+	$(BIN)/python -m pytest -m alone
 
 # `make preflight`: every training job of the configs, one measured optimizer step each on this
 # machine (execrl.planning.preflight): GPU jobs where CUDA is available, else the tiny model's on the CPU.

@@ -1,6 +1,10 @@
 """Verdicts do not depend on machine load: budgets are CPU time, wall clock only a backstop.
 
-Each test runs next to CPU hogs on every core (the suite's machine may be loaded further)."""
+Each test runs next to CPU hogs on every core. The backstop does bound what load a verdict
+survives: a run stops at 3 × its CPU budget + 2 s of wall time, so a correct program that needs
+most of its budget times out where it gets less than about a third of a core. Other tests
+beside these (a parallel test worker training a model) can push a run below that, so the
+module is marked ``alone``: `make test` runs it after the parallel tests."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from execrl.problems import Problem
 from execrl.sandbox import ExecutionLimits, Executor
 from execrl.sandbox.limits import candidate_wall
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
+pytestmark = [pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux"), pytest.mark.alone]
 
 
 @contextlib.contextmanager
