@@ -679,3 +679,22 @@ def test_the_report_and_the_readme_say_whether_a_training_change_is_resolved():
     assert readme_results.windows_table([old])[0] == (
         "| method | seed | metric | first fifth | last fifth | last − first | mean | logged values | every logged value (step: value) |"
     )
+
+
+def test_the_sampling_paragraph_names_each_variant_that_samples_otherwise():
+    from execrl.report.html import sampling_section
+
+    config = {
+        "generation": {"temperature": 1.0},
+        "experiment": {"methods": ["base", "base_low_temp", "srrl", "srrl_separate"]},
+        "method_variants": {
+            "base_low_temp": {"method": "base", "overrides": {"generation": {"temperature": 0.2}}},
+            "srrl_separate": {"method": "srrl", "overrides": {"srrl": {"groups": "separate"}}},
+            "unused": {"method": "base", "overrides": {"generation": {"temperature": 0.5}}},
+        },
+    }
+    text = sampling_section(config)
+    assert "temperature 1," in text
+    assert "<code>base_low_temp</code> samples base's model with temperature 0.2" in text and "It is a control" in text
+    # a variant that samples as every method does, and one the experiment does not run, say nothing
+    assert "srrl_separate" not in text and "unused" not in text

@@ -55,7 +55,7 @@ def moved(config, **edits):
     }
 
 
-ALL = ("base", "dpo", "grpo", "srrl")
+ALL = ("base", "base_low_temp", "dpo", "grpo", "srrl")  # base_low_temp: the base model sampled cooler
 SRRLS = ("srrl",)  # the embedded default runs SRRL's pooled grouping (srrl_separate: an overlay)
 EVALUATION = ("sampled", "judged", "judged_plus", "scored", "scored_plus", "refined")
 
@@ -209,7 +209,7 @@ def test_every_other_leaf_setting_moves_some_segment():
 
 def test_a_variant_has_segments_of_its_own_and_leaves_the_others(embedded):
     config = copy.deepcopy(embedded)
-    config["method_variants"] = copy.deepcopy(SEPARATE)
+    config["method_variants"].update(copy.deepcopy(SEPARATE))
     config["experiment"]["methods"] = [*config["experiment"]["methods"], "srrl_separate"]
     check_references(config)
     before, after = flat(embedded), flat(config)
@@ -225,11 +225,48 @@ def test_a_variant_has_segments_of_its_own_and_leaves_the_others(embedded):
     assert training_settings(config, "srrl_separate", "tiny") == training_settings(separate, "srrl", "tiny")
 
 
+def test_a_base_variant_samples_the_base_model_at_its_own_temperature(embedded):
+    config = copy.deepcopy(embedded)
+    config["method_variants"]["cool"] = {"method": "base", "overrides": {"generation": {"temperature": 0.2}}}
+    config["experiment"]["methods"] = [*config["experiment"]["methods"], "cool"]
+    check_references(config)
+    before, after = flat(embedded), flat(config)
+    # nothing the other methods wrote moves, and the variant trains nothing
+    assert {key: value for key, value in after.items() if key in before} == before
+    assert ("trained", "tiny", "cool") not in after
+    # its candidates are the base model's sampled as the default would at temperature 0.2
+    cooled = changed(embedded, generation__temperature=0.2)
+    assert after["sampled", "tiny", "cool"] != after["sampled", "tiny", "base"]
+    assert RunSegments(config).sampled["tiny", "cool"].split("-")[1] == RunSegments(cooled).sampled["tiny", "base"].split("-")[1]
+    from execrl.run_paths import method_generation
+
+    assert method_generation(config, "cool") == {**method_generation(embedded, "base"), "temperature": 0.2}
+
+
+def test_a_trained_variant_with_its_own_sampling_rolls_out_with_it(embedded):
+    """GRPO's rollouts and its evaluation candidates are one sampling configuration: a variant's
+    `generation` overrides reach both."""
+    from execrl.run_paths import training_settings
+
+    config = copy.deepcopy(embedded)
+    config["method_variants"]["grpo_cool"] = {"method": "grpo", "overrides": {"generation": {"temperature": 0.5}}}
+    config["experiment"]["methods"] = [*config["experiment"]["methods"], "grpo_cool"]
+    check_references(config)
+    cooled = changed(embedded, generation__temperature=0.5)
+    assert training_settings(config, "grpo_cool", "tiny")["grpo"] == training_settings(cooled, "grpo", "tiny")["grpo"]
+    assert training_settings(config, "grpo_cool", "tiny")["grpo"] != training_settings(embedded, "grpo", "tiny")["grpo"]
+
+
 @pytest.mark.parametrize(
     "variants, message",
     [
         ({"srrl": {"method": "grpo"}}, "is a registry method"),
-        ({"x": {"method": "base"}}, "not a trained method"),
+        ({"x": {"method": "base"}}, "a variant of 'base', which trains nothing, differs only in how it samples"),
+        ({"x": {"method": "base", "overrides": {"generation": {"temperature": 0.2}, "grpo": {"learning_rate": 1.0}}}},
+         "which trains nothing"),
+        ({"x": {"method": "basic"}}, "'basic' is not a method"),
+        ({"x": {"method": "base", "overrides": {"generation": {"max_new_tokens": 8}}}},
+         "max_new_tokens cannot differ between methods"),
         ({"x": {"method": "dpo", "overrides": {"srrl": {"groups": "separate"}}}}, "dpo does not read 'srrl'"),
         ({"x": {"method": "srrl", "overrides": {"srrl": {"grouping": "separate"}}}}, "unknown key(s) grouping"),
     ],

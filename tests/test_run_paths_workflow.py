@@ -78,9 +78,10 @@ def test_the_overlays_that_change_settings_write_elsewhere_and_share_the_rest(pl
     assert {path for path in default.keys() - budget.keys()} == changed
     # the srrl-groups overlay runs SRRL's two groupings side by side: the variant trains on paths of
     # its own, and the report compares it with srrl
-    assert plans["default"]["results/tables/comparisons.tsv"]["params"]["variants"] == {}
-    assert plans["srrl-groups"]["results/tables/comparisons.tsv"]["params"]["variants"] == {"srrl_separate": "srrl"}
-    assert plans["srrl-budgets"]["results/tables/comparisons.tsv"]["params"]["variants"] == {"srrl_tokens": "srrl"}
+    cool = {"base_low_temp": "base"}
+    assert plans["default"]["results/tables/comparisons.tsv"]["params"]["variants"] == cool
+    assert plans["srrl-groups"]["results/tables/comparisons.tsv"]["params"]["variants"] == {**cool, "srrl_separate": "srrl"}
+    assert plans["srrl-budgets"]["results/tables/comparisons.tsv"]["params"]["variants"] == {**cool, "srrl_tokens": "srrl"}
     groups = results(plans["srrl-groups"])
     separate = {p for p in groups if "/srrl_separate-" in p}
     assert {p for p in separate if p.startswith("results/training/")}
@@ -89,6 +90,23 @@ def test_the_overlays_that_change_settings_write_elsewhere_and_share_the_rest(pl
     budgets = results(plans["srrl-budgets"])
     assert default.keys() < budgets.keys()
     assert all("/srrl_tokens-" in path for path in budgets.keys() - default.keys())
+
+
+def test_the_low_temperature_control_samples_the_base_model_cooler(plans):
+    """base_low_temp's candidates: the base model's folder, the default's sampling settings but
+    for the temperature, under segments of its own."""
+    sampling = {
+        path.split("/")[4].split("-")[0] + "/" + path.rsplit("/", 1)[1]: job["params"]
+        for path, job in plans["default"].items()
+        if job["rule"] == "generate_candidates"
+    }
+    for split in ("train.jsonl", "test.jsonl"):
+        base, cool = sampling[f"base/{split}"], sampling[f"base_low_temp/{split}"]
+        assert cool["model_path"] == base["model_path"]
+        assert base["generation"]["temperature"] == 1.0 and cool["generation"]["temperature"] == 0.2
+        assert {**cool["generation"], "temperature": 1.0} == base["generation"]
+    # its annotations, scores and the report's comparison with base follow from them
+    assert any("/base_low_temp-" in path for path in plans["default"] if path.startswith("results/eval/"))
 
 
 def materialize(workdir, name):

@@ -60,12 +60,23 @@ def model_kind(source: str) -> str:
 
 
 def _check_overrides(config: dict, where: str, method, sections: dict) -> None:
-    """SECTION → KEY overrides of `method` (a registry row): sections it reads, keys the section has."""
+    """SECTION → KEY overrides of `method` (a registry row): sections it reads, keys the section has.
+    Every method samples, so any may override `generation`'s sampling distribution (SAMPLING_KEYS);
+    the base model reads nothing else."""
+    from execrl.generation.sampling import SAMPLING_KEYS
+
     for section, values in sections.items():
+        if section == "generation":
+            unknown = sorted(set(values) - set(SAMPLING_KEYS))
+            if unknown:
+                raise ConfigError(
+                    f"{where}.generation: {', '.join(unknown)} cannot differ between methods "
+                    f"(a variant may set the sampling distribution's keys: {', '.join(SAMPLING_KEYS)})"
+                )
+            continue
         if section not in method.settings:
-            raise ConfigError(
-                f"{where}.{section}: {method.name} does not read {section!r} (it reads {', '.join(method.settings)})"
-            )
+            reads = ", ".join((*method.settings, "generation"))
+            raise ConfigError(f"{where}.{section}: {method.name} does not read {section!r} (it reads {reads})")
         unknown = sorted(set(values) - set(config.get(section, {})))
         if unknown:
             raise ConfigError(f"{where}.{section}: unknown key(s) {', '.join(unknown)}")
@@ -108,9 +119,13 @@ def check_references(config: dict[str, Any]) -> None:
         if name in METHODS:
             raise ConfigError(f"method_variants.{name}: {name!r} is a registry method; give the variant a name of its own")
         base = variant["method"]
-        if base not in METHODS or not METHODS[base].trained:
-            trained = ", ".join(m for m in METHODS if METHODS[m].trained)
-            raise ConfigError(f"method_variants.{name}.method: {base!r} is not a trained method (methods: {trained})")
+        if base not in METHODS:
+            raise ConfigError(f"method_variants.{name}.method: {base!r} is not a method (methods: {', '.join(METHODS)})")
+        if not METHODS[base].trained and set(variant.get("overrides", {})) != {"generation"}:
+            raise ConfigError(
+                f"method_variants.{name}: a variant of {base!r}, which trains nothing, differs only in how it "
+                "samples: give it overrides.generation and nothing else"
+            )
         _check_overrides(config, f"method_variants.{name}.overrides", METHODS[base], variant.get("overrides", {}))
     for name in experiment["methods"]:
         if name not in METHODS and name not in variants:

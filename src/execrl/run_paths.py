@@ -129,11 +129,12 @@ def training_settings(config: dict, method: str, model: str) -> dict:
         section: prompt_settings(config, model) if section == "prompt" else result[section] for section in row.settings
     }
     for section, values in method_overrides(config, method).items():
-        settings[section] = {**settings[section], **values}
+        if section != "generation":  # the sampling distribution reaches training through its rollouts
+            settings[section] = {**settings[section], **values}
     if "grpo" in settings:
         from execrl.training.grpo_settings import rollout_settings
 
-        settings["grpo"] = rollout_settings(settings["grpo"], result["generation"])
+        settings["grpo"] = rollout_settings(settings["grpo"], method_generation(config, method))
     full_weight = config["models"][model]["finetuning"] == "full"
     settings["lora"] = None if full_weight else config["lora"]
     return settings
@@ -184,11 +185,18 @@ def model_levels(config: dict, model: str) -> dict[str, dict]:
     }
 
 
-def sampling_settings(config: dict, model: str) -> dict:
+def method_generation(config: dict, method: str) -> dict:
+    """The `generation` section as `method` samples with it (its rollouts and its candidates): a
+    variant's sampling overrides laid over it, runtime keys left out."""
+    generation = without_runtime_settings(config)["generation"]
+    return {**generation, **method_overrides(config, method).get("generation", {})}
+
+
+def sampling_settings(config: dict, model: str, method: str = "base") -> dict:
     """What sampling a policy's candidates reads (generate_candidates)."""
     result = without_runtime_settings(config)
     return {
-        "generation": result["generation"],
+        "generation": method_generation(config, method),
         "prompt": prompt_settings(config, model),
         "max_problems": result["evaluation"]["max_problems"],
     }
@@ -199,10 +207,10 @@ def scoring_settings(config: dict) -> dict:
     return {"k": config["evaluation"]["k"], "max_problems": config["evaluation"]["max_problems"]}
 
 
-def refinement_settings(config: dict, model: str) -> dict:
+def refinement_settings(config: dict, model: str, method: str = "base") -> dict:
     """What sampling the report's refinement examples reads (sample_refinements)."""
     return {
-        "sampling": sampling_settings(config, model),
+        "sampling": sampling_settings(config, model, method),
         "refinement": refinement_prompt_settings(config),
         "prompts": config.get("report", {}).get("refinement_prompts"),
     }
@@ -249,7 +257,7 @@ class RunSegments:
                 if method != "base" and self.rows[method].trained:
                     self._trained(model, method)
                 self.sampled[model, method] = segment(
-                    method, {"trained": self.trained.get((model, method)), **sampling_settings(config, model)}
+                    method, {"trained": self.trained.get((model, method)), **sampling_settings(config, model, method)}
                 )
                 judged = self.sampled[model, method]
                 self.judged[model, method] = segment(method, {"sampled": judged, "limits": limits})
@@ -268,7 +276,7 @@ class RunSegments:
                         "trained": self.trained.get((model, method)),
                         "attempts": self.judged[model, "base"],
                         "limits": limits,
-                        **refinement_settings(config, model),
+                        **refinement_settings(config, model, method),
                     },
                 )
                 if method == "base":

@@ -310,8 +310,9 @@ def get_base_model_input(wildcards):
 
 
 def get_policy_model(wildcards):
-    """The folder a method samples from: the base model, a merged adapter, or full weights."""
-    if method_name(wildcards) == "base":
+    """The folder a method samples from: the base model (for it and its variants), a merged
+    adapter, or full weights."""
+    if registry_method(wildcards) == "base":
         return get_base_model(wildcards)
     trained = SEGMENTS.trained[model_name(wildcards), method_name(wildcards)]
     run = f"results/models/{wildcards.dataset}/{wildcards.model}/{trained}/{wildcards.seed}"
@@ -319,7 +320,7 @@ def get_policy_model(wildcards):
 
 
 def get_policy_model_input(wildcards):
-    if method_name(wildcards) == "base":
+    if registry_method(wildcards) == "base":
         return get_base_model_input(wildcards)
     return get_policy_model(wildcards)
 

@@ -8,7 +8,7 @@ import shlex
 
 from execrl.config import without_runtime_settings
 from execrl.training.launch import accelerate_config, accelerate_config_of_stage
-from execrl.run_paths import training_settings
+from execrl.run_paths import method_overrides, training_settings
 
 RESULT_CONFIG = without_runtime_settings(config)
 
@@ -58,8 +58,13 @@ def get_plus_test_settings(wildcards=None):
 
 
 def get_generation_settings(wildcards):
+    """The generation section as the job's method samples with it (a variant's sampling
+    overrides applied)."""
+    overrides = method_overrides(config, method_name(wildcards)).get("generation", {})
     settings = {
-        k: v for k, v in config["generation"].items() if k not in ("backend", "vllm")
+        k: v
+        for k, v in {**config["generation"], **overrides}.items()
+        if k not in ("backend", "vllm")
     }
     settings["seed"] = int(wildcards.seed)
     return settings

@@ -146,6 +146,28 @@ def git_commit(path: str | Path | None = None) -> str:
         return "unknown"
 
 
+def sampling_section(config: dict) -> str:
+    """The sampling distribution every method draws from, and each method variant that draws from
+    another (the base model's low-temperature control, for one)."""
+    generation = config.get("generation", {})
+    shared = SamplingSettings.of(generation).describe()
+    lines = [
+        f"<p id=\"sampling\">Sampling, of the online methods' rollouts and of the evaluated candidates alike (the "
+        f"interval evaluation during training changes only the temperature): {html.escape(shared)}.</p>"
+    ]
+    methods = config.get("experiment", {}).get("methods", [])
+    for name, variant in (config.get("method_variants") or {}).items():
+        own = (variant.get("overrides") or {}).get("generation")
+        if name not in methods or not own:
+            continue
+        changes = ", ".join(f"{key} {value}" for key, value in own.items())
+        role = (" It is a control: RL that only sharpens the base model's distribution raises pass@1 as cooling it "
+                "does, so a trained method's gain over base is read against this one's." if variant["method"] == "base" else "")
+        lines.append(f"<p class=\"caption\"><code>{html.escape(name)}</code> samples {html.escape(variant['method'])}'s "
+                     f"model with {html.escape(changes)}, every other setting as above.{html.escape(role)}</p>")
+    return "\n".join(lines)
+
+
 def provenance(cpu_kernels: str | None = None) -> dict:
     """Where and with what the report was made; `compute` says what computed its numbers
     (the report job inherits the same kernel pin as every job, execrl.compute)."""
@@ -462,8 +484,7 @@ distinct / n: distinct programs per problem as a share of the samples. Training 
 <p class="caption">Built from the base model's train-split candidates: n-best lists and preference pairs (a passing program over a failing one;
 with <code>include_partial</code>, also more tests passed over fewer). Problems where every or no candidate passes give no pairs.</p>
 <h2 id="configuration">Configuration</h2>
-<p id="sampling">Sampling, of the online methods' rollouts and of the evaluated candidates alike (the interval
-evaluation during training changes only the temperature): {html.escape(SamplingSettings.of(config.get("generation", {})).describe())}.</p>
+{sampling_section(config)}
 <pre>{html.escape(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))}</pre>
 <h2>Software</h2>
 <p class="meta">{html.escape(meta["platform"])}</p>

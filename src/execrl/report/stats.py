@@ -229,10 +229,11 @@ def base_pairs(methods, baseline: str = BASELINE) -> list[tuple[str, str]]:
 def comparison_pairs(methods, configured=(), variants=None) -> list[tuple[str, str]]:
     """The pairwise comparisons beside those with base: SRRL against GRPO whenever both run (the
     question the experiment asks), each method variant against the method it varies whenever both
-    run (`variants`: variant name → that method), then every configured [method, baseline] pair,
-    each once."""
+    run (`variants`: variant name → that method; a variant of base is among the comparisons with
+    base already), then every configured [method, baseline] pair, each once."""
     pairs = [SRRL_AGAINST_GRPO] if set(SRRL_AGAINST_GRPO) <= set(methods) else []
-    varied = [(variant, of) for variant, of in sorted((variants or {}).items()) if {variant, of} <= set(methods)]
+    varied = [(variant, of) for variant, of in sorted((variants or {}).items())
+              if {variant, of} <= set(methods) and of != BASELINE]  # fmt: skip
     for method, baseline in [*varied, *configured]:
         if (method, baseline) not in pairs:
             pairs.append((method, baseline))
