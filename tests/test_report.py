@@ -698,3 +698,21 @@ def test_the_sampling_paragraph_names_each_variant_that_samples_otherwise():
     assert "<code>base_low_temp</code> samples base's model with temperature 0.2" in text and "It is a control" in text
     # a variant that samples as every method does, and one the experiment does not run, say nothing
     assert "srrl_separate" not in text and "unused" not in text
+
+
+def test_a_finding_names_training_cost_only_for_a_method_that_trained():
+    def record(method, mean, wall_h):
+        return {
+            "split": "test", "dataset": "builtin", "model": "tiny", "method": method, "n_seeds": 1, "n_problems": 10,
+            "n_samples": 4, "pass_at_k": {"1": {"mean": mean}},
+            "vs_baseline": None if method == "base" else
+            {"ci_low": 0.01, "ci_high": 0.2, "delta_pass_at_1": mean - 0.3, "fixed": 2, "broken": 1},
+            "cost": None if method == "base" else {"training_wall_h": wall_h, "training_cpu_h": wall_h},
+        }  # fmt: skip
+
+    sentences = summary.findings([record("base", 0.3, None), record("base_low_temp", 0.4, 0.0),
+                                  record("grpo", 0.35, 0.25)], "test")  # fmt: skip
+    cool = next(s for s in sentences if s.startswith("base_low_temp"))
+    trained = next(s for s in sentences if s.startswith("grpo"))
+    assert "training took" not in cool and cool.endswith("broke 1.")
+    assert "training took 0.250 h wall" in trained

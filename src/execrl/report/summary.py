@@ -97,7 +97,7 @@ def findings(records: list[dict], split: str) -> list[str]:
                 continue
             cost = record.get("cost") or {}
             cost_text = ""
-            if cost:
+            if cost.get("training_wall_h"):  # a method that trains nothing (base's variants) has no training to cost
                 cost_text = f"; training took {fmt_hours(cost.get('training_wall_h'))} h wall, {fmt_hours(cost.get('training_cpu_h'))} CPU h"
                 if cost.get("training_gpu_h"):
                     cost_text += f", {fmt_hours(cost['training_gpu_h'])} GPU h"
