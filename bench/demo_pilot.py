@@ -6,6 +6,11 @@ start's and GRPO's wall time from their benchmark files).
 
     .venv/bin/python bench/demo_pilot.py --workdir /tmp/pilot [--candidates a b] [--seed 0]
         [--output docs/results/demo_pilot.json]
+    .venv/bin/python bench/demo_pilot.py --measure RUN/results/training/.../grpo-*/*/metrics.jsonl
+        [--output docs/results/demo_seeds.json]
+
+`--measure` runs nothing: it measures the same rise on finished GRPO runs (a `make report` and its
+`two-seeds` overlay's GRPO target, say), one line per metrics file.
 
 Candidates share one working copy of the workflow, so those with the same warm-start settings
 share its warm start (every result path carries a digest of its settings). Each candidate is laid
@@ -117,6 +122,14 @@ def run_candidate(workdir: Path, name: str, overlay: dict, seed: int) -> dict:
     }
 
 
+def measure_run(metrics: Path) -> dict:
+    """The rise of one finished GRPO run's training pass rate, named by its path's last segments
+    (method segment and seed)."""
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    pass_rate = [row["execution/pass_rate"] for row in rows if "execution/pass_rate" in row]
+    return {"run": "/".join(metrics.parts[-3:-1]), "pass_rate": pass_rate, "rise": window_rise(pass_rate)}
+
+
 def window_rise(values: list[float]) -> dict:
     """First-vs-last-fifth change with its autocorrelation-aware 95% interval (the report's rule,
     `execrl.report.training.change_interval`)."""
@@ -129,19 +142,31 @@ def window_rise(values: list[float]) -> dict:
         "first": sum(first) / len(first),
         "last": sum(last) / len(last),
         "change": sum(last) / len(last) - sum(first) / len(first),
-        "ci_low": interval[0],
-        "ci_high": interval[1],
+        "ci_low": float(interval[0]),
+        "ci_high": float(interval[1]),
     }
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workdir", type=Path, required=True)
+    parser.add_argument("--workdir", type=Path, help="the working copy candidates run in (not with --measure)")
     parser.add_argument("--candidates", nargs="*", default=list(CANDIDATES))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, default=None)
     parser.add_argument("--reuse", action="store_true", help="use the working copy as it is (another pilot runs in it)")
+    parser.add_argument("--measure", nargs="+", type=Path, help="finished runs' metrics.jsonl: measure, run nothing")
     args = parser.parse_args(argv)
+    if args.measure:
+        measured = [measure_run(path) for path in args.measure]
+        for result in measured:
+            rise = result["rise"]
+            print(f"{result['run']}: pass rate {rise['first']:.3f} -> {rise['last']:.3f}, change {rise['change']:+.3f}"
+                  f" [{rise['ci_low']:+.3f}, {rise['ci_high']:+.3f}]")  # fmt: skip
+        if args.output:
+            args.output.write_text(json.dumps({"command": " ".join(sys.argv), "results": measured}, indent=1) + "\n")
+        return
+    if args.workdir is None:
+        parser.error("--workdir is required to run candidates")
     args.workdir.mkdir(parents=True, exist_ok=True)
     for name in () if args.reuse else ("workflow", "config", "profiles", ".test"):
         shutil.rmtree(args.workdir / name, ignore_errors=True)

@@ -107,7 +107,7 @@ def test_seed_004_says_it_runs_on_python_and_where_sft_checkpoints_go():
     assert "seed 004's method on Python" in notes and "q (kdb+)" in notes and "models.NAME.source" in notes
     text = (REPO / "config" / "scaling-binary-bonus.yaml").read_text()
     assert "no free q" in text and "models.NAME.source" in text
-    readme = " ".join((REPO / "README.md").read_text().split())
+    readme = " ".join((REPO / "config" / "README.md").read_text().split())
     assert "seed 004's method on Python" in readme and "models.NAME.source" in readme
 
 

@@ -196,10 +196,10 @@ def test_write_renders_each_section_and_check_names_the_one_that_drifted(tmp_pat
     assert readme_results.main(["--check", str(readme)]) == 1
     problems = capsys.readouterr().err.strip().splitlines()
     assert len(problems) == 1
-    assert problems[0].startswith("README section results:toy/watch differs from what docs/results/toy.summary.json renders")
+    assert problems[0].startswith("README.md section results:toy/watch differs from what docs/results/toy.summary.json renders")
     readme.write_text(text)
     (tmp_path / "docs/results/orphan.summary.json").write_text(json.dumps(run_summary))
-    assert readme_results.drift(readme) == ["docs/results/orphan.summary.json: no README section <!-- results:orphan:begin -->"]
+    assert readme_results.drift(readme) == ["docs/results/orphan.summary.json: no section <!-- results:orphan:begin --> in README.md"]
 
 
 def test_markers_that_do_not_pair_up_are_an_error(tmp_path):
@@ -215,28 +215,36 @@ def test_markers_that_do_not_pair_up_are_an_error(tmp_path):
         readme_results.drift(readme)
 
 
-def test_the_readme_matches_the_summaries_it_is_generated_from(tmp_path):
-    """Every README results section whose summary is committed (docs/results/NAME.summary.json) is
-    what that summary renders; the embedded default and seed 002's overlay have sections."""
-    keys = [m["key"] for m in readme_results.sections((REPO / "README.md").read_text(encoding="utf-8"))]
+def test_the_documents_match_the_summaries_they_are_generated_from(tmp_path):
+    """Every results section of the documents whose summary is committed (docs/results/NAME.summary.json)
+    is what that summary renders; the embedded default and seed 002's overlay have sections, and
+    every committed summary is shown."""
+    documents = [REPO / d for d in readme_results.DOCUMENTS]
+    keys = [m["key"] for d in documents for m in readme_results.sections(d.read_text(encoding="utf-8"))]
     assert {"embedded-default", "embedded-default/watch", "seed-002"} <= set(keys)
     # A section whose summary is missing is not checked at all, so each must be in the repository.
     for name in sorted({readme_results.split_key(key)[0] for key in keys}):
         summary = REPO / readme_results.SUMMARIES / f"{name}.summary.json"
-        assert summary.is_file(), f"README section results:{name}: {summary} is missing"
+        assert summary.is_file(), f"results section results:{name}: {summary} is missing"
         ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", str(summary)], cwd=REPO).returncode == 0
-        assert not ignored, f"{summary} is ignored by git, so a clone would not check README section results:{name}"
-    assert readme_results.drift(REPO / "README.md") == []
+        assert not ignored, f"{summary} is ignored by git, so a clone would not check section results:{name}"
+    assert readme_results.drift(documents) == []
     committed = sorted((REPO / readme_results.SUMMARIES).glob("*.summary.json"))
-    # The check itself on a copy: a section changed by hand is named.
-    copy = tmp_path / "README.md"
-    shutil.copy(REPO / "README.md", copy)
-    if committed:
-        shutil.copytree(REPO / readme_results.SUMMARIES, tmp_path / readme_results.SUMMARIES)
-        name = committed[0].name.removesuffix(".summary.json")
-        text = copy.read_text(encoding="utf-8")
-        copy.write_text(re.sub(rf"(<!-- results:{name}:begin -->\n)", r"\1edited by hand\n", text, count=1))
-        assert any(f"results:{name} differs" in p for p in readme_results.drift(copy))
+    # The check itself on copies: a section changed by hand is named.
+    (tmp_path / "docs").mkdir()
+    copies = [tmp_path / d for d in readme_results.DOCUMENTS]
+    for document, copy in zip(documents, copies):
+        shutil.copy(document, copy)
+    shutil.copytree(REPO / readme_results.SUMMARIES, tmp_path / readme_results.SUMMARIES)
+    assert readme_results.drift(copies) == []
+    name = committed[0].name.removesuffix(".summary.json")
+    edited = next(c for c in copies if f"<!-- results:{name}:begin -->" in c.read_text(encoding="utf-8"))
+    text = edited.read_text(encoding="utf-8")
+    edited.write_text(re.sub(rf"(<!-- results:{name}:begin -->\n)", r"\1edited by hand\n", text, count=1))
+    assert any(f"results:{name} differs" in p for p in readme_results.drift(copies))
+    # a summary no document shows is named
+    shutil.copy(committed[0], tmp_path / readme_results.SUMMARIES / "orphan.summary.json")
+    assert any(p.startswith("docs/results/orphan.summary.json: no section") for p in readme_results.drift(copies))
 
 
 def test_resource_limits_are_listed_apart_from_tamper_signals(run_summary):

@@ -34,7 +34,7 @@ code on the same data, or are prose and labels that no run computes:
 - `title`, `method_notes`, `seed_noise_rule`, `token_budget.note`, `training_windows.rule`: the
   config's and the code's fixed prose.
 - timing metrics of training (VOLATILE_METRICS, and names ending in `_runtime` or `_per_second` or
-  starting with `profiling/`): `elapsed_s`, the watch's `watch/check_cpu_s`, TRL's
+  starting with `profiling/`): `elapsed_s`, the watch's `watch/check_cpu_s`, TRL's `step_time`,
   `train_runtime`, `train_samples_per_second`, ...; ignored in `metrics.jsonl` and in the
   summary's records of one metric (`training_windows.runs`, `reward_hacking.rates`).
 """
@@ -74,7 +74,7 @@ IGNORED = {
 }
 """Summary fields that are no result (the module's docstring says why each)."""
 
-VOLATILE_METRICS = {"elapsed_s", "watch/check_cpu_s"}
+VOLATILE_METRICS = {"elapsed_s", "watch/check_cpu_s", "step_time"}
 VOLATILE_SUFFIXES = ("_runtime", "_per_second")
 VOLATILE_PREFIXES = ("profiling/",)
 

@@ -1,6 +1,6 @@
-"""The README's results sections, rendered from the summary.json of the run they report.
+"""The documents' results sections, rendered from the summary.json of the run they report.
 
-A results section of the README sits between two markers,
+A results section of a document (docs/results.md, docs/reward-hacking.md) sits between two markers,
 
     <!-- results:NAME:begin -->
     ...
@@ -15,8 +15,8 @@ sampled and the wall time of every warm-start and training job; PART `watch` hol
 tests, the hard-coding windows and the tamper flags. A section whose summary is not committed is
 left as it is.
 
-    python -m execrl.report.readme_results --write README.md    # re-render every section
-    python -m execrl.report.readme_results --check README.md    # exit 1 naming each section that drifted
+    python -m execrl.report.readme_results --write [DOC ...]    # re-render every section
+    python -m execrl.report.readme_results --check [DOC ...]    # exit 1 naming each section that drifted
     python -m execrl.report.readme_results --print results/summary.json [--part watch]
 """
 
@@ -34,7 +34,9 @@ from execrl.report.tables import MISSING, fmt, fmt_interval, fmt_mean_sd, fmt_si
 from execrl.watch.tamper import LIMIT_CATEGORIES
 
 SUMMARIES = Path("docs/results")
-"""Where the committed summaries live, relative to the README's folder: NAME.summary.json."""
+"""Where the committed summaries live, relative to the repository's root: NAME.summary.json."""
+DOCUMENTS = (Path("docs/results.md"), Path("docs/reward-hacking.md"))
+"""The documents with results sections, relative to the repository's root (the command's default)."""
 MARKER = re.compile(
     r"^<!-- results:(?P<key>[a-z0-9][a-z0-9-]*(?:/[a-z]+)?):begin -->\n(?P<body>.*?)^<!-- results:(?P<end>[^ ]*):end -->$",
     re.S | re.M,
@@ -46,8 +48,15 @@ REWARD = "reward"
 REFINEMENT_METRICS = (("srrl/c1_pass_rate", "c1 pass rate"), ("srrl/c2_pass_rate", "c2"))
 
 
-def summary_path(readme: Path, name: str) -> Path:
-    return readme.parent / SUMMARIES / f"{name}.summary.json"
+def root_of(document: Path) -> Path:
+    """The folder the summaries are found under: the nearest one at or above the document's that
+    holds SUMMARIES (the document's own where none does)."""
+    folder = document.resolve().parent
+    return next((f for f in (folder, *folder.parents) if (f / SUMMARIES).is_dir()), folder)
+
+
+def summary_path(document: Path, name: str) -> Path:
+    return root_of(document) / SUMMARIES / f"{name}.summary.json"
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -339,7 +348,7 @@ def render(summary: dict, part: str = "results", source: str | None = None) -> s
     provenance = summary.get("provenance") or {}
     origin = f"`{source}`" if source else "a run's summary.json"
     head = (f"<!-- generated from {origin} (experiment {summary.get('experiment')}, git {provenance.get('git_commit', MISSING)}) "
-            "by `python -m execrl.report.readme_results --write README.md`; edit the summary, not this text -->")  # fmt: skip
+            "by `python -m execrl.report.readme_results --write`; edit the summary, not this text -->")  # fmt: skip
     body = PARTS[part](summary)
     while body and body[-1] == "":
         body.pop()
@@ -373,21 +382,25 @@ def rendered_sections(readme: Path, text: str) -> dict[str, str]:
     return out
 
 
-def drift(readme: Path) -> list[str]:
-    """One line per README results section that differs from what its committed summary renders,
-    and per committed summary that no section shows."""
-    text = readme.read_text(encoding="utf-8")
-    rendered = rendered_sections(readme, text)
-    problems = [
-        f"README section results:{m['key']} differs from what {SUMMARIES / (split_key(m['key'])[0] + '.summary.json')} renders "
-        "(python -m execrl.report.readme_results --write README.md)"
-        for m in sections(text) if m["key"] in rendered and m["body"] != rendered[m["key"]]
-    ]  # fmt: skip
-    shown = {split_key(m["key"])[0] for m in sections(text)}
-    folder = readme.parent / SUMMARIES
-    for path in sorted(folder.glob("*.summary.json")) if folder.is_dir() else []:
+def drift(documents: Path | list[Path]) -> list[str]:
+    """One line per results section of the documents that differs from what its committed summary
+    renders, and per committed summary that no section of any of them shows."""
+    documents = [documents] if isinstance(documents, Path) else list(documents)
+    problems, shown = [], set()
+    for document in documents:
+        text = document.read_text(encoding="utf-8")
+        rendered = rendered_sections(document, text)
+        problems += [
+            f"{document.name} section results:{m['key']} differs from what {SUMMARIES / (split_key(m['key'])[0] + '.summary.json')} "
+            f"renders (python -m execrl.report.readme_results --write {document})"
+            for m in sections(text) if m["key"] in rendered and m["body"] != rendered[m["key"]]
+        ]  # fmt: skip
+        shown |= {split_key(m["key"])[0] for m in sections(text)}
+    folder = root_of(documents[0]) / SUMMARIES if documents else None
+    for path in sorted(folder.glob("*.summary.json")) if folder and folder.is_dir() else []:
         if path.name.removesuffix(".summary.json") not in shown:
-            problems.append(f"{SUMMARIES / path.name}: no README section <!-- results:{path.name.removesuffix('.summary.json')}:begin -->")
+            names = ", ".join(d.name for d in documents)
+            problems.append(f"{SUMMARIES / path.name}: no section <!-- results:{path.name.removesuffix('.summary.json')}:begin --> in {names}")
     return problems
 
 
@@ -411,21 +424,23 @@ def main(argv: list[str] | None = None) -> int:
     action.add_argument("--write", action="store_true", help="re-render every section whose summary is committed")
     action.add_argument("--print", metavar="SUMMARY", help="print the section a summary.json renders")
     parser.add_argument("--part", default="results", choices=sorted(PARTS), help="with --print: the part to render")
-    parser.add_argument("readme", nargs="?", default="README.md", type=Path)
+    parser.add_argument("documents", nargs="*", type=Path, help=f"default: {' '.join(map(str, DOCUMENTS))}")
     args = parser.parse_args(argv)
     if args.print:
         sys.stdout.write(render(json.loads(Path(args.print).read_text(encoding="utf-8")), args.part, args.print))
         return 0
+    documents = args.documents or list(DOCUMENTS)
     if args.write:
-        for key in write(args.readme):
-            print(f"rendered results:{key}")
+        for document in documents:
+            for key in write(document):
+                print(f"{document}: rendered results:{key}")
         return 0
-    text = args.readme.read_text(encoding="utf-8")
-    for match in sections(text):
-        name, _ = split_key(match["key"])
-        if not summary_path(args.readme, name).exists():
-            print(f"results:{match['key']}: no {SUMMARIES / (name + '.summary.json')} committed; its text is not checked")
-    problems = drift(args.readme)
+    for document in documents:
+        for match in sections(document.read_text(encoding="utf-8")):
+            name, _ = split_key(match["key"])
+            if not summary_path(document, name).exists():
+                print(f"results:{match['key']}: no {SUMMARIES / (name + '.summary.json')} committed; its text is not checked")
+    problems = drift(documents)
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0
