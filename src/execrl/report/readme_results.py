@@ -342,9 +342,9 @@ PARTS: dict[str, Callable[[dict], list[str]]] = {"results": render_results, "wat
 
 
 def render(summary: dict, part: str = "results", source: str | None = None) -> str:
-    """The text of a README results section: what `summary` says, as PART renders it."""
+    """The text of a results section: what `summary` says, as PART renders it."""
     if part not in PARTS:
-        raise ValueError(f"README results section part {part!r}: not one of {sorted(PARTS)}")
+        raise ValueError(f"results section part {part!r}: not one of {sorted(PARTS)}")
     provenance = summary.get("provenance") or {}
     origin = f"`{source}`" if source else "a run's summary.json"
     head = (f"<!-- generated from {origin} (experiment {summary.get('experiment')}, git {provenance.get('git_commit', MISSING)}) "
@@ -356,18 +356,18 @@ def render(summary: dict, part: str = "results", source: str | None = None) -> s
 
 
 def sections(text: str) -> list[re.Match]:
-    """The README's results sections, checking that every begin has its end."""
+    """A document's results sections, checking that every begin has its end."""
     found = list(MARKER.finditer(text))
     for match in found:
         if match["end"] != match["key"]:
-            raise ValueError(f"README results section {match['key']!r} ends with the marker of {match['end']!r}")
+            raise ValueError(f"results section {match['key']!r} ends with the marker of {match['end']!r}")
     markers = [m["key"] for m in ANY_MARKER.finditer(text)]
     if len(markers) != 2 * len(found):
-        raise ValueError(f"README results markers do not pair up: {markers}")
+        raise ValueError(f"results markers do not pair up: {markers}")
     for match in found:
         name, part = split_key(match["key"])
         if part not in PARTS:
-            raise ValueError(f"README results section {match['key']!r}: part {part!r} is not one of {sorted(PARTS)}")
+            raise ValueError(f"results section {match['key']!r}: part {part!r} is not one of {sorted(PARTS)}")
     return found
 
 
