@@ -466,7 +466,52 @@ def test_calls_sent_ahead_stop_before_an_earlier_expected_value_of_another_type(
     assert planned(["assert f(1) == [[1], (2,)]", "assert f(((1,), [2])) == 0"]) == 1
     assert planned(["assert f(1) == {1, 2}", "assert f(frozenset({1, 2})) == 0"]) == 1
     assert planned(["assert f(1) == {'a': [1]}", "assert f([{'a': (1,)}]) == 0"]) == 1
-    assert planned(["assert f(1) == [1, 2]", "assert f((2, 1)) == 0"]) == 2  # other content: sent ahead
+    assert planned(["assert f(1) == [1, 2]", "assert f((2, 3)) == 0"]) == 2  # other content: sent ahead
+
+
+def test_calls_sent_ahead_stop_before_an_argument_that_converts_to_an_earlier_expected_value():
+    """A later argument that carries an earlier expected value under a plain type conversion stops
+    the batch: bytes for a string, a string for the list of its characters, digits for a number, the
+    items of a list in another order or as a set, a dict's pairs."""
+    from execrl.sandbox._judge import Problem as JudgeProblem
+
+    def planned(tests):
+        return len(JudgeProblem({"mode": "assert", "setup": "", "tests": tests}).batch_calls)
+
+    assert planned(["assert f('Hello') == 'hELLO'", "assert f(b'hELLO') == b'Hello'"]) == 1
+    assert planned(["assert f('abc') == ['c', 'b', 'a']", "assert f('cba') == ['a', 'b', 'c']"]) == 1
+    assert planned(["assert f(6) == 42", "assert f('42') == 0"]) == 1
+    assert planned(["assert f(6) == 42", "assert f(['x', 42.0]) == 0"]) == 1
+    assert planned(["assert f(1) == [1, 2]", "assert f((2, 1)) == 0"]) == 1
+    assert planned(["assert f(1) == [1, 2]", "assert f({2, 1}) == 0"]) == 1
+    assert planned(["assert f(1) == {'a': 1}", "assert f([('a', 1)]) == 0"]) == 1
+    assert planned(["assert f(1) == 'caf\u00e9'", "assert f(b'caf\\xc3\\xa9') == 0"]) == 1
+    # nothing in common: sent ahead
+    assert planned(["assert f('Hello') == 'hELLO'", "assert f(b'World') == b'wORLD'", "assert f(7) == 8"]) == 3
+
+
+# Answers a call with a later call's argument the judge sent ahead (as its message carries it),
+# converted: bytes decoded, a string split into its characters.
+CONVERTING_PEEKER = """import gc
+def f(x):
+    for o in gc.get_objects():
+        if isinstance(o, list) and len(o) == 4 and o[0] == "c" and isinstance(o[2], list):
+            for a in o[2]:
+                if isinstance(a, dict) and isinstance(a.get("b"), str) and isinstance(x, str):
+                    return bytes.fromhex(a["b"]).decode()  # bytes, as the message carries them
+                if isinstance(a, str) and a != x and isinstance(x, str) and len(a) == len(x):
+                    return list(a)
+    return None
+"""
+
+
+@pytest.mark.parametrize("tests", [
+    ["assert f('Hello') == 'hELLO'", "assert f(b'hELLO') == 'x'"],
+    ["assert f('abc') == ['c', 'b', 'a']", "assert f('cba') == ['x']"],
+])
+def test_a_program_reading_the_calls_sent_ahead_cannot_convert_one_into_an_expected_value(ex, tests):
+    r = ex.run(problem(tests), CONVERTING_PEEKER)
+    assert r.test_outcomes[0]["status"] == "fail", r.test_outcomes
 
 
 def test_the_batch_is_each_calls_message_as_the_test_sends_it():

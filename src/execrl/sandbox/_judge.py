@@ -1420,6 +1420,62 @@ def _contents(v: Any, out: list) -> Any:
     return c
 
 
+def _number_forms(x: float | int) -> set[str]:
+    """A number's text forms: ``3`` → {"3", "3.0"}; ``2.5`` → {"2.5"}."""
+    forms = {str(x), repr(x)}
+    try:
+        f = float(x)
+    except (OverflowError, ValueError):
+        return forms
+    if f == f and f not in (float("inf"), float("-inf")):
+        forms.add(repr(f))
+        if f.is_integer():
+            forms.add(str(int(f)))
+    return forms
+
+
+def _forms(c: Any) -> set[str]:
+    """The text forms of a content (``_content``) that a program could turn it into with a plain
+    type conversion: a string and its bytes (latin-1 or UTF-8), a number and its digits, a
+    sequence of strings and their concatenation, a sequence or set and its items in any order
+    (sorted), a dict and its pairs. Two contents with a form in common may carry each other."""
+    t = type(c)
+    if c is None:
+        return {"None"}
+    if t is bool:
+        return {str(c)} | _number_forms(int(c))
+    if t is int or t is float:
+        return _number_forms(c)
+    if t is str:
+        forms = {c}
+        try:
+            forms |= _number_forms(float(c)) if len(c) < 64 else set()
+        except ValueError:
+            pass
+        return forms
+    if t is tuple and len(c) == 2 and c[0] == "bytes":
+        forms = {c[1].decode("latin-1")}
+        try:
+            forms.add(c[1].decode("utf-8"))
+        except UnicodeDecodeError:
+            pass
+        return forms
+    if t is tuple and len(c) == 2 and c[0] in ("seq", "set", "map"):
+        items = list(c[1])
+        if c[0] == "map":  # its pairs, as `list(d.items())` gives them
+            reps = sorted(min(_forms(("seq", pair))) for pair in items)
+        else:
+            reps = sorted(min(_forms(x)) for x in items)
+        forms = {"\x1d" + "\x1f".join(reps) + "\x1d"}
+        texts = [x for x in items if type(x) is str]
+        if items and len(texts) == len(items):
+            forms.add("".join(sorted(texts)))
+            if c[0] == "seq":
+                forms.add("".join(texts))
+        return forms
+    return {repr(c)}
+
+
 class Problem:
     """A problem as the judge runs it."""
 
@@ -1520,11 +1576,14 @@ class Problem:
         program (see ``_ChildSide.serve_batch``), so that the run answers them without a
         round trip each. They are the very messages the tests will send. A test's arguments
         reach the run before the earlier tests' calls are answered, so the batch stops
-        before a test whose arguments hold a value equal to an earlier test's expected
-        value: that value never reaches the run before its call has returned, as without
-        the batch."""
+        before a test whose arguments hold a value that is, or converts to, an earlier test's
+        expected value (equal content, or a text form in common, ``_forms``: ``b'hELLO'``
+        for ``'hELLO'``, ``'cba'`` for ``['c', 'b', 'a']``, ``'42'`` for ``42``, ``(2, 1)`` for
+        ``[1, 2]``): that value never reaches the run before its call has returned, as
+        without the batch."""
         name, calls, size = None, [], 0
         expected: list = []
+        expected_forms: set = set()
         for test, args in zip(self.tests, plain_args):
             plain = test.plain
             if plain is None or (name is not None and plain.name != name) or len(calls) >= BATCH_MAX_CALLS:
@@ -1536,7 +1595,10 @@ class Problem:
                         _contents(a, inside)
                     if any(c in expected for c in inside):
                         break
+                    if any(not expected_forms.isdisjoint(_forms(c)) for c in inside):
+                        break
                 content = _content(plain.expected)
+                forms = _forms(content)
             except Exception:  # noqa: BLE001 - not a literal this check can hold
                 break
             size += len(plain.text)
@@ -1545,6 +1607,7 @@ class Problem:
             name = plain.name
             calls.append(plain.text)
             expected.append(content)
+            expected_forms |= forms
         self.batch_complete = bool(calls) and len(calls) == len(self.tests)
         if calls:
             self.batch_calls = calls
