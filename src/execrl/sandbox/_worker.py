@@ -2397,11 +2397,8 @@ class Worker:
         cpu = utime + stime
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         hard_cpu = int(timeout) + 2
-        # Over its CPU budget is a timeout however the run ended: a program can catch or
-        # disarm the signals that enforce the budget and exit cleanly, but not the CPU time
-        # the forker measured.
         timed_out = reason != KILL_NONE or sig in (signal.SIGPROF, signal.SIGXCPU) or (
-            sig == signal.SIGKILL and cpu >= hard_cpu - 0.05) or cpu > timeout
+            sig == signal.SIGKILL and cpu >= hard_cpu - 0.05)
         info = {
             "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             "signal": sig, "cpu": cpu, "wall": wall_used, "timeout": bool(timed_out),
