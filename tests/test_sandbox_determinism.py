@@ -15,7 +15,7 @@ import pytest
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.sandbox import ExecutionLimits, Executor, annotate_candidates
-from execrl.sandbox.judge import _judge_single, _Run
+from execrl.sandbox.host_judge import _judge_single, _Run
 from execrl.sandbox.split import prepare
 from execrl.training.srrl import SRRLSettings, refinement_prompt
 

@@ -239,7 +239,7 @@ def test_set_of_strings_keeps_the_sandboxs_hash_order(ex):
 def test_calls_sent_ahead_stop_before_an_earlier_expected_value():
     """The judge sends the calls of plain tests with the program, but never a call whose
     arguments hold a value an earlier test expects (see PEEKER's case above)."""
-    from execrl.sandbox._judge import Problem as JudgeProblem
+    from execrl.sandbox._judge_tests import Problem as JudgeProblem
 
     def planned(tests, setup=""):
         return len(JudgeProblem({"mode": "assert", "setup": setup, "tests": tests}).batch_calls)
@@ -269,9 +269,10 @@ def test_plain_call_tests_send_what_their_code_sends():
     """A plain test (``assert f(literal) == literal``) is judged without running its code: the
     message it sends is the one the test's own code sends (down to a set's order and the
     identity between equal tuples), and the expected value is the one its code builds."""
-    from execrl.sandbox._judge import Problem as JudgeProblem
-    from execrl.sandbox._judge import _Exchange, _JudgeSide
-    from execrl.sandbox._worker import _dumps
+    from execrl.sandbox._judge_tests import Problem as JudgeProblem
+    from execrl.sandbox._exchange import _Exchange
+    from execrl.sandbox._judge_side import _JudgeSide
+    from execrl.sandbox._exchange import _dumps
 
     class Recorder:
         __hash__ = None
@@ -352,7 +353,8 @@ def test_an_object_returned_by_a_call_sent_ahead_is_asked_about_in_order(ex):
 def test_a_run_holds_only_its_own_descriptors(ex):
     """Every descriptor of the forker is closed in a run: it holds stdio, its result channel
     and (assert and call mode) its socket to the judge, nothing else."""
-    from execrl.sandbox._worker import RESULT_FD, SOCK_FD
+    from execrl.sandbox._child import SOCK_FD
+    from execrl.sandbox._exchange import RESULT_FD
     from execrl.sandbox.programs import run_programs
 
     listing = "import os\nFDS = sorted(int(x) for x in os.listdir('/proc/self/fd'))\n"  # 3: the listing's own
@@ -457,7 +459,7 @@ def test_calls_sent_ahead_stop_before_an_earlier_expected_value_of_another_type(
     """A later test's argument that holds an earlier expected value as another container type
     (a tuple for a list, a frozenset for a set, a bytearray for bytes) stops the batch too: the
     program could rebuild the expected value from it."""
-    from execrl.sandbox._judge import Problem as JudgeProblem
+    from execrl.sandbox._judge_tests import Problem as JudgeProblem
 
     def planned(tests):
         return len(JudgeProblem({"mode": "assert", "setup": "", "tests": tests}).batch_calls)
@@ -473,7 +475,7 @@ def test_calls_sent_ahead_stop_before_an_argument_that_converts_to_an_earlier_ex
     """A later argument that carries an earlier expected value under a plain type conversion stops
     the batch: bytes for a string, a string for the list of its characters, digits for a number, the
     items of a list in another order or as a set, a dict's pairs."""
-    from execrl.sandbox._judge import Problem as JudgeProblem
+    from execrl.sandbox._judge_tests import Problem as JudgeProblem
 
     def planned(tests):
         return len(JudgeProblem({"mode": "assert", "setup": "", "tests": tests}).batch_calls)
@@ -517,7 +519,7 @@ def test_a_program_reading_the_calls_sent_ahead_cannot_convert_one_into_an_expec
 def test_the_batch_is_each_calls_message_as_the_test_sends_it():
     """The batch the judge sends with the program is ``["b", name, [message, ...], complete]``
     with each test's call message as it is (strings with escapes, floats, an infinity)."""
-    from execrl.sandbox._judge import Problem as JudgeProblem
+    from execrl.sandbox._judge_tests import Problem as JudgeProblem
 
     tests = ["assert f('\u00e9\\\\\"\\n', 1.5e300, -0.0) == 'r'", "assert f([1, {2: 'x'}], 1e400) == 's'",
              "assert f({3, 1}, (None, True), b'\\x00') == 't'"]
@@ -531,7 +533,7 @@ def test_the_batch_is_each_calls_message_as_the_test_sends_it():
 def test_the_batch_check_sees_the_content_of_every_value_inside_an_argument():
     """``_contents`` gives the content of a value and lists that of every value inside it:
     what the batch compares with the earlier tests' expected values."""
-    from execrl.sandbox._judge import _content, _contents
+    from execrl.sandbox._judge_tests import _content, _contents
 
     value = [1, (2.5, "a"), {3: [4, {5}]}, {6, 7}, b"x", None]
     inside: list = []

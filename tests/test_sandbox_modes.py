@@ -15,8 +15,8 @@ import pytest
 
 from execrl.problems import Problem, write_problems
 from execrl.sandbox import ExecutionLimits, ExecutionResult, Executor, annotate_candidates
-from execrl.sandbox._worker import ProtocolError, _Exchange, _Side
-from execrl.sandbox.judge import call_equal, stdio_equal
+from execrl.sandbox._exchange import ProtocolError, _Exchange, _Side
+from execrl.sandbox.host_judge import call_equal, stdio_equal
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
 

@@ -23,7 +23,7 @@ its ``error``, a CPU-time or wall-clock limit its ``timeout``, and the tests aft
 ``not_run``. A program that does not compile is ``syntax_error``, one that raises while it
 loads (or whose setup raises) an ``error`` with every test ``not_run``. ``stdio`` mode runs
 ``python solution.py`` once per test with the test's input and compares the output with
-:func:`execrl.sandbox.judge.stdio_equal` (the tests' own comparison); after a timeout the
+:func:`execrl.sandbox.host_judge.stdio_equal` (the tests' own comparison); after a timeout the
 remaining tests are ``not_run``, as in the sandbox. ``call`` mode is not covered.
 """
 
@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from execrl.problems import Problem
-from execrl.sandbox.judge import stdio_equal
+from execrl.sandbox.host_judge import stdio_equal
 from execrl.sandbox.limits import ExecutionLimits
 
 INTENDED: dict[str, str] = {

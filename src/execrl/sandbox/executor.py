@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from execrl.problems import Problem
-from execrl.sandbox.judge import judge
+from execrl.sandbox.host_judge import judge
 from execrl.sandbox.limits import ExecutionLimits, candidate_wall
 from execrl.sandbox.result import ExecutionResult
 from execrl.sandbox.seccomp import build_filter, seccomp_syscall
@@ -30,23 +30,36 @@ from execrl.sandbox.split import Prepared, prepare
 
 log = logging.getLogger(__name__)
 
-WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
+SANDBOX_DIR = os.path.dirname(os.path.abspath(__file__))
+WORKER_MODULES = ("_exchange", "_isolation", "_child", "_controller", "_worker")
+"""The worker's modules, each after those it imports (the boot runs them in this order)."""
+JUDGE_MODULES = ("_judge_compare", "_judge_generators", "_judge_proxies", "_judge_side", "_judge_tests",
+                 "_judge_loop")
+"""The judge process's modules, in the same order; they import the worker's too."""
 _BOOT = ("import marshal, os, sys\n"
          "fd = int(sys.argv.pop())\n"
-         "EXECRL_CONFIG, code, EXECRL_JUDGE = marshal.loads(os.pread(fd, os.fstat(fd).st_size, 0))\n"
+         "config, modules, judge = marshal.loads(os.pread(fd, os.fstat(fd).st_size, 0))\n"
          "os.close(fd)\n"
-         "del fd\n"
          "sys.argv[:] = ['solution.py']\n"
          "sys.orig_argv[:] = [sys.executable, 'solution.py']\n"
-         "__file__ = code.co_filename\n"
-         "exec(code)\n")
-"""Worker start-up: run ``_worker.py`` from a code object compiled here. Compiling the file
-in the worker would leave ~1.5 MB of parser memory in every worker (fragmented, never
+         "for name in ('execrl', 'execrl.sandbox'):\n"
+         "    sys.modules[name] = type(sys)(name)\n"
+         "    sys.modules[name].__path__ = []\n"
+         "for name, code in modules:\n"
+         "    module = sys.modules['execrl.sandbox.' + name] = type(sys)('execrl.sandbox.' + name)\n"
+         "    module.__file__ = code.co_filename\n"
+         "    exec(code, module.__dict__)\n"
+         "module.EXECRL_CONFIG, module.EXECRL_JUDGE = config, judge\n"
+         "del fd, config, modules, judge, name, code\n"
+         "module.main()\n")
+"""Worker start-up: run the worker's modules (``WORKER_MODULES``) from code objects compiled
+here, registered under their names (the packages above them are empty stand-ins: the worker
+runs none of the package's ``__init__`` code), then ``_worker.main``. Compiling the files in
+the worker would leave ~1.5 MB of parser memory in every worker (fragmented, never
 returned), and every fork of it would pay for those pages. The configuration travels in the
 same file, so that nothing of it is on the command line (a candidate's ``sys.argv`` is that
 of a plain ``python solution.py``)."""
 _worker_code: Any = None
-JUDGE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_judge.py")
 _judge_code: Any = None
 _LEN = struct.Struct(">I")
 
@@ -91,17 +104,24 @@ def _pick_uid() -> int:
     return uid if _uid_mapped(uid) else FALLBACK_UID
 
 
+def _compile_modules(names: tuple[str, ...]) -> list[tuple[str, Any]]:
+    compiled = []
+    for name in names:
+        path = os.path.join(SANDBOX_DIR, name + ".py")
+        with open(path, encoding="utf-8") as fh:
+            compiled.append((name, compile(fh.read(), path, "exec", dont_inherit=True)))
+    return compiled
+
+
 def _worker_code_fd(cfg: dict[str, Any]) -> int:
-    """A memfd holding the configuration and the marshalled code of ``_worker.py`` and of
-    ``_judge.py`` (which only the worker's judge process runs), compiled once per process.
-    The judge's code stays marshalled (bytes) in the worker: its code objects would be memory
+    """A memfd holding the configuration and the code of the worker's modules and of the
+    judge's (which only the worker's judge process runs), compiled once per process. The
+    judge's code stays marshalled (bytes) in the worker: its code objects would be memory
     every fork of a run copies."""
     global _worker_code, _judge_code
     if _worker_code is None:
-        with open(WORKER_SCRIPT, encoding="utf-8") as fh:
-            _worker_code = compile(fh.read(), WORKER_SCRIPT, "exec", dont_inherit=True)
-        with open(JUDGE_SCRIPT, encoding="utf-8") as fh:
-            _judge_code = marshal.dumps(compile(fh.read(), JUDGE_SCRIPT, "exec", dont_inherit=True))
+        _worker_code = _compile_modules(WORKER_MODULES)
+        _judge_code = marshal.dumps(_compile_modules(JUDGE_MODULES))
     fd = os.memfd_create("execrl-worker-code", os.MFD_CLOEXEC)
     view = memoryview(marshal.dumps((json.dumps(cfg), _worker_code, _judge_code)))
     while view:

@@ -3,7 +3,7 @@
 In ``assert`` and ``call`` mode the worker's judge process gets the whole test (setup code,
 test statements, call arguments and expected values): it runs the tests itself, and the
 program's process only ever receives what the tests pass to the program's functions
-(``_judge.py``). Nothing about a test is sent to a run. In ``stdio`` mode each run gets
+(``_judge_loop``). Nothing about a test is sent to a run. In ``stdio`` mode each run gets
 its test's input; expected outputs stay here and are compared by ``judge.py``.
 """
 

@@ -1,6 +1,7 @@
-"""Judge a worker's reply: every verdict is assembled here, in the executor's process.
+"""The host side of judging: every verdict is assembled here, in the executor's process,
+from a worker's reply.
 
-In ``assert`` and ``call`` mode the worker's judge process ran the tests (``_judge.py``) and
+In ``assert`` and ``call`` mode the worker's judge process ran the tests (``_judge_loop``) and
 reports one outcome per test it ran; what ended a run early (a timeout, a signal, an exit)
 comes from the worker's own observation of the run. In ``stdio`` mode each run's output is
 compared here. A failure while judging one candidate is that candidate's ``error``, never
@@ -16,26 +17,20 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from execrl.sandbox._judge import FLOAT_ABS_TOL, FLOAT_REL_TOL, call_equal, stable_text
+from execrl.sandbox._judge_compare import FLOAT_ABS_TOL, FLOAT_REL_TOL, _close, _short, _trace, call_equal, stable_text
 from execrl.sandbox.codec import DecodeError, loads_record
 from execrl.sandbox.result import ExecutionResult
 from execrl.sandbox.split import Prepared
 
 __all__ = ["FLOAT_ABS_TOL", "FLOAT_REL_TOL", "call_equal", "judge", "stdio_equal"]
 
-TRACE_LIMIT = 2000
 _loads = json.loads
-REPR_LIMIT = 300
 RESULT_STREAM_LIMIT = 64 << 10
 """Captured stdout/stderr kept in an ``ExecutionResult`` (a batch holds every result)."""
 
 # --------------------------------------------------------------------------------------
 # Comparisons
 # --------------------------------------------------------------------------------------
-
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= FLOAT_ABS_TOL + FLOAT_REL_TOL * abs(b)
-
 
 _INT_TOKEN = re.compile(r"[+-]?\d+")
 
@@ -89,20 +84,11 @@ def stdio_equal(got: str, expected: str) -> bool:
 # Judging a worker reply
 # --------------------------------------------------------------------------------------
 
-def _short(text: str, limit: int = REPR_LIMIT) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _r(v: Any) -> str:
     try:
         return _short(repr(v))
     except Exception:  # noqa: BLE001 - e.g. int too large to print
         return f"<{type(v).__name__}>"
-
-
-def _trace(*parts: str) -> str:
-    text = "\n".join(p for p in parts if p)
-    return text if len(text) <= TRACE_LIMIT else text[: TRACE_LIMIT - 4] + "\n..."
 
 
 def _outcome(i: int, status: str, error_type: str | None = None, message: str | None = None) -> dict:

@@ -1,0 +1,312 @@
+"""The program's objects, seen from the judge: ``Remote`` handles whose operations are sent
+to the run, the program's exceptions and containers as the test sees them.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+from collections import Counter, OrderedDict, defaultdict, deque
+from typing import Any
+
+from execrl.sandbox._judge_compare import LentObject, _short, stable_text
+from execrl.sandbox._judge_generators import _takes_every_item
+
+__builtins__ = dict(builtins.__dict__)  # a private snapshot, as in ``_exchange``
+
+# --------------------------------------------------------------------------------------
+# The program's objects, seen from the judge
+# --------------------------------------------------------------------------------------
+
+class NotPlainValue(AssertionError):
+    """The truth value of the program's object would be decided by the program's code."""
+
+
+class CandidateExit(BaseException):
+    """``SystemExit``, ``KeyboardInterrupt`` or ``GeneratorExit`` raised by the program: it
+    ends the test, and test code cannot catch it with ``except Exception``."""
+
+
+_CANDIDATE_EXITS = {c.__name__: type(c.__name__, (c, CandidateExit), {"__module__": "builtins"})
+                    for c in (SystemExit, KeyboardInterrupt, GeneratorExit)}
+"""The program's ``SystemExit`` (...) as the test sees it: ``except SystemExit`` catches it; one
+that leaves the test stops the tests, as it stops ``python`` (``_Candidate.run_asserts``)."""
+
+
+class Remote(LentObject):
+    """An object of the program's that stays in its run: what the test does with it is done
+    there (by a request over the run's socket)."""
+
+    __slots__ = ("_side", "_ref", "_tname", "_note", "_buf", "_end", "_batch", "_hash", "__weakref__")
+
+    def __init__(self, side: Any, ref: dict, tname: str = "object", note: str = "") -> None:
+        for name, value in (("_side", side), ("_ref", ref), ("_tname", tname), ("_note", note), ("_buf", None),
+                            ("_end", None), ("_batch", 1), ("_hash", None)):
+            object.__setattr__(self, name, value)
+
+    def _op(self, name: str, *operands: Any) -> Any:
+        return Remote._side.__get__(self).request_op(name, operands)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return Remote._side.__get__(self).request_call(self, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # numpy's protocols are never the program's: ``__array_interface__`` would have the
+        # judge's numpy read its own memory at an address the program names
+        if name.startswith(("_execrl", "__array", "__dlpack")):
+            raise AttributeError(name)
+        return Remote._side.__get__(self).request_attr(self, name)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        """The judge's copy of the program's numpy array (of bools or numbers), for numpy in
+        the test (``numpy.array_equal(f(x), expected)``, ``(f(x) == expected).all()``)."""
+        side = Remote._side.__get__(self)
+        got = self._op("array", self)
+        numpy = side.numpy()
+        if type(got) is not list or len(got) != 3 or type(got[0]) is not str or type(got[2]) is not list:
+            raise TypeError("not a numpy array")
+        dt = numpy.dtype(got[0]) if got[0][:1] in "<>|=" and len(got[0]) <= 4 else None
+        if dt is None or dt.kind not in "biufc" or dt.fields is not None or dt.subdtype is not None:
+            raise TypeError("not a numpy array")
+        out = numpy.array(got[1], dtype=dt).reshape([int(n) for n in got[2]])
+        return out if dtype is None else out.astype(dtype)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        Remote._side.__get__(self).request_set(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        Remote._side.__get__(self).request_del(self, name)
+
+    def __repr__(self) -> str:
+        return self._op("repr", self)
+
+    def __str__(self) -> str:
+        return self._op("str", self)
+
+    def __len__(self) -> int:
+        return self._op("len", self)
+
+    def __iter__(self) -> Any:
+        return self._op("iter", self)
+
+    def __next__(self) -> Any:
+        buf = Remote._buf.__get__(self)
+        if buf:
+            return buf.popleft()
+        end = Remote._end.__get__(self)
+        if end is None:
+            side = Remote._side.__get__(self)
+            # one item per request, so that the program's generator runs no further than the
+            # test has asked (its side effects happen when they would in Python); in growing
+            # batches only for a consumer that takes every item without running the test's
+            # code in between (``_takes_every_item``)
+            n = 1
+            if _takes_every_item(side, sys._getframe(1)):
+                n = Remote._batch.__get__(self)
+                object.__setattr__(self, "_batch", min(2 * n, 1024))
+            items, end = side.request_batch(self, n)
+            if items:
+                buf = deque(items)
+                object.__setattr__(self, "_buf", buf)
+                object.__setattr__(self, "_end", end)
+                return buf.popleft()
+        object.__setattr__(self, "_end", None)  # delivered: the next call asks the run again
+        Remote._side.__get__(self).drain = None
+        if end == "s" or end is None:
+            raise StopIteration
+        raise Remote._side.__get__(self).candidate_exception(end)
+
+    def __length_hint__(self) -> int:
+        """Asked by ``list()``, ``tuple()``, ``sorted()``, ``str.join`` and ``list.extend``
+        before they take every item of the iterator in one go, with no code of the test's in
+        between: its items may then come in batches (``__next__``)."""
+        frame = sys._getframe(1)
+        Remote._side.__get__(self).drain = (frame, frame.f_lasti)
+        return 0
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._op("getitem", self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._op("setitem", self, key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self._op("delitem", self, key)
+
+    def __contains__(self, item: Any) -> bool:
+        # decided here, on the items the program's object yields: the test's value stays here
+        return any(x is item or x == item for x in self)
+
+    def __bool__(self) -> bool:
+        value = self._op("truth", self)
+        if value is True:
+            return True
+        raise NotPlainValue(f"got {describe(self)}")
+
+    def __eq__(self, other: Any) -> Any:
+        return self._op("eq", self, other) if isinstance(other, Remote) else NotImplemented
+
+    def __ne__(self, other: Any) -> Any:
+        if isinstance(other, Remote):
+            return self._op("ne", self, other)
+        # the program's own __ne__ would need the test's value (it stays here), and "not equal
+        # to a plain value" would pass any object: neither side of the verdict is taken
+        raise NotPlainValue(f"compared {describe(self)} with != to a plain value")
+
+    def __lt__(self, other: Any) -> Any:
+        return self._op("lt", self, other) if isinstance(other, Remote) else NotImplemented
+
+    def __le__(self, other: Any) -> Any:
+        return self._op("le", self, other) if isinstance(other, Remote) else NotImplemented
+
+    def __gt__(self, other: Any) -> Any:
+        return self._op("gt", self, other) if isinstance(other, Remote) else NotImplemented
+
+    def __ge__(self, other: Any) -> Any:
+        return self._op("ge", self, other) if isinstance(other, Remote) else NotImplemented
+
+    def __hash__(self) -> int:
+        """The program's hash of its object (sent with it as an item of a set or a dict key,
+        else asked once): a set of the program's points holds them as the program's own
+        does. An equal hash never makes the test's value equal to the program's object
+        (``__eq__`` above): a plain value is never found in a set by a program's object."""
+        h = Remote._hash.__get__(self)
+        if h is None:
+            h = self._op("hash", self)
+            if type(h) is not int:
+                raise TypeError(f"unhashable type: {Remote._tname.__get__(self)!r}")
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __format__(self, spec: str) -> str:
+        return self._op("format", self, spec) if spec else str(self)
+
+    def __instancecheck__(self, instance: Any) -> bool:
+        return self._op("isinstance", instance, self)
+
+    def __subclasscheck__(self, cls: Any) -> bool:
+        return self._op("issubclass", cls, self)
+
+    def __enter__(self) -> Any:
+        return self.__getattr__("__enter__")()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.__getattr__("__exit__")(*exc)
+
+    def __reversed__(self) -> Any:
+        return self._op("reversed", self)
+
+    def __round__(self, ndigits: Any = None) -> Any:
+        return self._op("round", self) if ndigits is None else self._op("round", self, ndigits)
+
+
+def _binary(op: str):
+    """An operator between the program's object and another: the program's code computes it
+    only when both operands are the program's. With a value of the test's (``abs(f(x) - y)
+    < 1e-6``) it would hand that value, often the expected one, to the program's operator,
+    which could answer whatever satisfies the test (an object whose ``__sub__`` returns
+    0.0); it raises ``TypeError`` instead, as Python does for operands without the operator
+    (a generator minus a float), so the test is an error."""
+
+    def forward(self, other):
+        if not isinstance(other, Remote):
+            raise _refused(op, self, other)
+        return self._op(op, self, other)
+
+    def reflected(self, other):
+        if not isinstance(other, Remote):
+            raise _refused(op, self, other)
+        return self._op(op, other, self)
+
+    return forward, reflected
+
+
+def _refused(op: str, remote: Remote, other: Any) -> TypeError:
+    return TypeError(f"operator {op.rstrip('_')!r} between the program's {Remote._tname.__get__(remote)} object "
+                     f"and the test's {type(other).__name__} value is not computed by the program")
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "and", "or", "xor",
+              "matmul"):
+    _fwd, _rev = _binary(_name + "_" if _name in ("and", "or") else _name)
+    setattr(Remote, f"__{_name}__", _fwd)
+    setattr(Remote, f"__r{_name}__", _rev)
+for _name in ("neg", "pos", "abs", "invert", "index", "int", "float", "complex"):
+    setattr(Remote, f"__{_name}__", (lambda op: lambda self: self._op(op, self))(_name))
+Remote.__divmod__, Remote.__rdivmod__ = _binary("divmod")
+del _name, _fwd, _rev
+
+
+def _shadow_type(base: type) -> type:
+    """A plain container holding the content of the program's object of a subclass of
+    ``base`` (a namedtuple, a ``Counter`` subclass, a ``list`` subclass): compared, indexed
+    and iterated as its plain content (so a subclass's ``__eq__`` never decides a test), its
+    other attributes and methods asked of the run."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.__dict__["_execrl_remote"], name)
+
+    def __repr__(self):
+        return base.__repr__(base(self))
+
+    return type(f"{base.__name__}_of_the_program", (base,), {"__getattr__": __getattr__, "__repr__": __repr__})
+
+
+_SHADOWS = {base: _shadow_type(base) for base in (tuple, list, dict, set, frozenset, int, float, str, bytes, complex)}
+_SHADOW_TYPES = frozenset(_SHADOWS.values())
+
+
+_KEPT_DICTS = (dict, Counter, OrderedDict, defaultdict)
+
+
+def _assign(container: Any, value: Any) -> None:
+    """Give a list, dict or set of the judge's the content ``value``."""
+    if isinstance(container, list):
+        container[:] = value
+    else:
+        container.clear()
+        container.update(value)
+
+
+class _SetInRunOrder(set):
+    """A set whose iteration order is the one the run's set had (the judge's own insertion
+    order cannot always reproduce it), as long as its content is unchanged."""
+
+    def __iter__(self):
+        order = self.__dict__.get("_execrl_order")
+        if order is not None and len(order) == len(self) and all(x in self for x in order):
+            return iter(order)
+        return set.__iter__(self)
+
+    def __repr__(self):
+        return "{" + ", ".join(repr(x) for x in self) + "}" if self else "set()"
+
+
+class _FrozenSetInRunOrder(frozenset):
+    def __iter__(self):
+        return iter(self.__dict__["_execrl_order"])
+
+    def __repr__(self):
+        return "frozenset({" + ", ".join(repr(x) for x in self) + "})" if self else "frozenset()"
+
+
+def describe(v: Any) -> str:
+    """A value for a message: its repr, short; a program's object by its type and its repr
+    (without a memory address)."""
+    if isinstance(v, Remote):
+        note = Remote._note.__get__(v)
+        if not note:
+            try:
+                shown = repr(v)
+            except BaseException:  # noqa: BLE001 - the run is gone, or its __repr__ failed
+                shown = ""
+            note = _short(stable_text(shown), 200) if isinstance(shown, str) else ""
+        tname = Remote._tname.__get__(v)
+        article = "an" if tname[:1] in "aeiouAEIOU" else "a"
+        return f"{article} {tname} object ({note}), not a plain value"
+    try:
+        return _short(stable_text(repr(v)))
+    except BaseException:  # noqa: BLE001 - an int too large to print; a value holding a handle of a run that ended
+        return f"<{type(v).__name__}>"
