@@ -9,9 +9,9 @@ target machines grows by ~50 us per MB of private memory) and it never holds any
 candidate must not see. The process the executor talks to (the controller,
 ``_controller.Worker``) forks a *forker* once, which forks the runs, and a judge process,
 which runs the judge's modules (``JUDGE_MODULES``; the worker keeps their code marshalled).
-The worker never receives expected values: the judge process holds the tests and runs them,
-calling the program's functions in its run; stdio runs' outputs are compared by the
-executor (``execrl.sandbox.host_judge``).
+No run ever holds an expected value: the judge process (a uid of its own) holds the tests
+and runs them, calling the program's functions in its run; stdio runs' outputs are compared
+by the executor (``execrl.sandbox.host_judge``).
 """
 
 from __future__ import annotations
