@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import pytest
 
@@ -236,19 +235,18 @@ def test_a_hard_link_shares_only_the_programs_own_file(ex):
 
 def test_a_fifo_the_test_opens_times_out_within_the_limits():
     """The test opens a FIFO the program made, which blocks it (plain Python hangs too): the
-    candidate times out within its wall-clock limit plus the reaping grace, and the next
-    program is judged by a fresh judge."""
+    sandbox's own wall-clock limit ends the candidate (a timeout, not retried, its worker not
+    replaced, as it would be had the executor given up waiting on a stuck worker), and the
+    next program is judged by a fresh judge. How soon: ``bench/sandbox_stop_time.py``."""
     limits = ExecutionLimits(timeout_s=1, memory_mb=512, wall_timeout_s=1.5)
     with Executor(workers=1, limits=limits) as ex:
         if not ex.isolation.get("private_root"):
             pytest.skip("no private root")
         for mode in ("w", "r"):
             code = "import os\n\ndef plant():\n    os.mkfifo('pipe')\n"
-            start = time.monotonic()
             r = ex.run(problem([f"plant()\nopen('pipe', {mode!r})", "assert True"]), code)
-            assert time.monotonic() - start < 1.5 + 5 + 3
             assert (r.status, statuses(r)) == ("timeout", ["timeout", "not_run"]), (mode, r.status, r.error_message)
-            assert ex.stats()["retries"] == 0
+            assert ex.stats()["retries"] == 0 and ex.respawns == 0
             ok = ex.run(problem(["assert f() == 1"]), "def f():\n    return 1\n")
             assert ok.status == "pass"
 

@@ -209,16 +209,19 @@ def test_hostile_program_is_contained(sandbox, name):
     before = _host_state(sandbox["sentinel"])
     ipc_before = _host_ipc()
     workers_before = {(h.proc.pid, h.forker_pid) for h in ex._handles}
-    start = time.monotonic()
     result = ex.run(problem, code)
-    elapsed = time.monotonic() - start
 
     assert result.status != "pass", result
     assert result.tests_passed < result.tests_total
     if problem is not ADD:  # these programs are built to pass nothing: no test may be forged
         assert result.tests_passed == 0, result
     assert result.status in expected_statuses, (result.status, result.error_type, result.error_message)
-    assert elapsed < 10, "the limits must stop it quickly"
+    # The candidate's own limits stopped it: its verdict above, and below the same worker, never
+    # replaced (the executor replaces one that has not answered by the candidate's wall-clock
+    # budget plus REPLY_GRACE_S). How soon: bench/sandbox_stop_time.py.
+    if name == "stdio_sleep_per_test":
+        # the per-candidate backstop ended it before its last tests (each sleeps 1.8 s of its 2 s)
+        assert result.test_outcomes[-1]["status"] == "not_run", result.test_outcomes
     json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")  # writable as an annotation
     assert len(result.stdout) <= 1 << 16 and len(result.stderr) <= 1 << 16
     assert _leftovers(ex) == []
@@ -383,7 +386,7 @@ def test_no_run_process_outlives_a_killed_executor(tmp_path):
     finally:
         proc.kill()
         proc.wait()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a guard against a hang, not a speed claim: they die with the namespace
     while sleepers() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert sleepers() == []
@@ -396,15 +399,35 @@ def test_a_stuck_worker_is_replaced_within_its_deadline(monkeypatch):
     monkeypatch.setattr(executor_module, "REPLY_GRACE_S", 2.0)  # 20 s by default
     REPLY_GRACE_S = executor_module.REPLY_GRACE_S
     limits = ExecutionLimits(timeout_s=0.5, wall_timeout_s=1.0)
+    waits = []  # (the clock when the executor started waiting, its deadline, how the wait ended)
+    collect = executor_module._WorkerHandle.collect
+
+    def recorded(handle, deadline):
+        waits.append([time.monotonic(), deadline, "answered"])
+        try:
+            return collect(handle, deadline)
+        except TimeoutError:
+            waits[-1][2] = "timed out"
+            raise
+
+    monkeypatch.setattr(executor_module._WorkerHandle, "collect", recorded)
     with Executor(workers=1, limits=limits) as ex:
         assert ex.run(ADD, GOOD).status == "pass"
         stopped = ex._handles[0].proc.pid
         os.kill(stopped, signal.SIGSTOP)
-        start = time.monotonic()
+        del waits[:]
+        sent = time.monotonic()
         r = ex.run(ADD, GOOD)
-        elapsed = time.monotonic() - start
         assert r.status == "pass" and ex.respawns == 1
-        assert 1.0 + REPLY_GRACE_S <= elapsed < 1.0 + REPLY_GRACE_S + 10
+        # The stopped worker's deadline was the wall-clock budget plus the grace, counted from
+        # when the candidate was sent (between `sent` and the wait's start: whatever the load,
+        # no elapsed time is compared with anything); the wait ended in a TimeoutError, which
+        # the handle raises only once that deadline has passed (not its channel closing); the
+        # candidate was then retried on the new worker, which answered.
+        budget = 1.0 + REPLY_GRACE_S
+        (began, deadline, ended), retried = waits[0], waits[1:]
+        assert sent + budget <= deadline <= began + budget, (sent, began, deadline)
+        assert ended == "timed out" and [w[2] for w in retried] == ["answered"], waits
         assert not psutil.pid_exists(stopped) or psutil.Process(stopped).status() == psutil.STATUS_ZOMBIE
 
 

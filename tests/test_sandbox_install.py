@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -31,7 +30,8 @@ PROGRAMS = textwrap.dedent("""
     with Executor(workers=1, limits=ExecutionLimits(timeout_s=5)) as ex:
         rs = ex.run_batch([(problem, good), (problem, peek), (problem, wrong), (problem, good)])
         print(json.dumps({"file": execrl.__file__, "status": [r.status for r in rs],
-                          "mode": ex.isolation.get("mode") if hasattr(ex, "isolation") else None}))
+                          "mode": ex.isolation.get("mode") if hasattr(ex, "isolation") else None,
+                          "respawns": ex.respawns, "retries": ex.stats()["retries"]}))
 """)
 
 
@@ -58,7 +58,6 @@ def _venv(where: Path, editable: bool) -> Path:
                          ids=["venv", "linked_venv", "linked_venv_editable"])
 def test_installed_package_passes_the_self_test(tmp_path, linked, editable):
     """~0.6 s each: a venv without pip, the package copied in, one worker."""
-    t0 = time.monotonic()
     real = tmp_path / "scratch" / "envs" / "venv"
     purelib = _venv(real, editable)
     link_home = tmp_path / "home"
@@ -84,4 +83,4 @@ def test_installed_package_passes_the_self_test(tmp_path, linked, editable):
     # directory is hidden (empty) although the site-packages around it is visible; a wrong
     # program fails; the next correct one passes
     assert got["status"] == ["pass", "fail", "fail", "pass"], got
-    assert time.monotonic() - t0 < 120
+    assert (got["respawns"], got["retries"]) == (0, 0), got  # one worker answered every candidate

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -179,11 +178,14 @@ def ex():
 @pytest.mark.parametrize("name", CASES)
 def test_verdict_is_plain_pythons(ex, name):
     prob, program, statuses, correct = CASES[name]
-    start = time.monotonic()
+    respawns = ex.respawns
     r = ex.run(prob, program)
     assert r.status in statuses, (name, r.status, r.error_type, r.error_message)
     assert r.status != "pass"
-    assert time.monotonic() - start < 3 * LIMITS.wall_timeout_s + 2  # charged to the program, not beyond
+    # charged to the program, not beyond: its own limits ended it, and the executor never gave
+    # up waiting on its worker (a stuck one is replaced after the wall-clock budget plus the reply
+    # grace). How soon: bench/sandbox_stop_time.py.
+    assert ex.respawns == respawns, name
     assert _leftovers(ex) == []
     nxt = ex.run(prob, OBSERVER + correct)
     assert nxt.status == "pass", (name, nxt.error_type, nxt.error_message)
@@ -214,10 +216,10 @@ def test_forged_value_record_on_the_programs_socket_is_charged(ex):
         "        pass\n"
     )
     prob = problem(["assert f(1) == 2"])
-    start = time.monotonic()
+    respawns = ex.respawns
     r = ex.run(prob, forged)
     assert r.status in {"timeout", "error"}, (r.status, r.error_type, r.error_message)
-    assert time.monotonic() - start < 3 * LIMITS.wall_timeout_s + 2
+    assert ex.respawns == respawns  # its own limits ended it, not the executor giving up on its worker
     assert _leftovers(ex) == []
     assert ex.run(prob, OBSERVER + DOUBLE).status == "pass"
 

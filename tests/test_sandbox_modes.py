@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -136,15 +135,29 @@ def test_in_child_asserts(ex):
     assert wrong.status == "fail" and wrong.error_type == "AssertionError"
 
 
-def test_lingering_thread_does_not_delay_a_pass(ex):
+def test_lingering_thread_does_not_delay_a_pass(ex, monkeypatch):
     p = assert_problem(["assert f() == 1"])
     code = ("import threading, time\n"
             "threading.Thread(target=time.sleep, args=(60,)).start()\n"
             "def f():\n    threading.Thread(target=time.sleep, args=(60,)).start()\n    return 1\n")
-    start = time.monotonic()
+    # The threads sleep past the run's wall-clock backstop: a run that waited for them (as a
+    # stdio program's end does, like `python`) would be killed by it. What the worker reports of
+    # the run shows it exited by itself with status 0, so nothing waited for them.
+    import execrl.sandbox.executor as executor_module
+
+    assert ex.limits.worker_limits()["wall"] < 60
+    replies, collect = [], executor_module._WorkerHandle.collect
+
+    def recorded(handle, deadline):
+        reply = collect(handle, deadline)
+        replies.append(reply[0])
+        return reply
+
+    monkeypatch.setattr(executor_module._WorkerHandle, "collect", recorded)
     r = ex.run(p, code)
-    assert r.status == "pass"
-    assert time.monotonic() - start < 2
+    assert r.status == "pass", (r.error_type, r.error_message)
+    (run,) = replies[-1]["runs"]
+    assert (run["exit"], run["signal"], run["wall_killed"]) == (0, None, False), run
 
 
 def test_imports_from_the_interpreter_work_in_the_sandbox(ex):
@@ -473,12 +486,16 @@ def test_a_virtualenv_under_the_temp_dir_is_importable():
 
 
 def test_a_padded_program_is_judged_quickly(ex):
+    """42,000 lines of padding, 2,000 of them a comment that looks like a rebinding of the
+    builtin the program redefines: judged like the unpadded program (its ``sum`` is the
+    program's). How quickly, against plain ``python`` on the same program (a scan of the
+    program's text that grows faster than the text would show there):
+    ``bench/sandbox_throughput.py --sets padded``."""
     p = assert_problem(["assert sum(10, 15) == 6", "assert f(2) == 3"])
     code = "def sum(a, b):\n    return 6\n" + "\n" * 40000 + "# sum = x\n" * 2000 + "def f(x):\n    return x + 1\n"
-    start = time.process_time()
     r = ex.run(p, code)
     assert r.status == "pass", r
-    assert time.process_time() - start < 1.0
+    assert [o["status"] for o in r.test_outcomes] == ["pass", "pass"]
 
 
 # --------------------------------------------------------------------------------------

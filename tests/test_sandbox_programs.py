@@ -207,9 +207,10 @@ def test_hostile_corpus_in_run_mode_is_contained(sandbox, name):  # noqa: F811 -
     code, _statuses, _problem = _render_case(name, sandbox)
     before, ipc_before = _host_state(sandbox["sentinel"]), _host_ipc()
     workers_before = {(h.proc.pid, h.forker_pid) for h in ex._handles}
-    start = time.monotonic()
     run = run_programs(ex, [code])[0]
-    assert time.monotonic() - start < 10
+    # its own limits ended it: a known status, and (below) the same worker, never replaced as a
+    # stuck one is after the wall-clock budget plus the reply grace. How soon:
+    # bench/sandbox_stop_time.py.
     assert run.status in PROGRAM_STATUSES
     assert len(run.stdout) <= 1 << 16
     assert _leftovers(ex) == []

@@ -123,10 +123,12 @@ def test_a_server_that_dies_fails_the_job_naming_its_log(stand_in, tmp_path):
 
 
 def test_a_server_that_never_answers_fails_at_the_deadline(stand_in, tmp_path):
-    start = time.monotonic()
+    # The stand-in never listens and sleeps 600 s: the job's ending (status 1) before this
+    # guard's 300 s shows it gave up at its own deadline rather than waiting for the server;
+    # its message names that deadline.
     job = stand_in("hang", "--gpus", "1", "--timeout", "2")
-    _, err = job.communicate(timeout=60)
-    assert job.returncode == 1 and time.monotonic() - start < 30
+    _, err = job.communicate(timeout=300)
+    assert job.returncode == 1
     assert "did not answer" in err and "within 2 s" in err and str(tmp_path / "vllm.log") in err
     assert not alive(json.loads((tmp_path / "server.json").read_text())["pid"])
     assert not (tmp_path / "command.json").exists()
@@ -181,7 +183,7 @@ def test_a_killed_server_command_takes_the_server_and_the_training_with_it(stand
     server = json.loads((tmp_path / "server.json").read_text())
     job.kill()
     job.communicate(timeout=60)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a guard against a hang, not a speed claim: they die at once
     while (alive(command["pid"]) or alive(server["pid"])) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(command["pid"]) and not alive(server["pid"])
@@ -212,10 +214,9 @@ def test_the_server_waits_as_long_as_the_workflow_says(stand_in, tmp_path, monke
     monkeypatch.delenv(VLLM_SERVER_TIMEOUT_ENV, raising=False)
     assert parser().parse_args(["--model", "m", "--gpus", "1", "--", "true"]).timeout == 900
     monkeypatch.setenv(VLLM_SERVER_TIMEOUT_ENV, "3")
-    start = time.monotonic()
     job = stand_in("hang", "--gpus", "1")
-    _, err = job.communicate(timeout=60)
-    assert job.returncode == 1 and time.monotonic() - start < 30
+    _, err = job.communicate(timeout=300)  # ends long before the stand-in's 600 s: at the 3 s deadline
+    assert job.returncode == 1
     assert "within 3 s" in err
 
 
