@@ -8,6 +8,16 @@ Runs both on the same inputs, in one process, one after the other, and reports w
   (b) the 974 MBPP reference solutions (and the same set without task 123, whose ~7 s of
       CPU puts a floor under any 2-worker wall time).
 
+Two more sets run only when ``--sets`` names them; they carry timing claims the tests made
+before `make test` stopped asserting on time (issue #46):
+
+  (c) ``humaneval``: the 164 HumanEval canonical solutions and 164 ``return None`` bodies
+      (``tests/test_sandbox_humaneval.py`` once required the 328 in under 60 s on 2 workers);
+  (d) ``padded``: 50 copies of the program of ``test_a_padded_program_is_judged_quickly``
+      (42,000 lines of padding, 2,000 of them ``# sum = x``; the test once required under 1 s
+      of the test process's CPU). Against ``trivial`` in the same run, the CPU ratio shows a
+      scan of the program's text that grows faster than plain ``python``'s parse of it.
+
 The baseline is the common harness design: concatenate program + setup + tests, run
 ``python -c`` in a fresh interpreter per candidate (``--workers`` at a time), and call exit
 code 0 a pass. Verdicts are compared as pass / not pass.
@@ -201,20 +211,42 @@ def alternate(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
-def bench_sets(mbpp: Path) -> list[tuple[str, list[tuple[Problem, str]]]]:
+def humaneval_set() -> list[tuple[Problem, str]]:
+    """HumanEval's canonical solutions, then as many ``return None`` bodies (none passes)."""
+    from execrl.datasets import load_split
+
+    problems = load_split("humaneval", "test").problems
+    return [(p, p.reference) for p in problems] + [(p, p.prompt + "    return None\n") for p in problems]
+
+
+def padded_set(n: int = 50) -> list[tuple[Problem, str]]:
+    """The padded program of ``tests/test_sandbox_modes.py``, ``n`` times (a problem each; each
+    copy ends in a comment of its own, so that no cache keyed on the text serves it)."""
+    code = "def sum(a, b):\n    return 6\n" + "\n" * 40000 + "# sum = x\n" * 2000 + "def f(x):\n    return x + 1\n"
+    return [(Problem(id=f"padded/{i}", prompt="p", test_type="assert",
+                     tests=["assert sum(10, 15) == 6", "assert f(2) == 3"]), f"{code}# copy {i}\n") for i in range(n)]
+
+
+OPTIONAL_SETS = {"humaneval": humaneval_set, "padded": padded_set}
+"""Sets built only when ``--sets`` names them."""
+
+
+def bench_sets(mbpp: Path, wanted: str = "") -> list[tuple[str, list[tuple[Problem, str]]]]:
     """The bench's sets; MBPP's without task 123 too (its reference spends ~5 s of its own CPU,
-    one chunk that outweighs the sandbox's work on the other 973)."""
+    one chunk that outweighs the sandbox's work on the other 973); those of ``OPTIONAL_SETS``
+    that ``wanted`` (``--sets``) names."""
     sets = [("trivial", trivial_set())]
     if mbpp.exists():
         refs = mbpp_set(mbpp)
         sets += [("mbpp_references", refs), ("mbpp_without_task_123", [x for x in refs if x[0].id != "mbpp/123"])]
+    sets += [(name, make()) for name, make in OPTIONAL_SETS.items() if name in wanted.split(",")]
     return sets
 
 
 def serve_chunks(args: argparse.Namespace) -> int:
     """``--interleave``'s worker side: one executor; runs the chunks the parent names on stdin
     (one JSON line each: set, start, stop) and answers each with its CPU time (one JSON line)."""
-    sets = dict(bench_sets(args.mbpp))
+    sets = dict(bench_sets(args.mbpp, args.sets))
     with Executor(workers=args.workers, limits=ExecutionLimits(timeout_s=10.0)) as ex:
         ex.run_batch(trivial_set(50))  # warm up the workers
         print(json.dumps({"ready": True}), flush=True)
@@ -230,8 +262,8 @@ def interleave(args: argparse.Namespace, new_src: Path) -> int:
     import statistics
 
     versions = {"old": args.alternate.resolve(), "new": new_src}
-    common = ["--workers", str(args.workers), "--mbpp", str(args.mbpp)]
-    sets = [x for x in bench_sets(args.mbpp) if x[0] in set(args.sets.split(","))]
+    common = ["--workers", str(args.workers), "--mbpp", str(args.mbpp), "--sets", args.sets]
+    sets = [x for x in bench_sets(args.mbpp, args.sets) if x[0] in set(args.sets.split(","))]
     out = {"command": "python -s bench/sandbox_throughput.py " + " ".join(sys.argv[1:]), "old": str(versions["old"]),
            "new": str(new_src), "interleave": args.interleave, "load_average_start": os.getloadavg(), "rounds": []}
     k = 0
@@ -317,7 +349,7 @@ def main() -> int:
           f"load average at start {os.getloadavg()[0]:.2f}")
     if not args.mbpp.exists():
         print(f"(MBPP not found at {args.mbpp}: skipping set b)")
-    sets = [x for x in bench_sets(args.mbpp) if x[0] in set(args.sets.split(","))]
+    sets = [x for x in bench_sets(args.mbpp, args.sets) if x[0] in set(args.sets.split(","))]
     rows = []
     with Executor(workers=args.workers, limits=ExecutionLimits(timeout_s=10.0)) as ex:
         print(f"isolation: {ex.isolation}")
