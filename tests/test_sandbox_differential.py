@@ -97,3 +97,19 @@ def test_a_seeded_sample_has_no_unexplained_disagreement():
     judged = [o for o in report.outcomes if o.program.id not in KNOWN_OPEN]
     assert sum(o.agree for o in judged) >= len(judged) - len(report.intended)
     assert any(o.plain.status == "fail" and o.agree for o in judged if o.program.group.startswith("mutant"))
+
+
+def test_a_timeout_near_the_limit_is_explained_where_the_verdicts_first_part():
+    """MBPP task 123's mutant under load: both fail the first test, then plain Python times out
+    on the second (3 s of CPU) where the sandbox finished it; the status is ``fail`` on both
+    sides, the parting is a timeout on one side near the limit."""
+    from execrl.sandbox.differential import Verdict, _explain
+
+    program = Program("mbpp/123~operator0", "mutant:operator:mbpp", _problem(["assert True"] * 3), "")
+    limits = ExecutionLimits(timeout_s=3)
+    plain = Verdict("fail", ["fail", "timeout", "not_run"], "AssertionError", cpu_s=3.0)
+    sandbox = Verdict("fail", ["fail", "fail", "fail"], "AssertionError", cpu_s=2.6)
+    assert _explain(program, plain, sandbox, limits) == "cpu_near_limit"
+    # far from the limit, or parting on a verdict that is no timeout, it stays unexplained
+    assert _explain(program, Verdict("fail", plain.tests, None, cpu_s=0.2), sandbox, limits) is None
+    assert _explain(program, plain, Verdict("fail", ["pass", "fail", "fail"], None, cpu_s=2.6), limits) is None

@@ -25,7 +25,8 @@ import os
 import sys
 import time
 
-from execrl.sandbox._exchange import (_GENERATOR_TYPES, _MAX_DEPTH, _STRUCT_LEN, MAX_VALUE_BYTES, RESULT_FD,
+from execrl.sandbox._exchange import (_GENERATOR_TYPES, _MAX_DEPTH, _STRUCT_LEN, MAX_VALUE_BYTES, RESULT_FD, TOO_DEEP,
+                                      TOO_LARGE,
                                       ProtocolError, _bool, _bytearray, _bytes, _bytes_copy, _chk_list,
                                       _chk_str, _complex, _complex_copy, _Counter, _defaultdict, _deque, _dict,
                                       _dict_items, _dumps, _Exchange, _float, _float_copy, _frozenset,
@@ -275,6 +276,8 @@ class _ChildSide(_Side):
             return {"F": [self.enc(v.numerator, ex, depth), self.enc(v.denominator, ex, depth)]}
         if mod == "decimal" and t is _getattr(sys.modules.get("decimal"), "Decimal", None):
             return {"M": _str(v)}
+        if depth > _MAX_DEPTH and _isinstance(v, _DEEP_CONTAINERS):
+            return {"h": [self.lend(v), _type_name(t), TOO_DEEP]}
         return {"h": [self.lend(v), _type_name(t)]}
 
     def dec_other(self, tag, val, ex):
@@ -375,7 +378,21 @@ class _ChildSide(_Side):
         except BaseException as e:  # noqa: BLE001 - the program's exception, reported as such
             return self._answer_error(e, ex, state[0])
         kept = self._kept(v, ex)
+        if state[0]:
+            held = self._held_arguments(v, ex, state[0])
+            if held:
+                kept = kept + held
         return self._answer(v, ex, state[0], kept)
+
+    def _held_arguments(self, v, ex: _Exchange, snap) -> list:
+        """The test's lists, dicts and sets (the request's arguments) that the program still
+        holds after the call (``Logger(out)`` keeps ``out``, later calls append to it): kept in
+        step both ways, as a result the program holds is (``_kept``), so the test sees what
+        later calls do to them. Found from reference counts, less those this exchange's own
+        containers, the call's snapshot and the result hold, and the harness's own
+        (``_HELD_BASE``, measured once)."""
+        return [o for o, excess in _argument_references(ex.table, snap, v)
+                if excess > _HELD_BASE and _id(o) not in self.lent_ids]
 
     def _kept(self, v, ex: _Exchange) -> list:
         """The lists, dicts and sets of a result (not the request's own arguments) that the
@@ -617,9 +634,13 @@ class _ChildSide(_Side):
                 self.shadows[n] = (o, _dict if _type(o) in _DICT_TYPES else _type(o), _shallow(o))
         if text is None or _len(text) > MAX_VALUE_BYTES:
             rex = ex.follow()
-            note = "value too large" if text is not None else "value not encodable"
-            head = ["r", {"h": [self.lend(v), _type_name(_type(v)), note]}, self.updates(snap, rex),
-                    self._refresh(rex)]
+            note = TOO_LARGE if text is not None else "value not encodable"
+            if _type(v) is _BatchResult:  # each item a handle: the batch stays a list of items
+                value = {"l": [{"h": [self.lend(x), _type_name(_type(x)), note]} for x in v.items]}
+                head = ["r", value, self.updates(snap, rex), self._refresh(rex), v.end]
+            else:
+                head = ["r", {"h": [self.lend(v), _type_name(_type(v)), note]}, self.updates(snap, rex),
+                        self._refresh(rex)]
             text = _dumps(head)
         return text
 
@@ -635,6 +656,8 @@ class _ChildSide(_Side):
 
 
 _DICT_TYPES = frozenset({_dict, _Counter, _OrderedDict, _defaultdict})
+_DEEP_CONTAINERS = (_list, _tuple, _dict, _set, _frozenset, _deque)
+"""Containers that, past ``_MAX_DEPTH``, stay in the run noted ``TOO_DEEP`` (never compared)."""
 _KEPT_TYPES = _DICT_TYPES | {_list, _set}
 """Containers of a result kept in step with the program's object when the program holds it."""
 _WALKED = _KEPT_TYPES | {_tuple, _frozenset, _deque}
@@ -646,6 +669,43 @@ _ITERATORS = frozenset(_GENERATOR_TYPES) | {_type(iter(x)) for x in ([], {}, _se
 _KEPT_WALK_LIMIT = 100_000
 _SCALAR_TYPES = frozenset({_str, _int, _float, _bool, _NoneType})
 """What a JSON scalar decodes to: the value itself (``_Side.dec``)."""
+
+
+def _argument_references(table: list, snap, v) -> list:
+    """``(container, references)`` for each list, dict and set of a request's ``table``: its
+    reference count less those the table, its containers, the snapshot ``snap`` and the
+    result ``v`` (one level down) hold."""
+    inner: dict = {}
+
+    def note(x) -> None:
+        if _type(x) in _KEPT_TYPES:
+            inner[_id(x)] = inner.get(_id(x), 0) + 1
+
+    for p in table:
+        if _type(p) in _WALKED:
+            for x in (p.values() if _type(p) in _DICT_TYPES else p):
+                note(x)
+    for before in snap.values():
+        if _type(before) is _tuple:
+            for x in before:
+                if _type(x) is _tuple and _len(x) == 2:  # a dict's (key, value) pair
+                    note(x[1])
+                else:
+                    note(x)
+    if _type(v) in _WALKED:
+        for x in (v.values() if _type(v) in _DICT_TYPES else v):
+            note(x)
+    out = []
+    count = _getrefcount
+    for o in table:
+        if _type(o) in _KEPT_TYPES and o is not v:
+            out.append((o, count(o) - inner.get(_id(o), 0)))
+    return out
+
+
+_HELD_BASE = _argument_references([[]], {}, None)[0][1]
+"""The references of an argument the program does not hold (the table's, the loop's, the
+count's own): one more means the program holds it."""
 
 
 def _scalar_call(call: list, target: dict) -> bool:
@@ -930,21 +990,42 @@ def _run_stdio(code: str, compiled, token: str) -> None:
     module.__builtins__ = builtins
     module.__file__ = "solution.py"
     sys.modules["__main__"] = module
+    run_pid = _getpid()
     try:
         exec(compiled, module.__dict__)
     except SystemExit as e:
         status = _exit_status(e)
+        if _getpid() != run_pid:
+            _end_forked_child(status)
         if status:
             _flush()
             _emit(["l", "SystemExit", _text(e.code), f"SystemExit: {_text(e.code)}"])
             _os_exit(status)
     except BaseException as e:  # noqa: BLE001
+        if _getpid() != run_pid:
+            try:
+                sys.stderr.write(_format_exc(e, sources) + "\n")
+            except BaseException:  # noqa: BLE001
+                pass
+            _end_forked_child(1)
         _flush()
         _emit(["l", _exc_name(e), _text(e), _format_exc(e, sources)])
         _os_exit(1)
+    if _getpid() != run_pid:
+        _end_forked_child(0)
     _exit_as_python_does()
     _flush()
     _emit(["d", 0, token])
+
+
+def _end_forked_child(status: int) -> None:
+    """A process the program forked reached the end of ``__main__`` (``sys.exit(0)`` in the
+    child after ``os.fork()``): it ends as under plain Python (its threads and ``atexit``
+    handlers run, its output is flushed, its status is its own) and never writes the run's
+    end-of-run record: only the run's own process reports how the run ended."""
+    _exit_as_python_does()
+    _flush()
+    _os_exit(status)
 
 
 def _exit_status(e) -> int:

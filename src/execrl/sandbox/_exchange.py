@@ -56,7 +56,8 @@ def _text(x, limit=_MSG_LIMIT) -> str:
 #   {"f": [...]} frozenset, {"y": hex} bytearray, {"b": hex} bytes, {"c": [re, im]} complex,
 #   {"i": hex} large int, {"r": [start, stop, step]} range, {"C": pairs} Counter,
 #   {"O": pairs} OrderedDict, {"D": [factory, pairs]} defaultdict, {"Q": [items, maxlen]}
-#   deque, {"F": [num, den]} Fraction, {"M": text} Decimal, {"N": [dtype, value]} a numpy
+#   deque, {"K": [...]}, {"V": [...]}, {"I": pairs} a dict's keys, values, items (views of
+#   a copy), {"F": [num, den]} Fraction, {"M": text} Decimal, {"N": [dtype, value]} a numpy
 #   scalar (bool, integer, float or complex: the same numpy type on the other side),
 #   {"@": k} the k-th container of this exchange again (identity: aliasing, cycles, and a
 #   result that *is* an argument), numbered in the order containers are first met;
@@ -97,15 +98,23 @@ import collections as _collections  # noqa: E402 - preloaded anyway
 _Counter, _OrderedDict, _defaultdict, _deque = (_collections.Counter, _collections.OrderedDict,
                                                _collections.defaultdict, _collections.deque)
 _MUTABLE = (_list, _dict, _set, _bytearray, _Counter, _OrderedDict, _defaultdict, _deque)
+# an OrderedDict's own order (``move_to_end`` changes it; ``dict.items`` would not show it)
+_odict_items, _odict_keys = _OrderedDict.items, _OrderedDict.keys
+_KEYS_VIEW, _VALUES_VIEW, _ITEMS_VIEW = _type({}.keys()), _type({}.values()), _type({}.items())
 _BIG = 1 << 62
 _NUMPY_KINDS = frozenset("biufc")
 """numpy scalars sent as themselves: booleans, integers, floats, complex numbers."""
-_MAX_DEPTH = 120
+_MAX_DEPTH = 300
+"""Containers nested deeper cross no further (encoding recurses, two frames a level, under
+the recursion limit of plain Python's 1000): the program's deeper value stays in its run as a
+handle noted ``TOO_DEEP``, the test's is refused (``ValueTooDeep``); neither is compared."""
 _STRUCT_LEN = struct.Struct(">I")
 _cpu_time = time.process_time  # (a program that rebinds ``time.process_time`` does not change it)
 _getrefcount = sys.getrefcount
-MAX_VALUE_BYTES = 1 << 20
-"""A result whose encoding is larger stays in the program's process as a handle."""
+MAX_VALUE_BYTES = 32 << 20
+"""A result whose encoding is larger stays in the program's process as a handle noted
+``TOO_LARGE``, which the judge refuses to compare with a test's value (``ValueTooLarge``)."""
+TOO_LARGE, TOO_DEEP = "value too large", "value too deep"
 MAX_MESSAGE_BYTES = 64 << 20
 """A larger message is a protocol error."""
 
@@ -355,10 +364,12 @@ class _Side:
             return {"c": [v.real, v.imag]}
         if t is _range:
             return {"r": [v.start, v.stop, v.step]}
-        if t is _Counter or t is _OrderedDict:
+        if t is _Counter:
             self._number(v, ex)
-            return {"C" if t is _Counter else "O": self._keyed([[enc(a, ex, d), enc(b, ex, d)]
-                                                                for a, b in _dict_items(v)], v)}
+            return {"C": self._keyed([[enc(a, ex, d), enc(b, ex, d)] for a, b in _dict_items(v)], v)}
+        if t is _OrderedDict:
+            self._number(v, ex)
+            return {"O": self._keyed([[enc(a, ex, d), enc(b, ex, d)] for a, b in _odict_items(v)], v)}
         if t is _defaultdict:
             self._number(v, ex)
             return {"D": [enc(v.default_factory, ex, d),
@@ -366,6 +377,18 @@ class _Side:
         if t is _deque:
             self._number(v, ex)
             return {"Q": [[enc(x, ex, d) for x in v], v.maxlen]}
+        # a dict's view, as a view of a copy of the dict: ``f().keys() == {...}`` compares as a
+        # set, as in Python (the copy does not follow later changes of the program's dict)
+        if t is _KEYS_VIEW:
+            keys = _list(v)
+            return {"K": self._hashed([enc(x, ex, d) for x in keys], keys)}
+        if t is _VALUES_VIEW:
+            return {"V": [enc(x, ex, d) for x in v]}
+        if t is _ITEMS_VIEW:
+            pairs = _list(v)
+            encoded = [[enc(a, ex, d), enc(b, ex, d)] for a, b in pairs]
+            self._hashed([p[0] for p in encoded], [p[0] for p in pairs])
+            return {"I": encoded}
         return self.other(v, ex, depth)
 
     HASHES = False  # whether the objects this side lends as set items and dict keys carry their hash
@@ -385,7 +408,8 @@ class _Side:
 
     def _keyed(self, pairs: list, d) -> list:
         if self.HASHES:
-            self._hashed([p[0] for p in pairs], _list(_dict_keys(d)))
+            keys = _odict_keys(d) if _isinstance(d, _OrderedDict) else _dict_keys(d)
+            self._hashed([p[0] for p in pairs], _list(keys))
         return pairs
 
     @staticmethod
@@ -402,6 +426,8 @@ class _Side:
         t = _type(v)
         if t is _bytearray:
             return v.hex()
+        if _isinstance(v, _OrderedDict):
+            return self._keyed([[enc(a, ex, 1), enc(b, ex, 1)] for a, b in _odict_items(v)], v)
         if _isinstance(v, _dict):
             return self._keyed([[enc(a, ex, 1), enc(b, ex, 1)] for a, b in _dict_items(v)], v)
         if _isinstance(v, (_set, _frozenset)):
@@ -498,6 +524,17 @@ class _Side:
                 table.append(out)
                 out.extend([dec(i, ex) for i in _chk_list(items)])
                 return out
+            if tag == "K":
+                return _dict.fromkeys([dec(i, ex) for i in _chk_list(val)]).keys()
+            if tag == "V":
+                return _dict(enumerate([dec(i, ex) for i in _chk_list(val)])).values()
+            if tag == "I":
+                out = {}
+                for pair in _chk_list(val):
+                    a, b = _chk_list(pair)
+                    key = dec(a, ex)
+                    out[key] = dec(b, ex)
+                return out.items()
             if tag == "F":
                 from fractions import Fraction
                 num, den = _chk_list(val)

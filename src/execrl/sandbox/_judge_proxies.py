@@ -9,6 +9,7 @@ import sys
 from collections import Counter, OrderedDict, defaultdict, deque
 from typing import Any
 
+from execrl.sandbox._exchange import _MAX_DEPTH, MAX_VALUE_BYTES, TOO_DEEP, TOO_LARGE
 from execrl.sandbox._judge_compare import LentObject, _short, stable_text
 from execrl.sandbox._judge_generators import _takes_every_item
 
@@ -20,6 +21,21 @@ __builtins__ = dict(builtins.__dict__)  # a private snapshot, as in ``_exchange`
 
 class NotPlainValue(AssertionError):
     """The truth value of the program's object would be decided by the program's code."""
+
+
+class ValueTooLarge(Exception):
+    """The program's value is too large to cross to the tests (its encoding over
+    ``MAX_VALUE_BYTES``): it is never compared, so a test comparing it errs, naming the limit."""
+
+
+class ValueTooDeep(Exception):
+    """A value nested deeper than ``_MAX_DEPTH`` containers: the program's is never compared,
+    the test's is never sent to the program."""
+
+
+def too_deep(what: str) -> ValueTooDeep:
+    return ValueTooDeep(f"{what} nests containers deeper than the sandbox's limit of {_MAX_DEPTH} levels "
+                        "on a value that crosses between the tests and the program")
 
 
 class CandidateExit(BaseException):
@@ -143,8 +159,19 @@ class Remote(LentObject):
             return True
         raise NotPlainValue(f"got {describe(self)}")
 
+    def refuse_comparison(self) -> None:
+        note = Remote._note.__get__(self)
+        if note == TOO_LARGE:
+            raise ValueTooLarge(f"the program's {Remote._tname.__get__(self)} is over the sandbox's "
+                                f"{MAX_VALUE_BYTES >> 20} MiB limit on a value that crosses to the tests")
+        if note == TOO_DEEP:
+            raise too_deep(f"the program's {Remote._tname.__get__(self)}")
+
     def __eq__(self, other: Any) -> Any:
-        return self._op("eq", self, other) if isinstance(other, Remote) else NotImplemented
+        if isinstance(other, Remote):
+            return self._op("eq", self, other)
+        self.refuse_comparison()
+        return NotImplemented
 
     def __ne__(self, other: Any) -> Any:
         if isinstance(other, Remote):

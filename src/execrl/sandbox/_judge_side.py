@@ -7,16 +7,20 @@ from __future__ import annotations
 import builtins
 import json
 import sys
-from collections import deque
+from collections import Counter, OrderedDict, defaultdict, deque
 
-from execrl.sandbox._exchange import (_STRUCT_LEN, PeerGone, ProtocolError, _dumps, _Exchange, _shallow, _Side,
-                                      _unchanged)
+from execrl.sandbox._exchange import (_MAX_DEPTH, _STRUCT_LEN, PeerGone, ProtocolError, _dumps, _Exchange, _shallow,
+                                      _Side, _unchanged)
 from execrl.sandbox._judge_compare import _short
 from execrl.sandbox._judge_generators import _GENERATOR, _SCALAR_ITERATORS, _TUPLE_ITERATOR, _unseen_iterator
 from execrl.sandbox._judge_proxies import (_CANDIDATE_EXITS, _KEPT_DICTS, _SHADOW_TYPES, _SHADOWS,
-                                           CandidateExit, Remote, _assign, _FrozenSetInRunOrder, _SetInRunOrder)
+                                           CandidateExit, Remote, _assign, _FrozenSetInRunOrder, _SetInRunOrder,
+                                           too_deep)
 
 __builtins__ = dict(builtins.__dict__)  # a private snapshot, as in ``_exchange``
+
+_PLAIN_CONTAINERS = frozenset({list, tuple, dict, set, frozenset, deque, Counter, OrderedDict, defaultdict})
+"""The test's containers that, past ``_MAX_DEPTH``, are refused rather than lent to the program."""
 
 # --------------------------------------------------------------------------------------
 # The judge's side of the conversation with one run
@@ -65,6 +69,8 @@ class _JudgeSide(_Side):
         name = getattr(v, "__name__", None)
         if isinstance(name, str) and getattr(builtins, name, None) is v:
             return {"B": name}
+        if depth > _MAX_DEPTH and t in _PLAIN_CONTAINERS:
+            raise too_deep(f"the test's {t.__name__}")
         if depth == 0 and (t is _GENERATOR or t in _SCALAR_ITERATORS or t is _TUPLE_ITERATOR) \
                 and _an_argument() and sys.getrefcount(v) <= _TEMPORARY_REFS and _unseen_iterator(v):
             n = self.lend(v)

@@ -431,7 +431,10 @@ def _plain_stdio(problem: Problem, python: str, cwd: str, limits: ExecutionLimit
 def _explain(program: Program, plain: Verdict, sandbox: Verdict, limits: ExecutionLimits) -> str | None:
     if program.intended is not None:
         return program.intended
-    one_timeout = (plain.status == "timeout") != (sandbox.status == "timeout")
+    # where the verdicts first part, one side timed out (the run's status, or a later test's:
+    # a first test that fails in both leaves the status ``fail`` on either side)
+    first = next(((p, s) for p, s in zip(plain.tests, sandbox.tests) if p != s), (plain.status, sandbox.status))
+    one_timeout = (first[0] == "timeout") != (first[1] == "timeout")
     if one_timeout and plain.cpu_s >= NEAR_LIMIT * limits.timeout_s:
         return "cpu_near_limit"
     return None

@@ -1,0 +1,64 @@
+"""Correct programs the sandbox once judged otherwise than plain ``python`` (issue #48), one
+per class, each judged both ways: the verdicts agree. They are in the differential corpus
+(``tests/data/differential/features.py``) too, so the bench guards them; values beyond the
+sandbox's size and depth limits give an error naming the limit, never a silent ``fail``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from execrl.problems import Problem
+from execrl.sandbox import ExecutionLimits, Executor
+from execrl.sandbox.differential import compare, load_corpus
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
+
+LIMITS = ExecutionLimits(timeout_s=5, memory_mb=1536)
+FEATURES = Path(__file__).parent / "data" / "differential" / "features.py"
+CLASSES = ["values/dict_keys_returned", "values/dict_items_returned", "values/ordered_dict_moved_to_end",
+           "values/result_over_a_mebibyte", "values/generator_items_over_a_mebibyte", "values/argument_nested_130_deep",
+           "values/argument_kept_by_the_program", "stdio/fork_then_exit_in_the_child"]
+
+
+@pytest.fixture(scope="module")
+def ex():
+    with Executor(workers=1, limits=LIMITS) as executor:
+        yield executor
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return {p.id.removeprefix("feature/"): p for p in load_corpus(FEATURES, builtin=(), humaneval=False,
+                                                                  mutants_per_program=0)}
+
+
+@pytest.mark.parametrize("name", CLASSES)
+def test_the_sandbox_judges_as_plain_python(ex, corpus, name):
+    (outcome,) = compare([corpus[name]], ex, LIMITS, workers=1).outcomes
+    assert outcome.plain.status == "pass", outcome.plain
+    assert outcome.agree, (outcome.plain, outcome.sandbox)
+
+
+def _judge(ex, code, tests):
+    return ex.run(Problem(id="p", prompt="t", test_type="assert", tests=tests), code)
+
+
+def test_a_result_over_the_size_limit_is_an_error_naming_it(ex):
+    r = _judge(ex, "def big(n):\n    return list(range(n))\n",
+               ["assert big(5_000_000) == list(range(5_000_000))", "assert len(big(5_000_000)) == 5_000_000"])
+    assert [(o["status"], o["error_type"]) for o in r.test_outcomes] == [("error", "ValueTooLarge"), ("pass", None)]
+    assert "32 MiB" in r.error_message
+
+
+def test_values_beyond_the_depth_limit_are_errors_naming_it(ex):
+    nest = "def nest(n):\n    x = []\n    for _ in range(n):\n        x = [x]\n    return x\n"
+    build = "y = []\nfor _ in range(400):\n    y = [y]\n"
+    result = _judge(ex, nest, [build + "assert nest(400) == y", "assert nest(3) == [[[[]]]]"])
+    argument = _judge(ex, nest + "def depth(x):\n    return 1 + depth(x[0]) if x else 0\n",
+                      [build + "assert depth(y) == 400"])
+    assert [(o["status"], o["error_type"]) for o in result.test_outcomes] == [("error", "ValueTooDeep"), ("pass", None)]
+    assert [(o["status"], o["error_type"]) for o in argument.test_outcomes] == [("error", "ValueTooDeep")]
+    assert "300 levels" in result.error_message and "the test's list" in argument.error_message
