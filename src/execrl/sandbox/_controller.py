@@ -21,7 +21,7 @@ import _socket
 
 from execrl.sandbox._child import (SOCK_FD, _emit, _run_served, _run_stdio, _served_limit, _stack_depth,
                                    _write_program_file, compile_candidate)
-from execrl.sandbox._exchange import _FD, _JUDGE_CPU, _LEN, RESULT_FD, PeerGone, _os_exit, _text
+from execrl.sandbox._exchange import _FD, _JUDGE_CPU, _LEN, RESULT_FD, PeerGone, _os_exit, _text, cpu_timer
 from execrl.sandbox._isolation import (CLONE_NEWNS, CLONE_NEWPID, MNT_DETACH, MS_NODEV, MS_NOEXEC, MS_NOSUID,
                                        MS_REC, MS_SLAVE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS,
                                        PR_SET_PDEATHSIG, SCRATCH_DIRS, _check, _harness_dirs, _libc, _mount,
@@ -561,7 +561,10 @@ class Worker:
         cpu = utime + stime
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         hard_cpu = int(timeout) + 2
-        timed_out = reason != KILL_NONE or sig in (signal.SIGPROF, signal.SIGXCPU) or (
+        # a run whose CPU time reached its budget timed out however it ended: the program may
+        # catch, block or ignore the timer's signal and exit 0 after it (the timer fires past
+        # the budget: ``CPU_TIMER_SLACK``)
+        timed_out = reason != KILL_NONE or sig in (signal.SIGPROF, signal.SIGXCPU) or cpu >= timeout or (
             sig == signal.SIGKILL and cpu >= hard_cpu - 0.05)
         info = {
             "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
@@ -630,7 +633,7 @@ class Worker:
             os.environ["TMPDIR"] = workdir
         if "multiprocessing" in code or "ProcessPool" in code:
             _write_program_file(code)
-        signal.setitimer(signal.ITIMER_PROF, timeout)
+        signal.setitimer(signal.ITIMER_PROF, cpu_timer(timeout))
         mode = spec["mode"]
         if mode != "stdio":
             _run_served(code, token, None, self.served_limit, timeout)

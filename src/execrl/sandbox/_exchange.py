@@ -111,6 +111,19 @@ handle noted ``TOO_DEEP``, the test's is refused (``ValueTooDeep``); neither is 
 _STRUCT_LEN = struct.Struct(">I")
 _cpu_time = time.process_time  # (a program that rebinds ``time.process_time`` does not change it)
 _getrefcount = sys.getrefcount
+CPU_TIMER_SLACK = (1.05, 0.02)
+"""The CPU-time signal fires at ``1.05 * budget + 0.02 s``: past the budget by more than the
+kernel's reported CPU time ever lags the timer's clock (up to ~2% on a loaded machine), so a
+run the signal ends, or one that catches or blocks it and exits, has used more than its
+budget by the measure the verdict reads (``Worker.run_one``: a run whose CPU time reaches the
+budget timed out, however it ended)."""
+
+
+def cpu_timer(budget: float) -> float:
+    """The CPU-time timer's setting for what is left of a budget (``CPU_TIMER_SLACK``)."""
+    return budget * CPU_TIMER_SLACK[0] + CPU_TIMER_SLACK[1]
+
+
 MAX_VALUE_BYTES = 32 << 20
 """A result whose encoding is larger stays in the program's process as a handle noted
 ``TOO_LARGE``, which the judge refuses to compare with a test's value (``ValueTooLarge``)."""
@@ -295,7 +308,7 @@ class _Side:
         if self.budget is None:
             return
         left = self.budget - msg[1] - (_cpu_time() - self.cpu_start)
-        signal.setitimer(signal.ITIMER_PROF, left if left > 0.001 else 0.001)
+        signal.setitimer(signal.ITIMER_PROF, max(cpu_timer(left), 0.001))
 
     def tell_cpu(self) -> None:
         """Tell the peer (with the next frame) this process's CPU time for the candidate, once
