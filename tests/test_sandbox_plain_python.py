@@ -1,4 +1,4 @@
-"""Correct programs the sandbox once judged otherwise than plain ``python`` (issue #48), one
+"""Correct programs the sandbox once judged otherwise than plain ``python`` (issues #48, #47), one
 per class, each judged both ways: the verdicts agree. They are in the differential corpus
 (``tests/data/differential/features.py``) too, so the bench guards them; values beyond the
 sandbox's size and depth limits give an error naming the limit, never a silent ``fail``."""
@@ -20,7 +20,10 @@ LIMITS = ExecutionLimits(timeout_s=5, memory_mb=1536)
 FEATURES = Path(__file__).parent / "data" / "differential" / "features.py"
 CLASSES = ["values/dict_keys_returned", "values/dict_items_returned", "values/ordered_dict_moved_to_end",
            "values/result_over_a_mebibyte", "values/generator_items_over_a_mebibyte", "values/argument_nested_130_deep",
-           "values/argument_kept_by_the_program", "stdio/fork_then_exit_in_the_child"]
+           "values/argument_kept_by_the_program", "stdio/fork_then_exit_in_the_child",
+           # issue #47: values keep their type's behaviour
+           "values/namedtuple_keeps_its_text_and_name", "values/int_enum_member_text", "values/str_subclass_str",
+           "values/dict_subclass_missing_key", "values/format_without_spec"]
 
 
 @pytest.fixture(scope="module")

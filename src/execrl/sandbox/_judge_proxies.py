@@ -206,7 +206,7 @@ class Remote(LentObject):
         return h
 
     def __format__(self, spec: str) -> str:
-        return self._op("format", self, spec) if spec else str(self)
+        return self._op("format", self, spec)  # the program's __format__, for f"{x}" too
 
     def __instancecheck__(self, instance: Any) -> bool:
         return self._op("isinstance", instance, self)
@@ -264,25 +264,60 @@ Remote.__divmod__, Remote.__rdivmod__ = _binary("divmod")
 del _name, _fwd, _rev
 
 
-def _shadow_type(base: type) -> type:
+def _shadow_type(base: type, name: str | None = None) -> type:
     """A plain container holding the content of the program's object of a subclass of
-    ``base`` (a namedtuple, a ``Counter`` subclass, a ``list`` subclass): compared, indexed
-    and iterated as its plain content (so a subclass's ``__eq__`` never decides a test), its
-    other attributes and methods asked of the run."""
+    ``base`` (a namedtuple, a ``Counter`` subclass, a ``list`` subclass, an ``IntEnum``):
+    compared, indexed and iterated as its plain content (so a subclass's ``__eq__`` never
+    decides a test), its other attributes and methods asked of the run, and so are its text
+    (``repr``, ``str``, ``format``: the program's own, as ``print`` shows it) and, for a dict,
+    a missing key (the program's ``__missing__``). Named as the program's class."""
+
+    def remote(self):
+        return self.__dict__["_execrl_remote"]
 
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        return getattr(self.__dict__["_execrl_remote"], name)
+        return getattr(remote(self), name)
 
     def __repr__(self):
-        return base.__repr__(base(self))
+        try:
+            return repr(remote(self))
+        except BaseException:  # noqa: BLE001 - the run is gone: the content's text
+            return base.__repr__(base(self))
 
-    return type(f"{base.__name__}_of_the_program", (base,), {"__getattr__": __getattr__, "__repr__": __repr__})
+    def __str__(self):
+        try:
+            return str(remote(self))
+        except BaseException:  # noqa: BLE001
+            return base.__str__(base(self))
+
+    def __format__(self, spec):
+        return format(remote(self), spec)
+
+    methods = {"__getattr__": __getattr__, "__repr__": __repr__, "__str__": __str__, "__format__": __format__}
+    if base is dict:
+        methods["__missing__"] = lambda self, key: remote(self)[key]
+    name = name or f"{base.__name__}_of_the_program"
+    return type(name, (base,), dict(methods, __qualname__=name, __module__="__main__"))
 
 
-_SHADOWS = {base: _shadow_type(base) for base in (tuple, list, dict, set, frozenset, int, float, str, bytes, complex)}
-_SHADOW_TYPES = frozenset(_SHADOWS.values())
+_SHADOW_BASES = (tuple, list, dict, set, frozenset, int, float, str, bytes, complex)
+_SHADOWS = {base: _shadow_type(base) for base in _SHADOW_BASES}
+_SHADOW_TYPES = set(_SHADOWS.values())
+_NAMED_SHADOWS: dict = {}  # (base, the program's class name) -> its shadow type
+
+
+def shadow_type(base: type, name: str) -> type:
+    """The shadow type of ``base`` named as the program's class (``type(x).__name__``)."""
+    key = (base, name)
+    cls = _NAMED_SHADOWS.get(key)
+    if cls is None:
+        if len(_NAMED_SHADOWS) >= 1024:  # a judge lives long: its types are bounded
+            return _SHADOWS[base]
+        cls = _NAMED_SHADOWS[key] = _shadow_type(base, name)
+        _SHADOW_TYPES.add(cls)
+    return cls
 
 
 _KEPT_DICTS = (dict, Counter, OrderedDict, defaultdict)

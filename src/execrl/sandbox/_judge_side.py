@@ -15,7 +15,7 @@ from execrl.sandbox._judge_compare import _short
 from execrl.sandbox._judge_generators import _GENERATOR, _SCALAR_ITERATORS, _TUPLE_ITERATOR, _unseen_iterator
 from execrl.sandbox._judge_proxies import (_CANDIDATE_EXITS, _KEPT_DICTS, _SHADOW_TYPES, _SHADOWS,
                                            CandidateExit, Remote, _assign, _FrozenSetInRunOrder, _SetInRunOrder,
-                                           too_deep)
+                                           shadow_type, too_deep)
 
 __builtins__ = dict(builtins.__dict__)  # a private snapshot, as in ``_exchange``
 
@@ -99,9 +99,10 @@ class _JudgeSide(_Side):
             base = self.dec(val[2], ex)
             shadow = self.shadows.get(n)
             if shadow is None:
-                cls = _SHADOWS.get(type(base) if type(base) in _SHADOWS else None)
-                if cls is None:
+                if type(base) not in _SHADOWS:
                     raise ProtocolError("bad shadow")
+                name = tname.rsplit(".", 1)[-1] if type(tname) is str and tname else None
+                cls = shadow_type(type(base), name) if name and name.isidentifier() else _SHADOWS[type(base)]
                 shadow = cls(base)
                 shadow.__dict__["_execrl_remote"] = self.dec_other("h", [n, tname if type(tname) is str else "object"],
                                                                    ex)
