@@ -23,7 +23,8 @@ CLASSES = ["values/dict_keys_returned", "values/dict_items_returned", "values/or
            "values/argument_kept_by_the_program", "stdio/fork_then_exit_in_the_child",
            # issue #47: values keep their type's behaviour
            "values/namedtuple_keeps_its_text_and_name", "values/int_enum_member_text", "values/str_subclass_str",
-           "values/dict_subclass_missing_key", "values/format_without_spec"]
+           "values/dict_subclass_missing_key", "values/format_without_spec", "values/date_argument",
+           "values/numpy_array_against_a_list", "stdio/output_of_a_finalizer_at_exit"]
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +66,13 @@ def test_values_beyond_the_depth_limit_are_errors_naming_it(ex):
     assert [(o["status"], o["error_type"]) for o in result.test_outcomes] == [("error", "ValueTooDeep"), ("pass", None)]
     assert [(o["status"], o["error_type"]) for o in argument.test_outcomes] == [("error", "ValueTooDeep")]
     assert "300 levels" in result.error_message and "the test's list" in argument.error_message
+
+
+def test_a_test_subclassing_the_programs_class_errs_saying_why(ex, corpus):
+    """A stated difference (``INTENDED``): the error names the limit, not the judge's internals."""
+    program = corpus["values/test_subclasses_a_program_class"]
+    (outcome,) = compare([program], ex, LIMITS, workers=1).outcomes
+    assert outcome.explained_by == "test_subclasses_a_program_class"
+    r = ex.run(program.problem, program.code)
+    assert (r.status, r.error_type) == ("error", "TypeError")
+    assert r.error_message.startswith("a test cannot subclass the program's class Greeter"), r.error_message

@@ -1014,6 +1014,12 @@ def _run_stdio(code: str, compiled, token: str) -> None:
     if _getpid() != run_pid:
         _end_forked_child(0)
     _exit_as_python_does()
+    # then the interpreter's finalization deletes ``__main__``'s globals: an object only they
+    # hold is finalized, and its ``__del__`` may still print
+    try:
+        module.__dict__.clear()
+    except BaseException:  # noqa: BLE001 - as at exit: ignored
+        pass
     _flush()
     _emit(["d", 0, token])
 

@@ -57,7 +57,8 @@ def _text(x, limit=_MSG_LIMIT) -> str:
 #   {"i": hex} large int, {"r": [start, stop, step]} range, {"C": pairs} Counter,
 #   {"O": pairs} OrderedDict, {"D": [factory, pairs]} defaultdict, {"Q": [items, maxlen]}
 #   deque, {"K": [...]}, {"V": [...]}, {"I": pairs} a dict's keys, values, items (views of
-#   a copy), {"F": [num, den]} Fraction, {"M": text} Decimal, {"N": [dtype, value]} a numpy
+#   a copy), {"T": [kind, fields]} a date, naive datetime or time, or timedelta,
+#   {"F": [num, den]} Fraction, {"M": text} Decimal, {"N": [dtype, value]} a numpy
 #   scalar (bool, integer, float or complex: the same numpy type on the other side),
 #   {"@": k} the k-th container of this exchange again (identity: aliasing, cycles, and a
 #   result that *is* an argument), numbered in the order containers are first met;
@@ -390,6 +391,10 @@ class _Side:
         if t is _deque:
             self._number(v, ex)
             return {"Q": [[enc(x, ex, d) for x in v], v.maxlen]}
+        if _type_module(t) == "datetime":  # a date, a time, a span: as values (``date + timedelta``)
+            when = _datetime_value(v, t)
+            if when is not None:
+                return when
         # a dict's view, as a view of a copy of the dict: ``f().keys() == {...}`` compares as a
         # set, as in Python (the copy does not follow later changes of the program's dict)
         if t is _KEYS_VIEW:
@@ -548,6 +553,18 @@ class _Side:
                     key = dec(a, ex)
                     out[key] = dec(b, ex)
                 return out.items()
+            if tag == "T":
+                kind, fields = _chk_list(val)
+                fields = _chk_list(fields)
+                if kind not in _DATETIME_FIELDS or _len(fields) != _DATETIME_FIELDS[kind] \
+                        or not all(_type(x) is _int for x in fields):
+                    raise ProtocolError("bad date or time")
+                import datetime
+                if kind == "datetime":
+                    return datetime.datetime(*fields[:7], fold=fields[7])
+                if kind == "time":
+                    return datetime.time(*fields[:4], fold=fields[4])
+                return _getattr(datetime, kind)(*fields)
             if tag == "F":
                 from fractions import Fraction
                 num, den = _chk_list(val)
@@ -644,6 +661,27 @@ class _Side:
                     snap = {}
                 snap[k] = _shallow(obj)
         return snap
+
+
+_type_module = type.__dict__["__module__"].__get__  # a class's module, read without its metaclass's code
+_DATETIME_FIELDS = {"date": 3, "datetime": 8, "time": 5, "timedelta": 3}
+
+
+def _datetime_value(v, t):
+    """``{"T": [kind, fields]}`` for a ``datetime`` date, naive datetime or time, or timedelta
+    (exactly those classes), else None."""
+    dt = sys.modules.get("datetime")
+    if dt is None:
+        return None
+    if t is dt.date:
+        return {"T": ["date", [v.year, v.month, v.day]]}
+    if t is dt.timedelta:
+        return {"T": ["timedelta", [v.days, v.seconds, v.microseconds]]}
+    if t is dt.datetime and v.tzinfo is None:
+        return {"T": ["datetime", [v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond, v.fold]]}
+    if t is dt.time and v.tzinfo is None:
+        return {"T": ["time", [v.hour, v.minute, v.second, v.microsecond, v.fold]]}
+    return None
 
 
 def _chk_list(v) -> list:

@@ -87,6 +87,12 @@ class Remote(LentObject):
         out = numpy.array(got[1], dtype=dt).reshape([int(n) for n in got[2]])
         return out if dtype is None else out.astype(dtype)
 
+    def __mro_entries__(self, bases: tuple) -> tuple:
+        ref = Remote._ref.__get__(self)
+        name = ref["g"] if type(ref) is dict and type(ref.get("g")) is str else Remote._tname.__get__(self)
+        raise TypeError(f"a test cannot subclass the program's class {_short(name, 80)}: it lives in the "
+                        "program's process (a stated difference of the sandbox: see docs/sandbox.md)")
+
     def __setattr__(self, name: str, value: Any) -> None:
         Remote._side.__get__(self).request_set(self, name, value)
 
@@ -167,15 +173,24 @@ class Remote(LentObject):
         if note == TOO_DEEP:
             raise too_deep(f"the program's {Remote._tname.__get__(self)}")
 
+    def _elementwise(self, other: Any) -> bool:
+        """The program's numpy array against a test's list or number: numpy compares them item
+        by item (``(f(x) == [0, 25]).all()``), here on the judge's copy (``__array__``)."""
+        return Remote._tname.__get__(self) == "ndarray" and type(other) in (list, tuple, int, float, bool, complex)
+
     def __eq__(self, other: Any) -> Any:
         if isinstance(other, Remote):
             return self._op("eq", self, other)
         self.refuse_comparison()
+        if self._elementwise(other):
+            return self.__array__() == other
         return NotImplemented
 
     def __ne__(self, other: Any) -> Any:
         if isinstance(other, Remote):
             return self._op("ne", self, other)
+        if self._elementwise(other):
+            return self.__array__() != other
         # the program's own __ne__ would need the test's value (it stays here), and "not equal
         # to a plain value" would pass any object: neither side of the verdict is taken
         raise NotPlainValue(f"compared {describe(self)} with != to a plain value")

@@ -58,6 +58,10 @@ INTENDED: dict[str, str] = {
         "limit: the sandbox charges the judge's work on the program's values and its own harness to the "
         "candidate (one budget per candidate), so a program near the limit may time out in one and not "
         "the other; the margin is a measurement, not a verdict the program can steer"),
+    "test_subclasses_a_program_class": (
+        "a class of the test's cannot derive from the program's class, which lives in the program's "
+        "process (its methods run there, the test's subclass would run in the judge): the test errs with a "
+        "TypeError that says so, where plain Python runs the subclass"),
     "program_decides_a_check": (
         "the program's own __contains__ and __bool__ never decide a test's check: `x in obj` would hand the "
         "test's value (often the expected one) to the program's __contains__, and an object whose __bool__ "
