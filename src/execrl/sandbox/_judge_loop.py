@@ -33,6 +33,7 @@ The judge's modules: ``_judge_compare`` (comparisons, also the host's), ``_judge
 from __future__ import annotations
 
 import builtins
+import dataclasses  # noqa: F401 - held by the judge, so the program's FrozenInstanceError arrives as itself
 import json
 import sys
 from typing import Any
