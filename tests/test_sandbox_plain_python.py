@@ -25,7 +25,7 @@ CLASSES = ["values/dict_keys_returned", "values/dict_items_returned", "values/or
            "values/namedtuple_keeps_its_text_and_name", "values/int_enum_member_text", "values/str_subclass_str",
            "values/dict_subclass_missing_key", "values/format_without_spec", "values/date_argument",
            "values/numpy_array_against_a_list", "stdio/output_of_a_finalizer_at_exit",
-           "exceptions/frozen_dataclass_error_by_name"]
+           "exceptions/frozen_dataclass_error_by_name", "values/array_returned"]
 
 
 @pytest.fixture(scope="module")

@@ -58,7 +58,7 @@ def _text(x, limit=_MSG_LIMIT) -> str:
 #   {"O": pairs} OrderedDict, {"D": [factory, pairs]} defaultdict, {"Q": [items, maxlen]}
 #   deque, {"K": [...]}, {"V": [...]}, {"I": pairs} a dict's keys, values, items (views of
 #   a copy), {"T": [kind, fields]} a date, naive datetime or time, or timedelta,
-#   {"F": [num, den]} Fraction, {"M": text} Decimal, {"N": [dtype, value]} a numpy
+#   {"A": [typecode, items]} array.array, {"F": [num, den]} Fraction, {"M": text} Decimal, {"N": [dtype, value]} a numpy
 #   scalar (bool, integer, float or complex: the same numpy type on the other side),
 #   {"@": k} the k-th container of this exchange again (identity: aliasing, cycles, and a
 #   result that *is* an argument), numbered in the order containers are first met;
@@ -391,10 +391,13 @@ class _Side:
         if t is _deque:
             self._number(v, ex)
             return {"Q": [[enc(x, ex, d) for x in v], v.maxlen]}
-        if _type_module(t) == "datetime":  # a date, a time, a span: as values (``date + timedelta``)
+        module = _type_module(t)
+        if module == "datetime":  # a date, a time, a span: as values (``date + timedelta``)
             when = _datetime_value(v, t)
             if when is not None:
                 return when
+        if module == "array" and t is _getattr(sys.modules.get("array"), "array", None):
+            return {"A": [v.typecode, [enc(x, ex, d) for x in v.tolist()]]}
         # a dict's view, as a view of a copy of the dict: ``f().keys() == {...}`` compares as a
         # set, as in Python (the copy does not follow later changes of the program's dict)
         if t is _KEYS_VIEW:
@@ -553,6 +556,12 @@ class _Side:
                     key = dec(a, ex)
                     out[key] = dec(b, ex)
                 return out.items()
+            if tag == "A":
+                code, items = _chk_list(val)
+                if code not in _ARRAY_CODES:
+                    raise ProtocolError("bad array")
+                import array
+                return array.array(code, [dec(i, ex) for i in _chk_list(items)])
             if tag == "T":
                 kind, fields = _chk_list(val)
                 fields = _chk_list(fields)
@@ -665,6 +674,7 @@ class _Side:
 
 _type_module = type.__dict__["__module__"].__get__  # a class's module, read without its metaclass's code
 _DATETIME_FIELDS = {"date": 3, "datetime": 8, "time": 5, "timedelta": 3}
+_ARRAY_CODES = frozenset("bBuhHiIlLqQfdw")
 
 
 def _datetime_value(v, t):
