@@ -21,9 +21,11 @@ embedding, but its kernel keeps the packed copy of the weights the server starte
 logits come from the old head (`repack_kept_weights` rebuilds it). Pinning the CPU kernels to AVX2 does
 not change this for a float32 model: oneDNN packs there too.
 
-Everything else (which tensors, under which names, gathered from ZeRO-3 shards, or merged from a LoRA
-adapter out of place) is `execrl.generation.weight_sync`'s `VLLMGeneration`. On a GPU nothing here is
-used: TRL's NCCL sync runs.
+Here are the CPU build's pieces: whether vLLM runs on the CPU, the repacking, the server's worker
+extension and the reload through it, and the server's command line. The sync that uses them
+(`cpu_vllm_generation_class`), and everything else (which tensors, under which names, gathered from
+ZeRO-3 shards, or merged from a LoRA adapter out of place), is `execrl.generation.weight_sync`'s
+`VLLMGeneration`; this module imports nothing of it. On a GPU nothing here is used: TRL's NCCL sync runs.
 """
 
 from __future__ import annotations
@@ -44,41 +46,6 @@ def vllm_on_cpu() -> bool:
     from vllm.platforms import current_platform
 
     return current_platform.is_cpu()
-
-
-def cpu_vllm_generation_class():
-    """`execrl.generation.weight_sync`'s `VLLMGeneration` with the weight sync that works on vLLM's CPU build."""
-    from trl.generation.vllm_generation import VLLMClient
-
-    from execrl.generation.weight_sync import vllm_generation_class
-
-    class CPUVLLMGeneration(vllm_generation_class()):
-        def _init_vllm(self):
-            if self.mode != "server":
-                super()._init_vllm()
-                return
-            # TRL's server-mode start without `init_communicator`: its NCCL group needs a CUDA device.
-            if self.accelerator.is_main_process:
-                base_url = self.server_base_url or f"http://{self.server_host}:{self.server_port}"
-                self.vllm_client = VLLMClient(base_url=base_url, group_port=self.group_port,
-                                              connection_timeout=self.server_timeout)
-            self.accelerator.wait_for_everyone()
-
-        def _push_weights(self):
-            # Every process walks the parameters: under ZeRO-3 each gather is a collective. The
-            # tensors are copied, since a gathered parameter is freed when the walk moves on.
-            weights = {name: tensor.detach().to("cpu", copy=True) for name, tensor in self._iter_named_params()}
-            if self.mode == "colocate":
-                runner = self.llm.llm_engine.model_executor.driver_worker.model_runner
-                runner.reload_weights(weights_iterator=iter(weights.items()))
-                repack_kept_weights(runner.get_model())
-                self.llm.reset_prefix_cache()
-            elif self.accelerator.is_main_process:
-                reload_server_weights(self.vllm_client, weights)
-                self.vllm_client.reset_prefix_cache()
-            self.accelerator.wait_for_everyone()
-
-    return CPUVLLMGeneration
 
 
 def repack_kept_weights(model) -> list[str]:

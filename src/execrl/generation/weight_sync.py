@@ -245,17 +245,53 @@ def vllm_generation_class(base_class=None):
     return OutOfPlaceLoRAVLLMGeneration
 
 
+def cpu_vllm_generation_class():
+    """`vllm_generation_class()`'s `VLLMGeneration` with the weight sync that works on vLLM's CPU build
+    (`execrl.generation.vllm_cpu`: why TRL's fails there, and the repacking and server reload used here)."""
+    from trl.generation.vllm_generation import VLLMClient
+
+    from execrl.generation import vllm_cpu
+
+    class CPUVLLMGeneration(vllm_generation_class()):
+        def _init_vllm(self):
+            if self.mode != "server":
+                super()._init_vllm()
+                return
+            # TRL's server-mode start without `init_communicator`: its NCCL group needs a CUDA device.
+            if self.accelerator.is_main_process:
+                base_url = self.server_base_url or f"http://{self.server_host}:{self.server_port}"
+                self.vllm_client = VLLMClient(base_url=base_url, group_port=self.group_port,
+                                              connection_timeout=self.server_timeout)
+            self.accelerator.wait_for_everyone()
+
+        def _push_weights(self):
+            # Every process walks the parameters: under ZeRO-3 each gather is a collective. The
+            # tensors are copied, since a gathered parameter is freed when the walk moves on.
+            weights = {name: tensor.detach().to("cpu", copy=True) for name, tensor in self._iter_named_params()}
+            if self.mode == "colocate":
+                runner = self.llm.llm_engine.model_executor.driver_worker.model_runner
+                runner.reload_weights(weights_iterator=iter(weights.items()))
+                vllm_cpu.repack_kept_weights(runner.get_model())
+                self.llm.reset_prefix_cache()
+            elif self.accelerator.is_main_process:
+                vllm_cpu.reload_server_weights(self.vllm_client, weights)
+                self.vllm_client.reset_prefix_cache()
+            self.accelerator.wait_for_everyone()
+
+    return CPUVLLMGeneration
+
+
 @contextlib.contextmanager
 def trl_vllm_generation(use_vllm: bool = True):
     """While a GRPO trainer is built (TRL builds its `VLLMGeneration` inside `GRPOTrainer.__init__`, with no
     other hook): where it uses vLLM, the trainer's `VLLMGeneration` is `vllm_generation_class()`'s, and on
-    vLLM's CPU build `execrl.generation.vllm_cpu.cpu_vllm_generation_class()`'s (built on it)."""
+    vLLM's CPU build `cpu_vllm_generation_class()`'s (built on it)."""
     if not use_vllm:
         yield
         return
     import trl.trainer.grpo_trainer as grpo_trainer
 
-    from execrl.generation.vllm_cpu import cpu_vllm_generation_class, vllm_on_cpu
+    from execrl.generation.vllm_cpu import vllm_on_cpu
 
     original = grpo_trainer.VLLMGeneration
     grpo_trainer.VLLMGeneration = cpu_vllm_generation_class() if vllm_on_cpu() else vllm_generation_class()
