@@ -196,7 +196,8 @@ def test_a_plan_that_does_not_cut_the_batch_is_refused(monkeypatch, capsys):
 
 
 def test_the_plans_micro_batch_reaches_dpos_config():
-    from execrl.training.dpo import DPOSettings, trainer_batch
+    from execrl.training.dpo import DPOSettings
+    from execrl.training.trainer_config import trainer_batch
 
     settings = DPOSettings(per_device_train_batch_size=8, gradient_accumulation_steps=2)
     assert trainer_batch(settings) == {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2}

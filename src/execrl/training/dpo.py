@@ -55,22 +55,6 @@ class DPOSettings:
     seed: int = 0
 
 
-def trainer_batch(settings: DPOSettings, micro_batch: int | None = None, accumulation: int | None = None) -> dict:
-    """DPOConfig's per-device batch and accumulation; with the memory plan's `micro_batch` ×
-    `accumulation` (execrl.planning.memory_plan), each of the settings' micro-batches is cut into pieces of
-    `micro_batch` pairs, and the optimizer step keeps its pairs."""
-    batch, steps = settings.per_device_train_batch_size, settings.gradient_accumulation_steps
-    if micro_batch is None:
-        return {"per_device_train_batch_size": batch, "gradient_accumulation_steps": steps}
-    pieces, rest = divmod(batch, micro_batch)
-    if rest or accumulation != steps * pieces:
-        raise ValueError(
-            f"the memory plan's micro-batch {micro_batch} x accumulation {accumulation} does not cut "
-            f"dpo.per_device_train_batch_size ({batch}) x dpo.gradient_accumulation_steps ({steps})"
-        )
-    return {"per_device_train_batch_size": micro_batch, "gradient_accumulation_steps": accumulation}
-
-
 def train_dpo(
     model_path: str,
     pairs: list[dict],
@@ -88,7 +72,7 @@ def train_dpo(
     accumulation: int | None = None,
 ) -> None:
     """Train on (prompt, chosen, rejected) pairs, resuming from the newest checkpoint.
-    `micro_batch` × `accumulation`: the memory plan's cut of each step (`trainer_batch`).
+    `micro_batch` × `accumulation`: the memory plan's cut of each step (`execrl.training.trainer_config.trainer_batch`).
 
     With `lora`, `adapter_dir` receives a LoRA adapter; with `lora=None` all weights train and
     it receives the full model. Under `accelerate launch` each rank trains on its shard of every

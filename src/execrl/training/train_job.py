@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
             settings["grpo"].micro_batches(world_size(), args.micro_batch, args.accumulation)
             settings["grpo"].vllm_args(world_size())
         else:
-            from execrl.training.dpo import trainer_batch
+            from execrl.training.trainer_config import trainer_batch
 
             trainer_batch(settings["dpo"], args.micro_batch, args.accumulation)
     except ValueError as error:

@@ -65,7 +65,6 @@ def dpo_config(
     """TRL's DPOConfig for `settings` (`execrl.training.dpo.DPOSettings`)."""
     from trl import DPOConfig
 
-    from execrl.training.dpo import trainer_batch
     from execrl.training.common import resumable_run_kwargs
 
     return DPOConfig(
@@ -81,6 +80,22 @@ def dpo_config(
         remove_unused_columns=False,
         **resumable_run_kwargs(Path(checkpoint_dir), settings.save_steps, settings.seed, wandb, run_name),
     )
+
+
+def trainer_batch(settings, micro_batch: int | None = None, accumulation: int | None = None) -> dict:
+    """DPOConfig's per-device batch and accumulation of `settings` (`execrl.training.dpo.DPOSettings`);
+    with the memory plan's `micro_batch` × `accumulation` (execrl.planning.memory_plan), each of the
+    settings' micro-batches is cut into pieces of `micro_batch` pairs, and the optimizer step keeps its pairs."""
+    batch, steps = settings.per_device_train_batch_size, settings.gradient_accumulation_steps
+    if micro_batch is None:
+        return {"per_device_train_batch_size": batch, "gradient_accumulation_steps": steps}
+    pieces, rest = divmod(batch, micro_batch)
+    if rest or accumulation != steps * pieces:
+        raise ValueError(
+            f"the memory plan's micro-batch {micro_batch} x accumulation {accumulation} does not cut "
+            f"dpo.per_device_train_batch_size ({batch}) x dpo.gradient_accumulation_steps ({steps})"
+        )
+    return {"per_device_train_batch_size": micro_batch, "gradient_accumulation_steps": accumulation}
 
 
 def peft_config(lora):
