@@ -9,7 +9,7 @@ from accelerate.commands.config.config_args import load_config_from_file
 from accelerate.commands.launch import _validate_launch_command, launch_command_parser
 from accelerate.utils import DistributedType
 
-from execrl.training.launch import (
+from execrl.planning.launch import (
     DEFAULT_CONFIG_DIR,
     accelerate_config,
     accelerate_config_of_stage,

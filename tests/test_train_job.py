@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from execrl.training.launch import DEFAULT_CONFIG_DIR
+from execrl.planning.launch import DEFAULT_CONFIG_DIR
 from execrl.models.tiny_model import TinyModelConfig, init_model, train_tokenizer
 
 pytestmark = pytest.mark.slow

@@ -7,8 +7,8 @@ import os
 import shlex
 
 from execrl.config import without_runtime_settings
-from execrl.training.launch import accelerate_config, accelerate_config_of_stage
-from execrl.run_paths import method_overrides, training_settings
+from execrl.planning.launch import accelerate_config, accelerate_config_of_stage
+from execrl.training_settings import method_overrides, training_settings
 
 RESULT_CONFIG = without_runtime_settings(config)
 
@@ -126,7 +126,7 @@ def get_sft_game_settings(wildcards=None):
 
 def get_training_settings(wildcards):
     """Everything that decides what a method's training job learns, as one JSON object
-    (`execrl.run_paths.training_settings`: its registry row's sections with the method's
+    (`execrl.training_settings.training_settings`: its registry row's sections with the method's
     overrides, `lora` null when the model trains all its weights) and the seed. The job keys its
     checkpoints by this object, so a resumed job continues exactly when nothing here changed.
     """

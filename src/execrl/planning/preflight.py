@@ -84,7 +84,7 @@ def planned_jobs(config: dict, models: list[str] | None = None) -> list[Job]:
     """Every training job of the config, one per shape (method variants that size a step alike
     share one)."""
     from execrl.methods import trained_methods
-    from execrl.run_paths import method_rows, registry_name, training_settings
+    from execrl.training_settings import method_rows, registry_name, training_settings
 
     rows = method_rows(config)
     jobs: list[Job] = []
@@ -250,7 +250,7 @@ def sequence_plan(config: dict, job: Job) -> dict:
     """Planned tokens of one sequence: GRPO's prompt and completion, DPO's max_length."""
     from execrl.planning.memory_plan import PROMPT_TOKENS
     from execrl.methods import METHODS
-    from execrl.run_paths import method_section
+    from execrl.training_settings import method_section
 
     if METHODS[job.trains_as].online:
         grpo = method_section(config, job.method, "grpo")
@@ -269,7 +269,7 @@ def job_settings(config: dict, job: Job, processes_run: int, processes_planned: 
     """train_job's `--settings` as the train rule builds them (seed 0), with GRPO_PROBE/DPO_PROBE,
     and the step's prompts cut to `processes_run` of `processes_planned` processes (each keeps its
     planned completions per step)."""
-    from execrl.run_paths import method_rows, training_settings
+    from execrl.training_settings import method_rows, training_settings
 
     settings = training_settings(config, job.method, model=job.model)
     if "grpo" in settings:
@@ -293,9 +293,9 @@ def launch_command(config: dict, planning: dict, job: Job, layout, processes: in
     """The `accelerate launch ... -m execrl.planning.preflight_step` command of the job, as the train rule
     builds its own (accelerate config of the plan's ZeRO stage, dtype, offload, micro-batching),
     and the number of sequences one step trains on."""
-    from execrl.training.launch import accelerate_config_of_stage
+    from execrl.planning.launch import accelerate_config_of_stage
     from execrl.methods import METHODS
-    from execrl.run_paths import method_section
+    from execrl.training_settings import method_section
 
     settings = job_settings(config, job, processes, layout.processes)
     seq = sequence_plan(planning, job)
@@ -412,7 +412,7 @@ def planned_generation_gb(config: dict, planning: dict, job: Job, model_dir: Pat
     completions of a round at the planned prompt and completion lengths; None for offline methods."""
     from execrl.methods import METHODS
     from execrl.planning.memory_plan import architecture
-    from execrl.run_paths import method_section
+    from execrl.training_settings import method_section
 
     if not METHODS[job.trains_as].online:
         return None
