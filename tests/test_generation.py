@@ -78,7 +78,7 @@ def test_training_rollouts_and_evaluation_sample_from_one_distribution(tiny_mode
     from execrl.config import merged_config
     from execrl.generation.sampling import NEUTRAL_TRANSFORMERS_FIELDS
     from execrl.generation.vllm_backend import ENGINE_SAMPLING_ARGS, sampling_params_kwargs
-    from execrl.run_paths import training_settings
+    from execrl.training_settings import training_settings
     from execrl.training.grpo_settings import GRPOSettings
     from execrl.training.trainer_config import grpo_config
 
@@ -104,7 +104,7 @@ def test_training_rollouts_and_evaluation_sample_from_one_distribution(tiny_mode
 def test_a_sampling_key_set_for_grpo_alone_is_refused():
     from conftest import EMBEDDED
     from execrl.config import merged_config
-    from execrl.run_paths import training_settings
+    from execrl.training_settings import training_settings
 
     config = merged_config([EMBEDDED])
     config["method_overrides"] = {"grpo": {"grpo": {"top_k": 5}}}

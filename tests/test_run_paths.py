@@ -220,7 +220,7 @@ def test_a_variant_has_segments_of_its_own_and_leaves_the_others(embedded):
     # the variant trains as SRRL with srrl.groups: separate, and nothing else differs from srrl
     separate = changed(embedded, srrl__groups="separate")
     assert RunSegments(config).rows["srrl_separate"].variant_of == "srrl"
-    from execrl.run_paths import training_settings
+    from execrl.training_settings import training_settings
 
     assert training_settings(config, "srrl_separate", "tiny") == training_settings(separate, "srrl", "tiny")
 
@@ -238,7 +238,7 @@ def test_a_base_variant_samples_the_base_model_at_its_own_temperature(embedded):
     cooled = changed(embedded, generation__temperature=0.2)
     assert after["sampled", "tiny", "cool"] != after["sampled", "tiny", "base"]
     assert RunSegments(config).sampled["tiny", "cool"].split("-")[1] == RunSegments(cooled).sampled["tiny", "base"].split("-")[1]
-    from execrl.run_paths import method_generation
+    from execrl.training_settings import method_generation
 
     assert method_generation(config, "cool") == {**method_generation(embedded, "base"), "temperature": 0.2}
 
@@ -246,7 +246,7 @@ def test_a_base_variant_samples_the_base_model_at_its_own_temperature(embedded):
 def test_a_trained_variant_with_its_own_sampling_rolls_out_with_it(embedded):
     """GRPO's rollouts and its evaluation candidates are one sampling configuration: a variant's
     `generation` overrides reach both."""
-    from execrl.run_paths import training_settings
+    from execrl.training_settings import training_settings
 
     config = copy.deepcopy(embedded)
     config["method_variants"]["grpo_cool"] = {"method": "grpo", "overrides": {"generation": {"temperature": 0.5}}}

@@ -116,7 +116,7 @@ METHODS: dict[str, Method] = {
 
 def trained_methods(names, rows: dict[str, Method] | None = None) -> list[str]:
     """The trained methods among `names`, in the order given (`rows`: the registry with a config's
-    variants, `execrl.run_paths.method_rows`)."""
+    variants, `execrl.training_settings.method_rows`)."""
     rows = METHODS if rows is None else rows
     return [name for name in names if rows[name].trained]
 

@@ -18,7 +18,7 @@ Levels and what their digest covers:
 - staged model `{name}-{digest}`: a hub model's source and revision (`resources/models/...`).
 - RL data `pairs-{digest}`: the base model's judged segment and `rl_data`.
 - method `{name}-{digest}`, one per level (METHOD_LEVELS): trained (what the training job learns
-  from: its settings object, its data, the token budget's source), then sampled, judged, scored
+  from: its settings (`execrl.training_settings`), its data, the token budget's source), then sampled, judged, scored
   and refined, each adding the settings of the rule that writes it.
 
 `readable(segment)` gives the config name back; the report shows only config names.
@@ -26,14 +26,20 @@ Levels and what their digest covers:
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import re
 from typing import Any
 
 from execrl.config import without_runtime_settings
-from execrl.methods import METHODS, Method
+from execrl.training_settings import (
+    method_generation,
+    method_rows,
+    prompt_settings,
+    registry_name,
+    token_budget_source,
+    training_settings,
+)
 
 DIGEST_LENGTH = 6
 _SEGMENT = re.compile(rf"^(?P<name>.+)-(?P<digest>[0-9a-f]{{{DIGEST_LENGTH}}})$")
@@ -58,47 +64,7 @@ def readable(value: str) -> str:
     return match["name"] if match else value
 
 
-# ---------------------------------------------------------------- method variants
-
-
-def method_rows(config: dict) -> dict[str, Method]:
-    """The registry's methods plus the config's `method_variants`, each a row of its base method
-    under the variant's name."""
-    rows = dict(METHODS)
-    for name, variant in config.get("method_variants", {}).items():
-        base = METHODS[variant["method"]]
-        rows[name] = Method(**{**base.__dict__, "name": name, "variant_of": base.name})
-    return rows
-
-
-def registry_name(config: dict, method: str) -> str:
-    """The registry method a config's method name trains as (a variant's base, or itself)."""
-    variant = config.get("method_variants", {}).get(method)
-    return variant["method"] if variant else method
-
-
-def method_overrides(config: dict, method: str) -> dict[str, dict]:
-    """SECTION → KEY → value a method trains with in place of the shared sections: its base's
-    `method_overrides`, then the variant's own `overrides`."""
-    base = registry_name(config, method)
-    merged = copy.deepcopy(config.get("method_overrides", {}).get(base, {}))
-    variant = config.get("method_variants", {}).get(method, {})
-    for section, values in variant.get("overrides", {}).items():
-        merged[section] = {**merged.get(section, {}), **values}
-    return merged
-
-
-def method_section(config: dict, method: str, section: str) -> dict:
-    """One shared section as `method` reads it (its overrides applied)."""
-    return {**config[section], **method_overrides(config, method).get(section, {})}
-
-
 # ---------------------------------------------------------------- what each level's jobs read
-
-
-def prompt_settings(config: dict, model: str) -> dict:
-    """The prompt with the model's reasoning format (the params of every prompting rule)."""
-    return {**config["prompt"], "reasoning_format": config["models"][model]["reasoning_format"]}
 
 
 def refinement_prompt_settings(config: dict) -> dict:
@@ -118,36 +84,6 @@ def warm_start_extras(config: dict) -> dict:
     if sft.get("game_examples"):
         extras["game"] = {key: config["spiral"][key] for key in ("game", "answer_pattern", "answer_template", "observation")}
     return extras
-
-
-def training_settings(config: dict, method: str, model: str) -> dict:
-    """Everything that decides what `method`'s training job learns, before its seed: the sections
-    of its registry row (overrides applied) and `lora` (null when the model trains all weights)."""
-    result = without_runtime_settings(config)
-    row = method_rows(config)[method]
-    settings = {
-        section: prompt_settings(config, model) if section == "prompt" else result[section] for section in row.settings
-    }
-    for section, values in method_overrides(config, method).items():
-        if section != "generation":  # the sampling distribution reaches training through its rollouts
-            settings[section] = {**settings[section], **values}
-    if "grpo" in settings:
-        from execrl.training.grpo_settings import rollout_settings
-
-        settings["grpo"] = rollout_settings(settings["grpo"], method_generation(config, method))
-    full_weight = config["models"][model]["finetuning"] == "full"
-    settings["lora"] = None if full_weight else config["lora"]
-    return settings
-
-
-def token_budget_source(config: dict, method: str) -> str | None:
-    """The method whose tokens bound this one (GRPO, for SRRL under a token budget: `srrl.budget:
-    generated_tokens` or `total_tokens`)."""
-    from execrl.training.token_budget import TOKEN_BUDGETS
-
-    if registry_name(config, method) != "srrl" or method_section(config, method, "srrl")["budget"] not in TOKEN_BUDGETS:
-        return None
-    return "grpo"
 
 
 def dataset_settings(config: dict, dataset: str) -> dict:
@@ -183,13 +119,6 @@ def model_levels(config: dict, model: str) -> dict[str, dict]:
         },
         "model": {"model": entry, "sft": tiny["sft"], "warm_start": warm_start_extras(config)},
     }
-
-
-def method_generation(config: dict, method: str) -> dict:
-    """The `generation` section as `method` samples with it (its rollouts and its candidates): a
-    variant's sampling overrides laid over it, runtime keys left out."""
-    generation = without_runtime_settings(config)["generation"]
-    return {**generation, **method_overrides(config, method).get("generation", {})}
 
 
 def sampling_settings(config: dict, model: str, method: str = "base") -> dict:

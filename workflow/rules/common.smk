@@ -3,9 +3,8 @@ from snakemake.utils import validate
 from execrl.compute import pin_cpu_kernels
 from execrl.config import check_references, check_retired, model_kind, plain_dicts
 from execrl.methods import RULES, trained_methods
-from execrl.run_paths import (
-    METHOD_LEVELS,
-    RunSegments,
+from execrl.run_paths import METHOD_LEVELS, RunSegments
+from execrl.training_settings import (
     method_overrides,
     registry_name,
     token_budget_source,

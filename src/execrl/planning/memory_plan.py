@@ -901,7 +901,7 @@ def training_job_layout(config: dict, model: str, method: str, model_dir: str | 
     from execrl.planning.cluster import gpu_types, target_nodes
     from execrl.config import without_runtime_settings
     from execrl.methods import METHODS
-    from execrl.run_paths import method_overrides, registry_name
+    from execrl.training_settings import method_overrides, registry_name
 
     model_config = config["models"][model]
     if model_config["source"] == "tiny" or model_config["params_b"] < _CPU_ONLY_BELOW_B:

@@ -13,7 +13,8 @@ from execrl.jsonl import read_jsonl
 from execrl.report import budget, comparisons, cost, held_out, html, refinements, reward_hacking, splits, stats, summary, tables
 from execrl.report.evaluations import read_tsv
 from execrl.report.training import metrics_table, training_windows
-from execrl.run_paths import method_section, readable, registry_name
+from execrl.run_paths import readable
+from execrl.training_settings import method_section, registry_name
 
 _RL_RUN = re.compile(r"rl_data/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?:[^/]+/)?(?P<seed>\d+)/manifest\.json$")
 _REFINEMENT_RUN = re.compile(r"refinements/(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<method>[^/]+)/(?P<seed>\d+)\.jsonl$")
