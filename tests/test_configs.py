@@ -326,7 +326,8 @@ def test_seed_000s_refinement_prompt_shows_the_execution_trace():
     from execrl.problems import Problem
     from execrl.prompting import PromptConfig
     from execrl.sandbox import Executor
-    from execrl.training.srrl import SRRLSettings, refinement_message
+    from execrl.refinement import refinement_message
+    from execrl.training.srrl import SRRLSettings
 
     config = merged("config.yaml")
     settings = SRRLSettings(**config["srrl"])

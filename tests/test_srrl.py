@@ -8,7 +8,8 @@ from transformers import TrainerControl, TrainerState
 
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
-from execrl.training.srrl import SRRLRollout, SRRLSettings, assign_refinements, budget, refinement_message
+from execrl.refinement import refinement_message
+from execrl.training.srrl import SRRLRollout, SRRLSettings, assign_refinements, budget
 from execrl.training.token_budget import TokenBudget, read_token_budget
 from execrl.training.common import GeneratedTokenCount, StopAtTokenBudget
 

@@ -4,7 +4,7 @@ on that prompt.
 
 SRRL's training rollouts are not stored, so `sample_refinements` samples real c2s after
 training: the same failed c1s (the base model's train-split candidates, the first failure of
-each chosen problem) are turned into refinement prompts with `execrl.training.srrl.refinement_prompt`,
+each chosen problem) are turned into refinement prompts with `execrl.refinement.refinement_prompt`,
 and every compared model (the SRRL model and the base model) answers the same prompts. The c2s
 are executed by the sandbox like any candidate. The report only reads the records.
 """
@@ -17,7 +17,7 @@ from dataclasses import asdict
 from execrl.generation import GenerationBackend, GenerationSettings
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig, extract_code
-from execrl.training.srrl import SRRLSettings, refinement_message, refinement_prompt
+from execrl.refinement import RefinementSettings, refinement_message, refinement_prompt
 
 FAILED_STATUSES = ("fail", "error", "syntax_error", "timeout")
 """Failure kinds in the order examples take them: wrong answer, runtime error, syntax error, timeout."""
@@ -50,7 +50,7 @@ def sample_refinements(
     backend: GenerationBackend,
     generation: GenerationSettings,
     prompt_config: PromptConfig,
-    srrl: SRRLSettings,
+    srrl: RefinementSettings,
     executor,
 ) -> list[dict]:
     """One record per refinement prompt: the c1, the prompt, and `generation.num_samples` executed c2s."""

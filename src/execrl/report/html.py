@@ -256,7 +256,7 @@ def examples_section(runs: list[tuple[dict, list[dict]]], summary: pd.DataFrame,
         return "<p>SRRL is not in this experiment's methods, so there are no refinement examples.</p>"
     caption = (
         "How these were made: SRRL's training rollouts are not stored, so after training the merged SRRL model was "
-        "sampled on refinement prompts built with <code>execrl.training.srrl.refinement_prompt</code> (the prompt SRRL trains "
+        "sampled on refinement prompts built with <code>execrl.refinement.refinement_prompt</code> (the prompt SRRL trains "
         "on) from the base model's failed train-split candidates: the first failure of each chosen problem, failure "
         "kinds taken in turn. The base model answers the same prompts for comparison. Every c2 is executed by the "
         "sandbox. The examples are the first prompts of that selection, not chosen by outcome."

@@ -2,7 +2,7 @@
 
 Per prompt, a group of G completions is split into G1 first attempts and G2 = round(share × G)
 refinements. Every c1 is executed; each failed c1 yields a refinement prompt (the problem, the
-failed code, the error, the failed tests the config allows, and a trace); the G2 slots are dealt
+failed code, the error, the failed tests the config allows, and a trace: `execrl.refinement`); the G2 slots are dealt
 round-robin over the failed c1s. When no c1 failed, the unused c2 budget goes back to c1, so a
 group always holds G completions and GRPO and SRRL draw as many completions. Advantages normalise
 each group's c1s among themselves and its c2s among themselves (`groups: separate`), or all G
@@ -22,14 +22,10 @@ from dataclasses import dataclass
 import torch
 
 from execrl.problems import Problem
-from execrl.prompting import PromptConfig, build_prompt, extract_code, user_message
+from execrl.prompting import PromptConfig, extract_code
+from execrl.refinement import DEFAULT_REFINEMENT_TEMPLATE, FEEDBACK_TESTS, refinement_prompt
 from execrl.training.token_budget import check_budget
 
-DEFAULT_REFINEMENT_TEMPLATE = (
-    "{prompt}\nA previous attempt:\n{code}\nIt failed ({status}): {error}\n{failed_tests}\n"
-    "Write a corrected program.\n"
-)
-FEEDBACK_TESTS = ("shown", "all", "none")
 GROUPINGS = ("pooled", "separate")
 
 
@@ -74,57 +70,6 @@ def assign_refinements(passed: list[bool], refinements: int) -> tuple[list[int],
     if not failed:
         return [], refinements
     return [failed[slot % len(failed)] for slot in range(refinements)], 0
-
-
-def allowed_test_indices(problem: Problem, settings: SRRLSettings, prompt_config: PromptConfig) -> set[int]:
-    if settings.feedback_tests == "all":
-        return set(range(len(problem.tests)))
-    if settings.feedback_tests == "shown":
-        return set(range(min(prompt_config.num_tests_shown, len(problem.tests))))
-    return set()
-
-
-def describe_test(problem: Problem, index: int) -> str:
-    test = problem.tests[index]
-    if problem.test_type == "assert":
-        return test
-    if problem.test_type == "stdio":
-        return f"input {test['input']!r} expects output {test['output']!r}"
-    return f"{problem.entry_point}(*{test['args']!r}) expects {test['expected']!r}"
-
-
-def refinement_message(
-    problem: Problem, code: str, result: dict, settings: SRRLSettings, prompt_config: PromptConfig
-) -> str:
-    """The user message asking to fix a failed attempt, quoting only the tests feedback may show."""
-    allowed = allowed_test_indices(problem, settings, prompt_config)
-    failed = [o for o in result.get("test_outcomes", []) if o.get("status") != "pass" and o.get("status") != "not_run"]
-    visible_failures = [o for o in failed if o.get("index") in allowed]
-    first_failure_visible = not failed or failed[0].get("index") in allowed or result["status"] == "syntax_error"
-    if first_failure_visible:
-        error = f"{result.get('error_type') or result['status']}: {result.get('error_message') or ''}".strip()
-        trace = (result.get("trace") or "")[-settings.max_trace_chars :]
-    else:
-        error, trace = "a hidden test did not pass", ""
-    failed_tests = "\n".join(f"Failed test: {describe_test(problem, o['index'])}" for o in visible_failures)
-    return settings.refinement_template.format(
-        prompt=user_message(problem, prompt_config).rstrip("\n"),
-        code=code,
-        status=result["status"],
-        error=error.rstrip(": "),
-        failed_tests=failed_tests,
-        trace=trace,
-    )
-
-
-def refinement_prompt(problem, code, result, settings, prompt_config, tokenizer=None) -> str:
-    message = refinement_message(problem, code, result, settings, prompt_config)
-    # Reuse the chat-template path of first prompts with the refinement as the user's message.
-    return build_prompt(
-        Problem(id=problem.id, prompt=message, test_type=problem.test_type, tests=problem.tests, entry_point=problem.entry_point),
-        PromptConfig(template="{prompt}", num_tests_shown=0, chat_template=prompt_config.chat_template, system_prompt=prompt_config.system_prompt),
-        tokenizer,
-    )
 
 
 class SRRLRollout:
