@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from execrl.games.code_game import CodeGameSettings
+from execrl.training.code_game_settings import CodeGameSettings
 from execrl.config import SCHEMA as SCHEMA_PATH
 from execrl.training.dpo import DPOSettings
 from execrl.generation import GenerationSettings
@@ -18,7 +18,7 @@ from execrl.prompting import PromptConfig
 from execrl.training.rewards import RewardSettings
 from execrl.sandbox import ExecutionLimits
 from execrl.training.sft import SFTSettings
-from execrl.games.spiral import SPIRALSettings
+from execrl.training.spiral import SPIRALSettings
 from execrl.training.srrl import SRRLSettings
 from execrl.watch.monitor import WatchSettings
 from execrl.watch.plus_tests import PlusTestSettings

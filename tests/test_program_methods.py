@@ -7,7 +7,7 @@ import pytest
 
 from conftest import build_tiny_model
 from execrl.training import train_job
-from execrl.games.code_game import CodeGameSettings
+from execrl.training.code_game_settings import CodeGameSettings
 from execrl.training.grpo import GRPOSettings
 from execrl.problems import Problem
 from execrl.training.program_rewards import ExecRewardSettings

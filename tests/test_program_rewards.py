@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from execrl.games.code_game import (
+from execrl.training.code_game import (
     CodeGameRewards,
-    CodeGameSettings,
     deterministic,
     game_reward,
     prediction_matches,
 )
+from execrl.training.code_game_settings import CodeGameSettings
 from execrl.training.program_rewards import ExecRewardSettings, ProgramRewards, execution_reward
 from execrl.prompting import PromptConfig
 from execrl.sandbox import ExecutionLimits, Executor

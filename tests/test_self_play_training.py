@@ -8,8 +8,8 @@ from conftest import build_tiny_model
 from execrl.training import train_job
 from execrl.training.grpo import GRPOSettings
 from execrl.problems import Problem
-from execrl.games.self_play import BASELINES_FILE, SelfPlayTask
-from execrl.games.spiral import SPIRALSettings
+from execrl.training.self_play import BASELINES_FILE, SelfPlayTask
+from execrl.training.spiral import SPIRALSettings
 
 PROBLEMS = [Problem(id=f"t/{i}", prompt=f"Return {i}.", test_type="assert", tests=[f"assert f() == {i}"]) for i in range(4)]
 GRPO = GRPOSettings(num_generations=2, prompts_per_step=4, max_steps=2, max_completion_length=6, save_steps=1,

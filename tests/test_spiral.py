@@ -10,7 +10,7 @@ import pytest
 from execrl.games import GAMES, MinimaxOpponent, RandomOpponent
 from execrl.games.play import Episode, MatchRules, Sampled, Turn, match_stats, play_against, play_matches
 from execrl.games.tictactoe import TicTacToeState
-from execrl.games.spiral import (
+from execrl.training.spiral import (
     Lockstep,
     RoleBaselines,
     SPIRALSettings,

@@ -3,7 +3,8 @@ the code-output game's two formats."""
 
 import random
 
-from execrl.games.code_game import CodeGameSettings, prediction_matches
+from execrl.training.code_game import prediction_matches
+from execrl.training.code_game_settings import CodeGameSettings
 from execrl.datasets.builtin import generate
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
@@ -12,8 +13,8 @@ from execrl.training.srrl import SRRLSettings
 from execrl.sandbox.programs import run_programs
 from execrl.games import get_game
 from execrl.games.moves import parse_move
-from execrl.games.spiral import SPIRALSettings
-from execrl.training_data.warm_start import (
+from execrl.training.spiral import SPIRALSettings
+from execrl.training.warm_start import (
     broken_attempts,
     code_game_examples,
     entry_point_call,

@@ -20,13 +20,6 @@ DEFAULT_CONFIG = Path("config") / "config.yaml"
 """Relative to the working directory, as in the Snakefile."""
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.json"
 
-# Here, not in execrl.games.code_game, so that checking a config (done when the DAG is planned)
-# imports neither the game nor the sandbox behind it.
-POLICY_OPPONENT_RETIRED = (
-    "code_game.opponent: policy is no longer an opponent: the policy's predictions were never trained, and as a "
-    "wrong prediction is the policy's win, it gained by predicting worse; use base (a frozen copy of the base model)"
-)
-
 RUNTIME_SETTINGS = {
     "execution": ("workers",),
     "wandb": ("mode", "project"),
@@ -96,6 +89,8 @@ def _section_everywhere(config: dict[str, Any], section: str) -> list[tuple[str,
 def check_retired(config: dict[str, Any]) -> None:
     """Values this version retired, named with what replaces them. Runs before the schema's check,
     whose message would only list the values it knows."""
+    # The code game's settings module, not the game: neither the game nor the sandbox is imported.
+    from execrl.training.code_game_settings import POLICY_OPPONENT_RETIRED
     from execrl.training.token_budget import RETIRED
 
     for path, srrl in _section_everywhere(config, "srrl"):

@@ -6,12 +6,12 @@ from contextlib import nullcontext
 
 import torch
 
-from execrl.games.code_game import CodeGameSettings
+from execrl.training.code_game_settings import CodeGameSettings
 from execrl.problems import read_problems
 from execrl.prompting import PromptConfig
 from execrl.sandbox import Executor
 from execrl.training.sft import SFTSettings, run_sft
-from execrl.games.spiral import SPIRALSettings
+from execrl.training.spiral import SPIRALSettings
 from execrl.training.srrl import SRRLSettings
 
 torch.set_num_threads(snakemake.threads)

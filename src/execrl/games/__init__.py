@@ -4,8 +4,9 @@
     make_opponent("random" | "perfect", game)       an evaluation opponent
     parse_move(completion, legal_moves, format)     a completion's move (`execrl.games.moves`)
 
-The methods that train on games are here too: SPIRAL (`spiral`, and `self_play`, its steps through
-TRL's GRPOTrainer) and the code-output game (`code_game`).
+The engines only: the rules, the fixed opponents and how matches are played (`play`). The methods
+that train on games are trainers (`execrl.training.spiral` and `execrl.training.self_play` for SPIRAL,
+`execrl.training.code_game` for the code-output game), built on these.
 """
 
 from __future__ import annotations

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from execrl.games.code_game import CodeGameSettings
+from execrl.training.code_game_settings import CodeGameSettings
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig, build_prompt
 from execrl.training.srrl import SRRLSettings
 from execrl.training.common import MetricsFileCallback, device_kwargs
-from execrl.games.spiral import SPIRALSettings
-from execrl.training_data.warm_start import code_game_examples, game_move_examples, refinement_examples
+from execrl.training.spiral import SPIRALSettings
+from execrl.training.warm_start import code_game_examples, game_move_examples, refinement_examples
 
 
 @dataclass(frozen=True)

@@ -56,9 +56,9 @@ def parse_settings(method: str, settings: dict) -> dict:
     from execrl.prompting import PromptConfig
     from execrl.training.rewards import RewardSettings
     from execrl.sandbox import ExecutionLimits
-    from execrl.games.code_game import CodeGameSettings
+    from execrl.training.code_game_settings import CodeGameSettings
     from execrl.training.program_rewards import ExecRewardSettings
-    from execrl.games.spiral import SPIRALSettings
+    from execrl.training.spiral import SPIRALSettings
     from execrl.training.srrl import SRRLSettings
     from execrl.watch.monitor import WatchSettings
 
@@ -330,7 +330,7 @@ def online_task(method: str, settings: dict, executor, model: str):
 
         return ProgramRewards(executor, settings["exec"], reasoning_format)
     if method == "code_game":
-        from execrl.games.code_game import CodeGameRewards, opponent_predictor
+        from execrl.training.code_game import CodeGameRewards, opponent_predictor
 
         return CodeGameRewards(
             executor,
@@ -341,7 +341,7 @@ def online_task(method: str, settings: dict, executor, model: str):
             reasoning_format,
         )
     if method == "spiral":
-        from execrl.games.self_play import SelfPlayTask
+        from execrl.training.self_play import SelfPlayTask
 
         return SelfPlayTask(settings["spiral"], settings["prompt"], settings["grpo"].seed)
     return None

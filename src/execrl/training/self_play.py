@@ -1,5 +1,5 @@
 """SPIRAL through TRL's GRPOTrainer: a step's samples are turns of self-play games, and their
-advantages are role-conditioned (`execrl.games.spiral`).
+advantages are role-conditioned (`execrl.training.spiral`).
 
 TRL's trainer takes a fixed number of completions per step and makes their advantages by
 normalising rewards within groups of `num_generations`. Self-play fits the first through
@@ -37,7 +37,7 @@ from execrl.games import get_game
 from execrl.training.online_task import OnlineTask
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig, chat_prompt
-from execrl.games.spiral import Lockstep, RoleBaselines, SPIRALSettings, evaluate_policy, play_self_play, self_play_seed
+from execrl.training.spiral import Lockstep, RoleBaselines, SPIRALSettings, evaluate_policy, play_self_play, self_play_seed
 from execrl.games.play import Sampled
 from execrl.evaluation.interval_eval import PeriodicEvaluation
 

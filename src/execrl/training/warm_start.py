@@ -24,13 +24,15 @@ import io
 import random
 import tokenize
 
-from execrl.games.code_game import CodeGameSettings, game_prompt, opponent_prompt
+from execrl.training.code_game import game_prompt, opponent_prompt
+from execrl.training.code_game_settings import CodeGameSettings
 from execrl.games import get_game
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig, chat_prompt
 from execrl.sandbox.programs import run_programs
-from execrl.games.spiral import SPIRALSettings
-from execrl.training.srrl import SRRLSettings, refinement_prompt
+from execrl.training.spiral import SPIRALSettings
+from execrl.refinement import refinement_prompt
+from execrl.training.srrl import SRRLSettings
 
 _OPERATOR_SWAPS = {
     "+": "-", "-": "+", "*": "+", "//": "%", "%": "//", "<": "<=", "<=": "<", ">": ">=", ">=": ">",
