@@ -17,7 +17,8 @@ from execrl.prompting import PromptConfig
 from execrl.sandbox import ExecutionLimits, Executor, annotate_candidates
 from execrl.sandbox.host_judge import _judge_single, _Run
 from execrl.sandbox.split import prepare
-from execrl.training.srrl import SRRLSettings, refinement_prompt
+from execrl.refinement import refinement_prompt
+from execrl.training.srrl import SRRLSettings
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
 
