@@ -107,7 +107,9 @@ def test_each_module_resolves_builtins_through_its_own_snapshot(name):
     module = importlib.import_module(PREFIX + name)
     snapshot = vars(module)["__builtins__"]
     assert type(snapshot) is dict and snapshot is not vars(builtins)
-    functions = [f for f in vars(module).values() if inspect.isfunction(f) and f.__module__ == module.__name__]
+    own = [v for v in vars(module).values() if getattr(v, "__module__", None) == module.__name__]
+    functions = [f for f in own if inspect.isfunction(f)]
+    functions += [f for cls in own if inspect.isclass(cls) for f in vars(cls).values() if inspect.isfunction(f)]
     assert functions and all(f.__builtins__ is snapshot for f in functions)
 
 
