@@ -23,9 +23,30 @@ test (a regex where a test does not parse; such tests are counted apart):
    ``patch('sys.stdin')``, ``monkeypatch`` of either, a top-level ``input = ..``;
 6. ``monkeypatch``: other patching (``unittest.mock.patch*``, pytest's ``monkeypatch``, an
    assignment or ``setattr``/``delattr`` on an attribute of a standard-library or third-party
-   module the test or the program imports, e.g. ``time.time = ..``).
+   module the test or the program imports, e.g. ``time.time = ..``);
+7. ``subclass``: the test defines a ``class`` (at any depth) whose bases include a class the
+   reference defines at top level (``class Child(Base)``; kind ``subclass_program_class``), or a
+   top-level name of the reference that is neither a ``def`` nor a ``class`` statement, so that
+   it cannot be told to be a class or not (an import, ``Point = namedtuple(..)``, an alias; kind
+   ``subclass_program_name``); ``solution.Base`` counts like ``Base``;
+8. ``exception_check``: the test calls ``isinstance(x, E)`` (``E`` alone or in a tuple), or
+   ``issubclass(.., E)``, or compares ``type(x)``/``x.__class__`` with ``E`` or
+   ``type(x).__name__``/``x.__class__.__name__`` (``__qualname__`` too) with the string
+   ``'E'`` (``==``, ``!=``, ``is``, ``is not``, ``in``, ``not in``), where ``E`` is a class the
+   reference defines at top level whose bases name, directly, ``Exception``, ``BaseException``
+   or another builtin exception class (a class deriving from such a class of the reference's
+   own is not ``E``; those references are counted apart). The kind ends in ``_in_except`` when
+   the check is inside an ``except`` block (the caught exception is the judge's stand-in of
+   ``E`` and matches ``isinstance``; a *returned* exception instance does not).
 
-Detectors 2-6 look at the whole test (function bodies included, e.g. HumanEval's ``check``);
+In patterns 7 and 8 a name the test imports, or binds at top level on an earlier line, is the
+test's own and not the program's. Reported beside the patterns as context (not differences):
+tests that catch such an ``E`` with ``except E`` / ``except (E, ..)`` (they work in the
+sandbox: a raised ``E`` is the judge's stand-in of ``E``), and references whose top-level
+functions ``return <expr>.keys()`` / ``.values()`` / ``.items()`` (the sandbox returns those
+as views of a copy; methods of top-level classes that do it are counted apart).
+
+Detectors 2-8 look at the whole test (function bodies included, e.g. HumanEval's ``check``);
 detector 1 only at top-level bindings (plus ``global`` declarations and module-attribute writes
 anywhere). A hit is a syntactic possibility, not a proven difference in verdict.
 
@@ -45,6 +66,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import builtins
 import datetime
 import importlib.util
 import json
@@ -61,7 +83,12 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_MBPP = Path(os.environ.get("EXECRL_MBPP_DIR", REPO.parent / "shared" / "data" / "mbpp"))
 DEFAULT_JSON = REPO / "docs" / "results" / "shared_state_census.json"
 
-PATTERNS = ("globals", "rng_seed", "decimal_context", "stdout_capture", "stdin_feed", "monkeypatch")
+PATTERNS = (
+    "globals", "rng_seed", "decimal_context", "stdout_capture", "stdin_feed", "monkeypatch", "subclass",
+    "exception_check",
+)  # fmt: skip
+# Found per test like the patterns, reported beside them, not counted as differences.
+CONTEXT_PATTERNS = ("except_program_exception",)
 PATTERN_TITLES = {
     "globals": "1 test rebinds a program global / sets attributes of the program's module",
     "rng_seed": "2 RNG seeded on one side, drawn on the other",
@@ -69,7 +96,25 @@ PATTERN_TITLES = {
     "stdout_capture": "4 test captures stdout/stderr (redirect_stdout, sys.stdout = ..)",
     "stdin_feed": "5 test feeds stdin / patches input()",
     "monkeypatch": "6 other monkeypatching of modules (mock.patch, monkeypatch, module.attr = ..)",
+    "subclass": "7 test subclasses a program class (class Child(Base), Base a top-level class of the reference)",
+    "exception_check": (
+        "8 test checks an exception instance against a program exception class (isinstance(x, E), "
+        "type(x) == E, type(x).__name__ == 'E'; E a top-level class of the reference deriving by name "
+        "from Exception, BaseException or a builtin exception class)"
+    ),
 }
+CONTEXT_TITLES = {
+    "except_program_exception": (
+        "context, not a difference: test catches a program exception class E (as in 8) with except E "
+        "(works in the sandbox: a raised E is the judge's stand-in of E)"
+    ),
+}
+BUILTIN_EXCEPTIONS = {
+    n
+    for n in dir(builtins)
+    if isinstance(getattr(builtins, n), type) and issubclass(getattr(builtins, n), BaseException)
+}
+DICT_VIEW_METHODS = ("keys", "values", "items")
 EXAMPLES_PER_PATTERN = 3
 LINE_CHARS = 200
 
@@ -119,6 +164,13 @@ class RefInfo:
     seeds_rng: set[str] = field(default_factory=set)  # RNG modules it seeds ("random", "numpy.random")
     sets_decimal: bool = False
     parsed: bool = True
+    classes: set[str] = field(default_factory=set)  # top-level ``class`` statements
+    functions: set[str] = field(default_factory=set)  # top-level ``def`` statements
+    # top-level classes whose bases name a builtin exception class (E of pattern 8)
+    exception_classes: set[str] = field(default_factory=set)
+    exception_classes_indirect: set[str] = field(default_factory=set)  # deriving from one of those only (not E in 8)
+    dict_view_returns: list[str] = field(default_factory=list)  # "func: line" of top-level functions returning a view
+    dict_view_method_returns: list[str] = field(default_factory=list)  # same, methods of top-level classes
 
 
 def _line(source: str, node: ast.AST | None) -> str:
@@ -318,12 +370,33 @@ def reference_info(reference: str | None) -> RefInfo:
         # fall back to a regex for top-level bindings
         for m in re.finditer(r"^(?:def|class)\s+(\w+)|^(\w+)\s*(?::[^=]*)?=(?!=)", reference, re.M):
             info.names.add(m.group(1) or m.group(2))
+        info.functions.update(re.findall(r"^def\s+(\w+)", reference, re.M))
+        bases_of = {}
+        for m in re.finditer(r"^class\s+(\w+)\s*(?:\(([^)]*)\))?", reference, re.M):
+            info.classes.add(m.group(1))
+            bases_of[m.group(1)] = [b.strip().rsplit(".", 1)[-1] for b in (m.group(2) or "").split(",") if b.strip()]
+        _exception_classes(info, bases_of)
         return info
     info.imports = _import_aliases(s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom)))
+    bases_of: dict[str, list[str]] = {}
     for stmt in _toplevel_statements(tree.body):
         info.names.update(n for n, _ in _bindings(stmt))
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             info.names.update(a.asname or a.name.split(".")[0] for a in stmt.names if a.name != "*")
+        if isinstance(stmt, ast.ClassDef):
+            info.classes.add(stmt.name)
+            bases_of[stmt.name] = [_base_name(b) for b in stmt.bases if _base_name(b)]
+            for sub in stmt.body:
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    for line in _dict_view_returns(sub, reference):
+                        info.dict_view_method_returns.append(f"{stmt.name}.{sub.name}: {line}")
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            info.functions.add(stmt.name)
+            for line in _dict_view_returns(stmt, reference):
+                info.dict_view_returns.append(f"{stmt.name}: {line}")
+    # a name bound both by a def/class statement and otherwise is not told apart: it stays a class
+    # (or a function) as its statement says
+    _exception_classes(info, bases_of)
     r = Resolver(_import_aliases([tree]), {})
     ctx = _context_names(tree, r)
     for node in ast.walk(tree):
@@ -346,6 +419,52 @@ def reference_info(reference: str | None) -> RefInfo:
                     if sub.id not in local or sub.id in globals_declared:
                         info.global_reads.add(sub.id)
     return info
+
+
+def _base_name(node: ast.AST) -> str | None:
+    """The name a class base is written with: ``Exception``, ``builtins.ValueError`` -> ``ValueError``."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _exception_classes(info: RefInfo, bases_of: dict[str, list[str]]) -> None:
+    """Top-level classes whose bases name a builtin exception class directly (``E`` of pattern 8),
+    and, apart, those that derive only from such a class of the reference's own (transitively)."""
+    info.exception_classes = {c for c, bases in bases_of.items() if any(b in BUILTIN_EXCEPTIONS for b in bases)}
+    known = set(info.exception_classes)
+    changed = True
+    while changed:
+        changed = False
+        for c, bases in bases_of.items():
+            if c not in known and any(b in known for b in bases):
+                known.add(c)
+                changed = True
+    info.exception_classes_indirect = known - info.exception_classes
+
+
+def _dict_view_returns(func: ast.AST, source: str) -> list[str]:
+    """Lines of ``return <expr>.keys()`` / ``.values()`` / ``.items()`` in a function's own body
+    (not in nested functions, lambdas or classes)."""
+    out = []
+    stack = list(func.body)  # type: ignore[attr-defined]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if (
+            isinstance(node, ast.Return)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute)
+            and node.value.func.attr in DICT_VIEW_METHODS
+            and not node.value.args
+            and not node.value.keywords
+        ):
+            out.append(_line(source, node))
+        stack.extend(ast.iter_child_nodes(node))
+    return sorted(out)
 
 
 # ------------------------------------------------------------------------------ detectors
@@ -457,12 +576,104 @@ def detect_ast(
         if isinstance(node, ast.Attribute) and r.name(node) and r.name(node).startswith("decimal."):
             uses_decimal = True
 
+    # ---- 7, 8 and the except context: the program's classes named in the test
+    if ref.classes or ref.names:
+        _class_findings(tree, ref, r, test_aliases, add)
+
     # ---- program-side state reaching the test
     for mod in sorted(ref.seeds_rng & seed_modules_drawn):
         add("rng_seed", "program_seed_reaches_test", None)
     if ref.sets_decimal and uses_decimal:
         add("decimal_context", "program_context_reaches_test", None)
     return _dedupe(found)
+
+
+_COMPARE_OPS = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot, ast.In, ast.NotIn)
+
+
+def _class_findings(tree: ast.Module, ref: RefInfo, r: Resolver, test_aliases: dict, add) -> None:  # noqa: C901
+    """Patterns 7 (a class statement subclassing the program's class) and 8 (isinstance / type
+    checks against the program's exception class), and the context ``except E``."""
+    # names the test binds itself: its imports (any depth), and its top-level bindings with the
+    # line they are made on (a name counts as the test's own from the next line on)
+    own_lines: dict[str, int] = {}
+    for stmt in _toplevel_statements(tree.body):
+        for name, _ in _bindings(stmt):
+            line = getattr(stmt, "lineno", 0)
+            own_lines[name] = min(own_lines.get(name, line), line)
+
+    def program_name(expr: ast.AST, at: ast.AST) -> str | None:
+        """The reference's top-level name an expression is, unless the test bound it itself."""
+        if isinstance(expr, ast.Name):
+            name = expr.id
+            if name in test_aliases or own_lines.get(name, 10**9) < getattr(at, "lineno", 0):
+                return None
+            return name
+        if isinstance(expr, ast.Attribute):  # solution.Base
+            owner = r.name(expr.value)
+            if owner is not None and (owner.startswith("sys.modules[") or owner in PROGRAM_MODULES):
+                return expr.attr
+        return None
+
+    def exception_names(expr: ast.AST, at: ast.AST) -> list[str]:
+        elts = expr.elts if isinstance(expr, (ast.Tuple, ast.List, ast.Set)) else [expr]
+        return [n for e in elts if (n := program_name(e, at)) in ref.exception_classes]
+
+    def exception_strings(expr: ast.AST) -> list[str]:
+        elts = expr.elts if isinstance(expr, (ast.Tuple, ast.List, ast.Set)) else [expr]
+        return [
+            e.value
+            for e in elts
+            if isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value in ref.exception_classes
+        ]
+
+    def is_type_of(expr: ast.AST) -> bool:  # type(x), x.__class__
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "type":
+            return len(expr.args) == 1 and "type" not in own_lines and "type" not in ref.names
+        return isinstance(expr, ast.Attribute) and expr.attr == "__class__"
+
+    def is_type_name_of(expr: ast.AST) -> bool:  # type(x).__name__, x.__class__.__qualname__
+        return isinstance(expr, ast.Attribute) and expr.attr in ("__name__", "__qualname__") and is_type_of(expr.value)
+
+    in_except: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler):
+            for stmt in node.body:
+                in_except.update(id(sub) for sub in ast.walk(stmt))
+
+    for node in ast.walk(tree):
+        suffix = "_in_except" if id(node) in in_except else ""
+        # ---- 7. class Child(Base)
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                name = program_name(base, node)
+                if name is None:
+                    continue
+                if name in ref.classes:
+                    add("subclass", "subclass_program_class", node)
+                elif name in ref.names and name not in ref.functions:
+                    add("subclass", "subclass_program_name", node)
+        # ---- 8. isinstance(x, E), issubclass(.., E)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 2:
+            fn = node.func.id
+            if fn in ("isinstance", "issubclass") and fn not in own_lines and fn not in ref.names:
+                if exception_names(node.args[1], node):
+                    add("exception_check", fn + suffix, node)
+        # ---- 8. type(x) == E, type(x).__name__ == 'E'
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            for op, a, b in zip(node.ops, operands, operands[1:]):
+                if not isinstance(op, _COMPARE_OPS):
+                    continue
+                for x, y in ((a, b), (b, a)):
+                    if is_type_of(x) and exception_names(y, node):
+                        add("exception_check", "type_compare" + suffix, node)
+                    elif is_type_name_of(x) and exception_strings(y):
+                        add("exception_check", "type_name_compare" + suffix, node)
+        # ---- context: except E
+        elif isinstance(node, ast.ExceptHandler) and node.type is not None:
+            if exception_names(node.type, node):
+                add("except_program_exception", "except", node)
 
 
 def _attribute_write(t: ast.AST, node: ast.AST, r: Resolver, ref: RefInfo, test_aliases: dict, add) -> None:
@@ -610,6 +821,24 @@ def detect_regex(source: str, ref: RefInfo) -> list[Finding]:
             found.append(Finding("globals", "regex", m.group(0).strip()[:LINE_CHARS], via="regex"))
     if re.search(r"\bsetattr\s*\(\s*sys\.modules|\bglobals\(\)\s*\[", source):
         found.append(Finding("globals", "regex_module", "", via="regex"))
+    # 7: class C(.., Base, ..); 8: isinstance(.., E) / type(..) == E / __name__ == 'E'; context: except E
+    bases = sorted(ref.classes | (ref.names - ref.functions))
+    for m in re.finditer(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", source, re.M):
+        if {b.strip().rsplit(".", 1)[-1] for b in m.group(1).split(",")} & set(bases):
+            found.append(Finding("subclass", "regex", m.group(0).strip()[:LINE_CHARS], via="regex"))
+            break
+    if ref.exception_classes:
+        alt = "|".join(map(re.escape, sorted(ref.exception_classes)))
+        checks = re.compile(
+            r"\b(?:isinstance|issubclass)[ \t]*\([^\n]*\b(?:" + alt + r")\b|\btype[ \t]*\([^\n]*\)[ \t]*(?:==|!=|is\b|in\b)[^\n]*\b(?:"
+            + alt + r")\b|__(?:qual)?name__[ \t]*(?:==|!=|in\b)[^\n]*['\"](?:" + alt + r")['\"]"
+        )  # fmt: skip
+        m = checks.search(source)
+        if m:
+            found.append(Finding("exception_check", "regex", m.group(0).strip()[:LINE_CHARS], via="regex"))
+        m = re.search(r"^[ \t]*except[ \t(]+[^:\n]*\b(?:" + alt + r")\b", source, re.M)
+        if m:
+            found.append(Finding("except_program_exception", "regex", m.group(0).strip()[:LINE_CHARS], via="regex"))
     return found
 
 
@@ -709,13 +938,15 @@ def ordinary() -> list[Item]:
 KEYWORDS = re.compile(
     r"\bseed\b|manual_seed|setstate|set_state|getcontext|localcontext|setcontext|\bDecimal\b|"
     r"redirect_std|\bstdout\b|\bstderr\b|\bstdin\b|\binput\s*\(|\bprint\s*\(|\bpatch\b|monkeypatch|"
-    r"\bsetattr\b|\bdelattr\b|\bglobal\b|\bglobals\s*\(|\bbuiltins\b|sys\.modules|capsys|capfd|\brandom\b"
+    r"\bsetattr\b|\bdelattr\b|\bglobal\b|\bglobals\s*\(|\bbuiltins\b|sys\.modules|capsys|capfd|\brandom\b|"
+    r"\bclass\b|\bisinstance\b|\bissubclass\b|\btype\s*\(|__class__|__name__|\bexcept\b"
 )
 
 
 def census(items: list[Item]) -> dict:
     per_pattern = {
-        p: {"problems": 0, "tests": 0, "setups": 0, "kinds": {}, "via_regex": 0, "examples": []} for p in PATTERNS
+        p: {"problems": 0, "tests": 0, "setups": 0, "kinds": {}, "via_regex": 0, "examples": []}
+        for p in PATTERNS + CONTEXT_PATTERNS
     }
     n_tests = n_setups = n_parse_failures = 0
     parse_failures: list[str] = []
@@ -725,8 +956,23 @@ def census(items: list[Item]) -> dict:
     toplevel_binding_units = 0
     refs_seeding: list[str] = []
     refs_decimal: list[str] = []
+    refs_classes: list[str] = []
+    refs_exceptions: list[str] = []
+    refs_exceptions_indirect: list[str] = []
+    refs_views: list[str] = []
+    refs_view_methods: list[str] = []
     for item in items:
         ref = reference_info(item.reference)
+        if ref.classes:
+            refs_classes.append(item.id)
+        if ref.exception_classes:
+            refs_exceptions.append(f"{item.id}: {', '.join(sorted(ref.exception_classes))}")
+        if ref.exception_classes_indirect:
+            refs_exceptions_indirect.append(f"{item.id}: {', '.join(sorted(ref.exception_classes_indirect))}")
+        if ref.dict_view_returns:
+            refs_views.append(f"{item.id} {ref.dict_view_returns[0]}")
+        if ref.dict_view_method_returns:
+            refs_view_methods.append(f"{item.id} {ref.dict_view_method_returns[0]}")
         if ref.seeds_rng:
             refs_seeding.append(item.id)
         if ref.sets_decimal:
@@ -770,7 +1016,7 @@ def census(items: list[Item]) -> dict:
                 label, f = hits[0]
                 entry["examples"].append({"id": item.id, "unit": label, "kind": f.kind, "line": f.line})
             entry.setdefault("problem_ids", []).append(item.id)
-    for p in PATTERNS:
+    for p in PATTERNS + CONTEXT_PATTERNS:
         per_pattern[p].setdefault("problem_ids", [])
     per_pattern["globals"]["problems_where_the_reference_reads_a_rebound_name_in_a_function"] = len(
         globals_read_by_program
@@ -788,7 +1034,26 @@ def census(items: list[Item]) -> dict:
         "references_not_parsed": len(ref_parse_failures),
         "references_seeding_an_rng": {"count": len(refs_seeding), "examples": refs_seeding[:5]},
         "references_changing_the_decimal_context": {"count": len(refs_decimal), "examples": refs_decimal[:5]},
-        "patterns": per_pattern,
+        "references_defining_a_class": len(refs_classes),
+        "references_defining_an_exception_class": {
+            "count": len(refs_exceptions),
+            "examples": refs_exceptions[:5],
+            "deriving_only_from_an_exception_class_of_their_own": {
+                "count": len(refs_exceptions_indirect),
+                "examples": refs_exceptions_indirect[:5],
+                "note": "such a class is not E of pattern 8 (bases must name a builtin exception class directly)",
+            },
+        },
+        "patterns": {p: per_pattern[p] for p in PATTERNS},
+        "context": {
+            **{p: per_pattern[p] for p in CONTEXT_PATTERNS},
+            "references_returning_a_dict_view": {
+                "count": len(refs_views),
+                "examples": refs_views[:5],
+                "problem_ids": [v.split(" ", 1)[0] for v in refs_views],
+                "methods_of_top_level_classes": {"count": len(refs_view_methods), "examples": refs_view_methods[:5]},
+            },
+        },
         "units_with_any_toplevel_binding": toplevel_binding_units,
         "keyword_scan": {w: {"units": len(ids), "examples": ids[:5]} for w, ids in sorted(keyword_units.items())},
         "problems_any_pattern": len({i for p in PATTERNS for i in per_pattern[p]["problem_ids"]}),
@@ -843,13 +1108,20 @@ def load_datasets(mbpp_dir: Path) -> tuple[dict[str, list[Item]], dict[str, str]
         "repository ships only tests/data/taco_sample.jsonl, an 8-row hand-made fixture. TACO tests are data, "
         "not code: `call` tests are {args, expected} judged by the harness, `stdio` tests are {input, output} "
         "fed on stdin by the harness, so no test can rebind globals, seed an RNG, patch input() or capture "
-        "stdout; none of the six patterns can occur in its tests by construction (0 test units to read). "
+        "stdout, subclass a program class or check an exception's class; none of the eight patterns can occur in its tests by construction (0 test units to read). "
         "A stdio program's own input() and print() are the process's real stdin/stdout in both runners."
     )
     return sets, notes
 
 
 # ------------------------------------------------------------------------------ self-test
+
+_GREETER = "class Greeter:\n    def greet(self):\n        return 'hi ' + self.name()\n\n    def name(self):\n        return 'base'\n"
+_FUNDS = (
+    "class InsufficientFunds(Exception):\n    def throw(self):\n        raise self\n"
+    "def withdraw(b, x):\n    if x > b:\n        return InsufficientFunds('no')\n    return b - x\n"
+)
+_APP = "class AppError(ValueError):\n    pass\ndef load(s):\n    if not s.isdigit():\n        return AppError('bad')\n    return int(s)\n"
 
 SELF_TEST = [
     # (pattern, reference, test, expected to be flagged for that pattern)
@@ -896,6 +1168,42 @@ SELF_TEST = [
      "from decimal import localcontext\nwith localcontext() as ctx:\n    ctx.prec = 3\n    assert str(third()) == '0.333'", True),
     ("stdin_feed", "def ask():\n    return input()\n",
      "def test(monkeypatch):\n    monkeypatch.setattr('builtins.input', lambda: 'y')\n    assert ask() == 'y'", True),
+    # 7. a test's class statement subclassing the program's class
+    ("subclass", _GREETER, "class Child(Greeter):\n    def name(self):\n        return 'child'\nassert Child().greet() == 'hi child'", True),
+    ("subclass", "from collections import namedtuple\nPoint = namedtuple('Point', 'x y')\ndef norm(p):\n    return abs(p.x) + abs(p.y)\n",
+     "class P3(Point):\n    pass\nassert norm(P3(1, -2)) == 3", True),  # Point: not told to be a class
+    ("subclass", "class Base:\n    def one(self):\n        return 1\ndef f(x):\n    return x.one()\n",
+     "def check(candidate):\n    class Sub(Base):\n        pass\n    assert candidate(Sub()) == 1\ncheck(f)", True),
+    ("subclass", "class Base:\n    pass\n", "import solution\nclass Sub(solution.Base):\n    pass\nassert Sub()", True),
+    ("subclass", _GREETER, "class MyList(list):\n    pass\nassert len(MyList([1, 2])) == 2", False),
+    ("subclass", "from collections import OrderedDict\ndef first(d):\n    return next(iter(d))\n",
+     "from collections import OrderedDict\nclass OD(OrderedDict):\n    pass\nassert first(OD(a=1)) == 'a'", False),  # the test's own import
+    ("subclass", "def helper():\n    return 1\n", "class C(helper):\n    pass", False),  # a def is not a class
+    # 8. isinstance / type checks against the program's exception class
+    ("exception_check", _FUNDS, "assert isinstance(withdraw(1, 5), InsufficientFunds)", True),
+    ("exception_check", _FUNDS, "r = withdraw(1, 5)\nassert type(r).__name__ == 'InsufficientFunds'", True),
+    ("exception_check", _FUNDS, "try:\n    withdraw(1, 5).throw()\nexcept Exception as e:\n    assert type(e) is InsufficientFunds", True),
+    ("exception_check", _APP, "def check(c):\n    assert isinstance(c('z'), (TypeError, AppError))\ncheck(load)", True),
+    ("exception_check", _APP, "import solution\nassert solution.AppError == load('z').__class__", True),
+    ("exception_check", _APP, "try:\n    load('z')\nexcept ValueError as e:\n    assert isinstance(e, ValueError)", False),
+    ("exception_check", _APP + "class DbError(AppError):\n    pass\n", "assert isinstance(load('z'), DbError)", False),  # indirect
+    ("exception_check", "class Point:\n    pass\ndef make():\n    return Point()\n", "assert isinstance(make(), Point)", False),
+    ("exception_check", _APP, "assert type(load('z')).__name__ == 'ValueError'", False),
+    # context: except E (works in the sandbox)
+    ("except_program_exception", _APP, "try:\n    load('z')\nexcept AppError:\n    pass\nelse:\n    assert False", True),
+    ("except_program_exception", _APP, "try:\n    load('z')\nexcept (KeyError, AppError) as e:\n    assert str(e) == 'bad'", True),
+    ("except_program_exception", _APP, "try:\n    load('z')\nexcept ValueError:\n    pass", False),
+]  # fmt: skip
+
+# references for the dict-view context: (reference, top-level functions returning a view, methods doing it)
+SELF_TEST_VIEWS = [
+    ("def letters(s):\n    seen = {}\n    for c in s:\n        seen[c] = True\n    return seen.keys()\n", 1, 0),
+    ("def pairs(d):\n    return {k: v * 2 for k, v in d.items()}.items()\n", 1, 0),
+    ("def vals(d, k):\n    if k:\n        return d.values()\n    return []\n", 1, 0),
+    ("def f(d):\n    return list(d.keys())\n", 0, 0),
+    ("def f(d):\n    def g():\n        return d.keys()\n    return g\n", 0, 0),
+    ("f = lambda d: d.keys()\n", 0, 0),
+    ("class C:\n    def __init__(self):\n        self.d = {}\n    def k(self):\n        return self.d.keys()\n", 0, 1),
 ]  # fmt: skip
 
 
@@ -921,7 +1229,34 @@ def self_test() -> int:
     ok = not parsed and not findings
     bad += not ok
     print(f"{'ok  ' if ok else 'FAIL'} regex fallback  (unparsable plain test: nothing)")
-    print(f"self-test: {len(SELF_TEST) + 2 - bad}/{len(SELF_TEST) + 2} classified as expected")
+    # the regex fallback for 7 and 8 (unparsable tests), and an unparsable reference's classes
+    funds = RefInfo(names={"E", "Base", "f"}, classes={"E", "Base"}, functions={"f"}, exception_classes={"E"})
+    extra = 0
+    for test, pattern in [
+        ("print 'x'\nclass C(Base): pass", "subclass"),
+        ("print 'x'\nassert isinstance(f(), E)", "exception_check"),
+        ("print 'x'\ntry:\n    f()\nexcept E:\n    pass", "except_program_exception"),
+    ]:
+        findings, parsed = detect(test, funds)
+        ok = not parsed and {f.pattern for f in findings} == {pattern} and all(f.via == "regex" for f in findings)
+        bad += not ok
+        extra += 1
+        print(f"{'ok  ' if ok else 'FAIL'} regex fallback  ({pattern}: {test.splitlines()[1]!r})")
+    info = reference_info("class E(ValueError):\n    pass\nclass F(E):\n    pass\nprint 'x'\n")
+    ok = not info.parsed and info.exception_classes == {"E"} and info.exception_classes_indirect == {"F"}
+    bad += not ok
+    extra += 1
+    print(f"{'ok  ' if ok else 'FAIL'} unparsed reference: exception classes {sorted(info.exception_classes)}, "
+          f"indirect {sorted(info.exception_classes_indirect)}")  # fmt: skip
+    for reference, n_funcs, n_methods in SELF_TEST_VIEWS:
+        info = reference_info(reference)
+        got = (len(info.dict_view_returns), len(info.dict_view_method_returns))
+        ok = got == (n_funcs, n_methods) and info.parsed
+        bad += not ok
+        extra += 1
+        print(f"{'ok  ' if ok else 'FAIL'} dict view       expect={(n_funcs, n_methods)} got={got} {reference.splitlines()[0][:60]!r}")
+    total = len(SELF_TEST) + 2 + extra
+    print(f"self-test: {total - bad}/{total} classified as expected")
     return 1 if bad else 0
 
 
@@ -938,7 +1273,7 @@ def _commit() -> str | None:
 
 def print_table(results: dict[str, dict]) -> None:
     short = {"globals": "1 glob", "rng_seed": "2 rng", "decimal_context": "3 dec", "stdout_capture": "4 out",
-             "stdin_feed": "5 in", "monkeypatch": "6 patch"}  # fmt: skip
+             "stdin_feed": "5 in", "monkeypatch": "6 patch", "subclass": "7 sub", "exception_check": "8 exc"}  # fmt: skip
     head = f"{'dataset':34s} {'probs':>5s} {'tests':>6s} {'setup':>5s} {'unparsed':>8s} " + " ".join(
         f"{short[p]:>11s}" for p in PATTERNS
     )
@@ -967,6 +1302,18 @@ def print_table(results: dict[str, dict]) -> None:
         kinds = {p: res["patterns"][p]["kinds"] for p in PATTERNS if res["patterns"][p]["kinds"]}
         if kinds:
             print(f"  {name}: {kinds}")
+    print("\ncontext, not differences: references defining a class / an exception class E (8) / deriving only from "
+          "their own; tests catching E with except E (probs/units); references whose top-level functions return a "
+          "dict view (methods of top-level classes apart):")  # fmt: skip
+    for name, res in results.items():
+        exc = res["references_defining_an_exception_class"]
+        ctx = res["context"]
+        caught = ctx["except_program_exception"]
+        views = ctx["references_returning_a_dict_view"]
+        print(f"  {name}: classes {res['references_defining_a_class']}, exception classes {exc['count']} "
+              f"(indirect only {exc['deriving_only_from_an_exception_class_of_their_own']['count']}); "
+              f"except E {caught['problems']}/{caught['tests'] + caught['setups']} {caught['problem_ids'][:5]}; "
+              f"dict views {views['count']} {views['problem_ids'][:5]} (methods {views['methods_of_top_level_classes']['count']})")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1000,6 +1347,34 @@ def main(argv: list[str] | None = None) -> int:
             "units; a match is a syntactic possibility of a sandbox/python difference, not a measured one"
         ),
         "patterns": PATTERN_TITLES,
+        "context": {
+            **CONTEXT_TITLES,
+            "references_returning_a_dict_view": (
+                "context, not a difference: references with a top-level function that returns <expr>.keys() / "
+                ".values() / .items() (the sandbox returns those as views of a copy: they do not follow later "
+                "changes of the program's dict); methods of top-level classes doing it are counted apart"
+            ),
+        },
+        "notes": {
+            "subclass (7)": (
+                "the base is matched by name (or solution.<name>) against the reference's top-level bindings: "
+                "kind subclass_program_class when the reference binds it with a class statement (told to be a "
+                "class); kind subclass_program_name when the reference binds it otherwise (an import, an "
+                "assignment such as Point = namedtuple(..), a for/with target), so that it cannot be told to "
+                "be a class from the syntax; names bound by a def statement are not counted. A name the test "
+                "imports, or binds at top level on an earlier line, is the test's own. Unparsed references: "
+                "class/def statements found by a regex at the start of a line"
+            ),
+            "exception_check (8)": (
+                "E: a class statement at the reference's top level whose bases name (as Name or <module>.Name) "
+                "a builtin exception class directly (Exception, BaseException, ValueError, ...; the classes "
+                "of builtins deriving from BaseException); a class deriving from such a class of the "
+                "reference's own is not E (counted under references_defining_an_exception_class); the "
+                "check is isinstance(x, E) or issubclass(.., E) (E alone or in a tuple), or type(x) / "
+                "x.__class__ compared with E, or type(x).__name__ / __qualname__ compared with the string "
+                "'E'; kinds ending in _in_except are checks written inside an except block"
+            ),
+        },
         "datasets": {
             name: {**res, "note": notes.get(name)} for name, res in results.items()
         },
