@@ -238,7 +238,7 @@ class _ChildSide(_Side):
     def other(self, v, ex, depth):
         t = _type(v)
         if t is _JudgeRef:
-            return {"j": _JudgeRef._n.__get__(v)}
+            return {"j": _JudgeRef._execrl_n.__get__(v)}
         mod = _getattr(t, "__module__", "")
         # a numpy scalar as the same numpy scalar in the judge: ``isinstance(r, int)`` is
         # false for ``numpy.int64``, ``r is True`` for ``numpy.bool_``, as in Python

@@ -23,16 +23,16 @@ class _JudgeRef:
     """An object of the judge's (a function or object the test passed to the program): every
     operation on it is asked of the judge, which runs it on its side."""
 
-    __slots__ = ("_side", "_n", "_buf", "_size")
+    __slots__ = ("_execrl_side", "_execrl_n", "_execrl_buf", "_execrl_size")
 
     def __init__(self, side, n):
-        _JudgeRef._side.__set__(self, side)
-        _JudgeRef._n.__set__(self, n)
-        _JudgeRef._buf.__set__(self, None)
-        _JudgeRef._size.__set__(self, 1)
+        _JudgeRef._execrl_side.__set__(self, side)
+        _JudgeRef._execrl_n.__set__(self, n)
+        _JudgeRef._execrl_buf.__set__(self, None)
+        _JudgeRef._execrl_size.__set__(self, 1)
 
-    def _ask(self, msg: list, ex: _Exchange):
-        side = _JudgeRef._side.__get__(self)
+    def _execrl_ask(self, msg: list, ex: _Exchange):
+        side = _JudgeRef._execrl_side.__get__(self)
         snap = side.snapshot(ex)  # our containers the judge's code may change
         # one request at a time on the socket: the program's threads calling the test's
         # function would interleave their requests and read each other's answers
@@ -51,98 +51,98 @@ class _JudgeRef:
         del snap
         return value
 
-    def _op(self, name, *operands):
-        side = _JudgeRef._side.__get__(self)
+    def _execrl_op(self, name, *operands):
+        side = _JudgeRef._execrl_side.__get__(self)
         ex = _Exchange()
-        return _JudgeRef._ask(self, ["o", name, [side.enc(x, ex) for x in (self, *operands)]], ex)
+        return _JudgeRef._execrl_ask(self, ["o", name, [side.enc(x, ex) for x in (self, *operands)]], ex)
 
     def __call__(self, *args, **kwargs):
-        side = _JudgeRef._side.__get__(self)
+        side = _JudgeRef._execrl_side.__get__(self)
         ex = _Exchange()
         msg = ["c", side.enc(self, ex), [side.enc(a, ex) for a in args],
                [[k, side.enc(v, ex)] for k, v in kwargs.items()]]
-        return _JudgeRef._ask(self, msg, ex)
+        return _JudgeRef._execrl_ask(self, msg, ex)
 
     def __getattr__(self, name):
-        side = _JudgeRef._side.__get__(self)
+        side = _JudgeRef._execrl_side.__get__(self)
         ex = _Exchange()
-        return _JudgeRef._ask(self, ["a", side.enc(self, ex), name], ex)
+        return _JudgeRef._execrl_ask(self, ["a", side.enc(self, ex), name], ex)
 
     def __setattr__(self, name, value):  # ``node.next = head`` on a node of the setup's class
-        side = _JudgeRef._side.__get__(self)
+        side = _JudgeRef._execrl_side.__get__(self)
         ex = _Exchange()
-        _JudgeRef._ask(self, ["s", side.enc(self, ex), name, side.enc(value, ex)], ex)
+        _JudgeRef._execrl_ask(self, ["s", side.enc(self, ex), name, side.enc(value, ex)], ex)
 
     def __delattr__(self, name):
-        side = _JudgeRef._side.__get__(self)
+        side = _JudgeRef._execrl_side.__get__(self)
         ex = _Exchange()
-        _JudgeRef._ask(self, ["d", side.enc(self, ex), name], ex)
+        _JudgeRef._execrl_ask(self, ["d", side.enc(self, ex), name], ex)
 
     def __instancecheck__(self, instance):  # ``isinstance(x, ListNode)``, the class the judge's
-        return _JudgeRef._op(self, "isinstance", instance)
+        return _JudgeRef._execrl_op(self, "isinstance", instance)
 
     def __iter__(self):
-        return _JudgeRef._op(self, "iter")
+        return _JudgeRef._execrl_op(self, "iter")
 
     def __next__(self):
         """The next item of the test's iterator: the judge sends one per request, or a batch
         where reading ahead cannot be seen (``_JudgeSide.take``)."""
-        buf = _JudgeRef._buf.__get__(self)
+        buf = _JudgeRef._execrl_buf.__get__(self)
         if buf:
             try:
                 return buf.popleft()
             except IndexError:  # another of the program's threads took the last one
                 pass
-        n = _JudgeRef._size.__get__(self)
+        n = _JudgeRef._execrl_size.__get__(self)
         if n == 0:  # the judge's iterator ended after the last batch
-            _JudgeRef._size.__set__(self, 1)
+            _JudgeRef._execrl_size.__set__(self, 1)
             raise StopIteration
-        got = _JudgeRef._op(self, "take", n)
+        got = _JudgeRef._execrl_op(self, "take", n)
         if _type(got) is not _list or _len(got) != 2 or _type(got[0]) is not _list:
             raise ProtocolError("malformed items")
         items, end = got
-        _JudgeRef._size.__set__(self, 0 if end == "s" else n * 2 if n < 2048 else n)
+        _JudgeRef._execrl_size.__set__(self, 0 if end == "s" else n * 2 if n < 2048 else n)
         if not items:
             if end != "s":
                 raise ProtocolError("malformed items")
-            _JudgeRef._size.__set__(self, 1)
+            _JudgeRef._execrl_size.__set__(self, 1)
             raise StopIteration
         buf = _deque(items)
-        _JudgeRef._buf.__set__(self, buf)
+        _JudgeRef._execrl_buf.__set__(self, buf)
         return buf.popleft()
 
     def __len__(self):
-        return _JudgeRef._op(self, "len")
+        return _JudgeRef._execrl_op(self, "len")
 
     def __getitem__(self, key):
-        return _JudgeRef._op(self, "getitem", key)
+        return _JudgeRef._execrl_op(self, "getitem", key)
 
     def __contains__(self, item):
-        return _JudgeRef._op(self, "contains", item)
+        return _JudgeRef._execrl_op(self, "contains", item)
 
     def __bool__(self):
-        return _JudgeRef._op(self, "truth")
+        return _JudgeRef._execrl_op(self, "truth")
 
     def __repr__(self):
-        return _JudgeRef._op(self, "repr")
+        return _JudgeRef._execrl_op(self, "repr")
 
     def __eq__(self, other):
-        return _JudgeRef._op(self, "eq", other)
+        return _JudgeRef._execrl_op(self, "eq", other)
 
     def __ne__(self, other):
-        return _JudgeRef._op(self, "ne", other)
+        return _JudgeRef._execrl_op(self, "ne", other)
 
     def __lt__(self, other):
-        return _JudgeRef._op(self, "lt", other)
+        return _JudgeRef._execrl_op(self, "lt", other)
 
     def __le__(self, other):
-        return _JudgeRef._op(self, "le", other)
+        return _JudgeRef._execrl_op(self, "le", other)
 
     def __gt__(self, other):
-        return _JudgeRef._op(self, "gt", other)
+        return _JudgeRef._execrl_op(self, "gt", other)
 
     def __ge__(self, other):
-        return _JudgeRef._op(self, "ge", other)
+        return _JudgeRef._execrl_op(self, "ge", other)
 
     def __hash__(self):
-        return _JudgeRef._op(self, "hash")
+        return _JudgeRef._execrl_op(self, "hash")

@@ -70,7 +70,7 @@ def _equal_tol(a: Any, b: Any) -> bool:
     if isinstance(a, LentObject) or isinstance(b, LentObject):
         for x in (a, b):
             if isinstance(x, LentObject):
-                x.refuse_comparison()
+                x._execrl_refuse_comparison()
         return a is b
     try:
         return bool(a == b)
@@ -113,6 +113,6 @@ class LentObject:
 
     __slots__ = ()
 
-    def refuse_comparison(self) -> None:
+    def _execrl_refuse_comparison(self) -> None:
         """Raise when the object may not be compared at all (a value too large or too deep
         to cross from the run): the test then errs, naming the limit, instead of failing."""

@@ -53,31 +53,31 @@ class Remote(LentObject):
     """An object of the program's that stays in its run: what the test does with it is done
     there (by a request over the run's socket)."""
 
-    __slots__ = ("_side", "_ref", "_tname", "_note", "_buf", "_end", "_batch", "_hash", "__weakref__")
+    __slots__ = ("_execrl_side", "_execrl_ref", "_execrl_tname", "_execrl_note", "_execrl_buf", "_execrl_end", "_execrl_batch", "_execrl_hash", "__weakref__")
 
     def __init__(self, side: Any, ref: dict, tname: str = "object", note: str = "") -> None:
-        for name, value in (("_side", side), ("_ref", ref), ("_tname", tname), ("_note", note), ("_buf", None),
-                            ("_end", None), ("_batch", 1), ("_hash", None)):
+        for name, value in (("_execrl_side", side), ("_execrl_ref", ref), ("_execrl_tname", tname), ("_execrl_note", note), ("_execrl_buf", None),
+                            ("_execrl_end", None), ("_execrl_batch", 1), ("_execrl_hash", None)):
             object.__setattr__(self, name, value)
 
-    def _op(self, name: str, *operands: Any) -> Any:
-        return Remote._side.__get__(self).request_op(name, operands)
+    def _execrl_op(self, name: str, *operands: Any) -> Any:
+        return Remote._execrl_side.__get__(self).request_op(name, operands)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return Remote._side.__get__(self).request_call(self, args, kwargs)
+        return Remote._execrl_side.__get__(self).request_call(self, args, kwargs)
 
     def __getattr__(self, name: str) -> Any:
         # numpy's protocols are never the program's: ``__array_interface__`` would have the
         # judge's numpy read its own memory at an address the program names
         if name.startswith(("_execrl", "__array", "__dlpack")):
             raise AttributeError(name)
-        return Remote._side.__get__(self).request_attr(self, name)
+        return Remote._execrl_side.__get__(self).request_attr(self, name)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         """The judge's copy of the program's numpy array (of bools or numbers), for numpy in
         the test (``numpy.array_equal(f(x), expected)``, ``(f(x) == expected).all()``)."""
-        side = Remote._side.__get__(self)
-        got = self._op("array", self)
+        side = Remote._execrl_side.__get__(self)
+        got = self._execrl_op("array", self)
         numpy = side.numpy()
         if type(got) is not list or len(got) != 3 or type(got[0]) is not str or type(got[2]) is not list:
             raise TypeError("not a numpy array")
@@ -88,146 +88,146 @@ class Remote(LentObject):
         return out if dtype is None else out.astype(dtype)
 
     def __mro_entries__(self, bases: tuple) -> tuple:
-        ref = Remote._ref.__get__(self)
-        name = ref["g"] if type(ref) is dict and type(ref.get("g")) is str else Remote._tname.__get__(self)
+        ref = Remote._execrl_ref.__get__(self)
+        name = ref["g"] if type(ref) is dict and type(ref.get("g")) is str else Remote._execrl_tname.__get__(self)
         raise TypeError(f"a test cannot subclass the program's class {_short(name, 80)}: it lives in the "
                         "program's process (a stated difference of the sandbox: see docs/sandbox.md)")
 
     def __setattr__(self, name: str, value: Any) -> None:
-        Remote._side.__get__(self).request_set(self, name, value)
+        Remote._execrl_side.__get__(self).request_set(self, name, value)
 
     def __delattr__(self, name: str) -> None:
-        Remote._side.__get__(self).request_del(self, name)
+        Remote._execrl_side.__get__(self).request_del(self, name)
 
     def __repr__(self) -> str:
-        return self._op("repr", self)
+        return self._execrl_op("repr", self)
 
     def __str__(self) -> str:
-        return self._op("str", self)
+        return self._execrl_op("str", self)
 
     def __len__(self) -> int:
-        return self._op("len", self)
+        return self._execrl_op("len", self)
 
     def __iter__(self) -> Any:
-        return self._op("iter", self)
+        return self._execrl_op("iter", self)
 
     def __next__(self) -> Any:
-        buf = Remote._buf.__get__(self)
+        buf = Remote._execrl_buf.__get__(self)
         if buf:
             return buf.popleft()
-        end = Remote._end.__get__(self)
+        end = Remote._execrl_end.__get__(self)
         if end is None:
-            side = Remote._side.__get__(self)
+            side = Remote._execrl_side.__get__(self)
             # one item per request, so that the program's generator runs no further than the
             # test has asked (its side effects happen when they would in Python); in growing
             # batches only for a consumer that takes every item without running the test's
             # code in between (``_takes_every_item``)
             n = 1
             if _takes_every_item(side, sys._getframe(1)):
-                n = Remote._batch.__get__(self)
-                object.__setattr__(self, "_batch", min(2 * n, 1024))
+                n = Remote._execrl_batch.__get__(self)
+                object.__setattr__(self, "_execrl_batch", min(2 * n, 1024))
             items, end = side.request_batch(self, n)
             if items:
                 buf = deque(items)
-                object.__setattr__(self, "_buf", buf)
-                object.__setattr__(self, "_end", end)
+                object.__setattr__(self, "_execrl_buf", buf)
+                object.__setattr__(self, "_execrl_end", end)
                 return buf.popleft()
-        object.__setattr__(self, "_end", None)  # delivered: the next call asks the run again
-        Remote._side.__get__(self).drain = None
+        object.__setattr__(self, "_execrl_end", None)  # delivered: the next call asks the run again
+        Remote._execrl_side.__get__(self).drain = None
         if end == "s" or end is None:
             raise StopIteration
-        raise Remote._side.__get__(self).candidate_exception(end)
+        raise Remote._execrl_side.__get__(self).candidate_exception(end)
 
     def __length_hint__(self) -> int:
         """Asked by ``list()``, ``tuple()``, ``sorted()``, ``str.join`` and ``list.extend``
         before they take every item of the iterator in one go, with no code of the test's in
         between: its items may then come in batches (``__next__``)."""
         frame = sys._getframe(1)
-        Remote._side.__get__(self).drain = (frame, frame.f_lasti)
+        Remote._execrl_side.__get__(self).drain = (frame, frame.f_lasti)
         return 0
 
     def __getitem__(self, key: Any) -> Any:
-        return self._op("getitem", self, key)
+        return self._execrl_op("getitem", self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._op("setitem", self, key, value)
+        self._execrl_op("setitem", self, key, value)
 
     def __delitem__(self, key: Any) -> None:
-        self._op("delitem", self, key)
+        self._execrl_op("delitem", self, key)
 
     def __contains__(self, item: Any) -> bool:
         # decided here, on the items the program's object yields: the test's value stays here
         return any(x is item or x == item for x in self)
 
     def __bool__(self) -> bool:
-        value = self._op("truth", self)
+        value = self._execrl_op("truth", self)
         if value is True:
             return True
         raise NotPlainValue(f"got {describe(self)}")
 
-    def refuse_comparison(self) -> None:
-        note = Remote._note.__get__(self)
+    def _execrl_refuse_comparison(self) -> None:
+        note = Remote._execrl_note.__get__(self)
         if note == TOO_LARGE:
-            raise ValueTooLarge(f"the program's {Remote._tname.__get__(self)} is over the sandbox's "
+            raise ValueTooLarge(f"the program's {Remote._execrl_tname.__get__(self)} is over the sandbox's "
                                 f"{MAX_VALUE_BYTES >> 20} MiB limit on a value that crosses to the tests")
         if note == TOO_DEEP:
-            raise too_deep(f"the program's {Remote._tname.__get__(self)}")
+            raise too_deep(f"the program's {Remote._execrl_tname.__get__(self)}")
 
-    def _elementwise(self, other: Any) -> bool:
+    def _execrl_elementwise(self, other: Any) -> bool:
         """The program's numpy array against a test's list or number: numpy compares them item
         by item (``(f(x) == [0, 25]).all()``), here on the judge's copy (``__array__``)."""
-        return Remote._tname.__get__(self) == "ndarray" and type(other) in (list, tuple, int, float, bool, complex)
+        return Remote._execrl_tname.__get__(self) == "ndarray" and type(other) in (list, tuple, int, float, bool, complex)
 
     def __eq__(self, other: Any) -> Any:
         if isinstance(other, Remote):
-            return self._op("eq", self, other)
-        self.refuse_comparison()
-        if self._elementwise(other):
+            return self._execrl_op("eq", self, other)
+        self._execrl_refuse_comparison()
+        if self._execrl_elementwise(other):
             return self.__array__() == other
         return NotImplemented
 
     def __ne__(self, other: Any) -> Any:
         if isinstance(other, Remote):
-            return self._op("ne", self, other)
-        if self._elementwise(other):
+            return self._execrl_op("ne", self, other)
+        if self._execrl_elementwise(other):
             return self.__array__() != other
         # the program's own __ne__ would need the test's value (it stays here), and "not equal
         # to a plain value" would pass any object: neither side of the verdict is taken
         raise NotPlainValue(f"compared {describe(self)} with != to a plain value")
 
     def __lt__(self, other: Any) -> Any:
-        return self._op("lt", self, other) if isinstance(other, Remote) else NotImplemented
+        return self._execrl_op("lt", self, other) if isinstance(other, Remote) else NotImplemented
 
     def __le__(self, other: Any) -> Any:
-        return self._op("le", self, other) if isinstance(other, Remote) else NotImplemented
+        return self._execrl_op("le", self, other) if isinstance(other, Remote) else NotImplemented
 
     def __gt__(self, other: Any) -> Any:
-        return self._op("gt", self, other) if isinstance(other, Remote) else NotImplemented
+        return self._execrl_op("gt", self, other) if isinstance(other, Remote) else NotImplemented
 
     def __ge__(self, other: Any) -> Any:
-        return self._op("ge", self, other) if isinstance(other, Remote) else NotImplemented
+        return self._execrl_op("ge", self, other) if isinstance(other, Remote) else NotImplemented
 
     def __hash__(self) -> int:
         """The program's hash of its object (sent with it as an item of a set or a dict key,
         else asked once): a set of the program's points holds them as the program's own
         does. An equal hash never makes the test's value equal to the program's object
         (``__eq__`` above): a plain value is never found in a set by a program's object."""
-        h = Remote._hash.__get__(self)
+        h = Remote._execrl_hash.__get__(self)
         if h is None:
-            h = self._op("hash", self)
+            h = self._execrl_op("hash", self)
             if type(h) is not int:
-                raise TypeError(f"unhashable type: {Remote._tname.__get__(self)!r}")
-            object.__setattr__(self, "_hash", h)
+                raise TypeError(f"unhashable type: {Remote._execrl_tname.__get__(self)!r}")
+            object.__setattr__(self, "_execrl_hash", h)
         return h
 
     def __format__(self, spec: str) -> str:
-        return self._op("format", self, spec)  # the program's __format__, for f"{x}" too
+        return self._execrl_op("format", self, spec)  # the program's __format__, for f"{x}" too
 
     def __instancecheck__(self, instance: Any) -> bool:
-        return self._op("isinstance", instance, self)
+        return self._execrl_op("isinstance", instance, self)
 
     def __subclasscheck__(self, cls: Any) -> bool:
-        return self._op("issubclass", cls, self)
+        return self._execrl_op("issubclass", cls, self)
 
     def __enter__(self) -> Any:
         return self.__getattr__("__enter__")()
@@ -236,10 +236,10 @@ class Remote(LentObject):
         return self.__getattr__("__exit__")(*exc)
 
     def __reversed__(self) -> Any:
-        return self._op("reversed", self)
+        return self._execrl_op("reversed", self)
 
     def __round__(self, ndigits: Any = None) -> Any:
-        return self._op("round", self) if ndigits is None else self._op("round", self, ndigits)
+        return self._execrl_op("round", self) if ndigits is None else self._execrl_op("round", self, ndigits)
 
 
 def _binary(op: str):
@@ -253,18 +253,18 @@ def _binary(op: str):
     def forward(self, other):
         if not isinstance(other, Remote):
             raise _refused(op, self, other)
-        return self._op(op, self, other)
+        return self._execrl_op(op, self, other)
 
     def reflected(self, other):
         if not isinstance(other, Remote):
             raise _refused(op, self, other)
-        return self._op(op, other, self)
+        return self._execrl_op(op, other, self)
 
     return forward, reflected
 
 
 def _refused(op: str, remote: Remote, other: Any) -> TypeError:
-    return TypeError(f"operator {op.rstrip('_')!r} between the program's {Remote._tname.__get__(remote)} object "
+    return TypeError(f"operator {op.rstrip('_')!r} between the program's {Remote._execrl_tname.__get__(remote)} object "
                      f"and the test's {type(other).__name__} value is not computed by the program")
 
 
@@ -274,7 +274,7 @@ for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift"
     setattr(Remote, f"__{_name}__", _fwd)
     setattr(Remote, f"__r{_name}__", _rev)
 for _name in ("neg", "pos", "abs", "invert", "index", "int", "float", "complex"):
-    setattr(Remote, f"__{_name}__", (lambda op: lambda self: self._op(op, self))(_name))
+    setattr(Remote, f"__{_name}__", (lambda op: lambda self: self._execrl_op(op, self))(_name))
 Remote.__divmod__, Remote.__rdivmod__ = _binary("divmod")
 del _name, _fwd, _rev
 
@@ -373,14 +373,14 @@ def describe(v: Any) -> str:
     """A value for a message: its repr, short; a program's object by its type and its repr
     (without a memory address)."""
     if isinstance(v, Remote):
-        note = Remote._note.__get__(v)
+        note = Remote._execrl_note.__get__(v)
         if not note:
             try:
                 shown = repr(v)
             except BaseException:  # noqa: BLE001 - the run is gone, or its __repr__ failed
                 shown = ""
             note = _short(stable_text(shown), 200) if isinstance(shown, str) else ""
-        tname = Remote._tname.__get__(v)
+        tname = Remote._execrl_tname.__get__(v)
         article = "an" if tname[:1] in "aeiouAEIOU" else "a"
         return f"{article} {tname} object ({note}), not a plain value"
     try:

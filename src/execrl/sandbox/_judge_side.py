@@ -55,9 +55,9 @@ class _JudgeSide(_Side):
     def other(self, v, ex, depth):
         t = type(v)
         if t is Remote:
-            return Remote._ref.__get__(v)
+            return Remote._execrl_ref.__get__(v)
         if t in _SHADOW_TYPES:
-            return Remote._ref.__get__(v.__dict__["_execrl_remote"])
+            return Remote._execrl_ref.__get__(v.__dict__["_execrl_remote"])
         if t is _SetInRunOrder or t is _FrozenSetInRunOrder:
             base = set if t is _SetInRunOrder else frozenset
             return self.enc(base(v), ex, depth)
@@ -89,7 +89,7 @@ class _JudgeSide(_Side):
                 note = val[2] if len(val) > 2 and type(val[2]) is str else ""
                 remote = self.proxies[n] = Remote(self, {"h": n}, _short(tname, 80), _short(note, 80))
             if len(val) > 3 and type(val[3]) is int:  # the program's hash of an item of a set, a key
-                object.__setattr__(remote, "_hash", val[3])
+                object.__setattr__(remote, "_execrl_hash", val[3])
             return remote
         if tag == "S":
             if type(val) is not list or len(val) != 3 or type(val[0]) is not int:
