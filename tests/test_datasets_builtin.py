@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
 from conftest import EMBEDDED, REPO
 from execrl.config import SCHEMA as SCHEMA_PATH, merged_config

@@ -317,7 +317,6 @@ def test_verdicts_in_plain_language():
 def test_a_variant_of_srrl_is_compared_at_its_own_budget(monkeypatch):
     """A method variant (`method_variants`) is SRRL for the budget: srrl_tokens (srrl.budget: generated_tokens)
     against GRPO is matched on tokens, SRRL itself on completions, and two SRRLs on completions."""
-    from execrl.methods import METHODS, Method
     from execrl.report.budget import matched_on
     from execrl.report.build import srrl_budgets
 

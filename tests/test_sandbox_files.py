@@ -8,7 +8,6 @@ the next program, and never makes a failing program pass."""
 
 from __future__ import annotations
 
-import os
 import sys
 
 import pytest
