@@ -8,8 +8,8 @@ Runs both on the same inputs, in one process, one after the other, and reports w
   (b) the 974 MBPP reference solutions (and the same set without task 123, whose ~7 s of
       CPU puts a floor under any 2-worker wall time).
 
-Two more sets run only when ``--sets`` names them; they carry timing claims the tests made
-before `make test` stopped asserting on time (issue #46):
+Three more sets run only when ``--sets`` names them; the first two carry timing claims the tests
+made before `make test` stopped asserting on time (issue #46):
 
   (c) ``humaneval``: the 164 HumanEval canonical solutions and 164 ``return None`` bodies
       (``tests/test_sandbox_humaneval.py`` once required the 328 in under 60 s on 2 workers);
@@ -17,6 +17,8 @@ before `make test` stopped asserting on time (issue #46):
       (42,000 lines of padding, 2,000 of them ``# sum = x``; the test once required under 1 s
       of the test process's CPU). Against ``trivial`` in the same run, the CPU ratio shows a
       scan of the program's text that grows faster than plain ``python``'s parse of it.
+  (e) ``stdio``: 200 stdio programs, two tests each (the baseline runs ``python -c`` once per
+      test and compares the output exactly).
 
 The baseline is the common harness design: concatenate program + setup + tests, run
 ``python -c`` in a fresh interpreter per candidate (``--workers`` at a time), and call exit
@@ -106,6 +108,8 @@ def baseline(items: list[tuple[Problem, str]], workers: int, timeout: float) -> 
 
     def one(item: tuple[Problem, str]) -> bool:
         problem, code = item
+        if problem.test_type == "stdio":  # the program once per test, its output compared exactly
+            return all(one_stdio(code, t["input"], t["output"]) for t in problem.tests)
         program = "\n".join([code, problem.setup_code, *problem.tests]) + "\n"
         try:
             proc = subprocess.run([sys.executable, "-c", program], stdin=subprocess.DEVNULL,
@@ -114,6 +118,14 @@ def baseline(items: list[tuple[Problem, str]], workers: int, timeout: float) -> 
         except subprocess.TimeoutExpired:
             return False
         return proc.returncode == 0
+
+    def one_stdio(code: str, given: str, expected: str) -> bool:
+        try:
+            proc = subprocess.run([sys.executable, "-c", code], input=given, capture_output=True, text=True,
+                                  env=env, timeout=timeout, cwd="/tmp")
+        except subprocess.TimeoutExpired:
+            return False
+        return proc.returncode == 0 and proc.stdout == expected
 
     cpu0 = _own_cpu() + _children_cpu()
     start = time.perf_counter()
@@ -227,7 +239,20 @@ def padded_set(n: int = 50) -> list[tuple[Problem, str]]:
                      tests=["assert sum(10, 15) == 6", "assert f(2) == 3"]), f"{code}# copy {i}\n") for i in range(n)]
 
 
-OPTIONAL_SETS = {"humaneval": humaneval_set, "padded": padded_set}
+def stdio_set(n: int = 200) -> list[tuple[Problem, str]]:
+    """``n`` stdio programs, two tests each: read a number, build a list with a function of the
+    program's, print a sum (what the interpreter's finalization of ``__main__`` costs a run
+    that ends normally: a collection over the program's objects)."""
+    items = []
+    for i in range(n):
+        code = (f"def square(x):\n    return x * x + {i}\n\nn = int(input())\n"
+                "values = [square(k) for k in range(n)]\nprint(sum(values))\n")
+        tests = [{"input": f"{m}\n", "output": f"{sum(k * k + i for k in range(m))}\n"} for m in (10, 1000)]
+        items.append((Problem(id=f"stdio/{i}", prompt="p", test_type="stdio", tests=tests), code))
+    return items
+
+
+OPTIONAL_SETS = {"humaneval": humaneval_set, "padded": padded_set, "stdio": stdio_set}
 """Sets built only when ``--sets`` names them."""
 
 

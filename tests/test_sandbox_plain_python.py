@@ -27,7 +27,10 @@ CLASSES = ["values/dict_keys_returned", "values/dict_items_returned", "values/or
            "values/numpy_array_against_a_list", "stdio/output_of_a_finalizer_at_exit",
            "exceptions/frozen_dataclass_error_by_name", "values/array_returned",
            # attributes of the program's objects named as the judge's handles' own (``_buf``, ``_op``)
-           "values/program_attributes_named_as_the_judges_own"]
+           "values/program_attributes_named_as_the_judges_own",
+           # the interpreter's finalization of ``__main__``: a collection with every global still bound
+           "stdio/finalizers_at_exit_read_globals", "stdio/finalizers_at_exit_of_objects_in_cycles",
+           "stdio/finalizer_after_exit_zero_and_atexit", "stdio/weakref_callback_not_run_at_exit"]
 
 
 @pytest.fixture(scope="module")

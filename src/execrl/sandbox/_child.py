@@ -19,11 +19,13 @@ its result fd are JSON lines:
 from __future__ import annotations
 
 import builtins
+import gc
 import marshal
 import operator as _operator
 import os
 import sys
 import time
+import weakref
 
 from execrl.sandbox._child_refs import _BatchResult, _JudgeRef
 from execrl.sandbox._exchange import (_GENERATOR_TYPES, _MAX_DEPTH, _STRUCT_LEN, MAX_VALUE_BYTES, RESULT_FD, TOO_DEEP,
@@ -879,14 +881,43 @@ def _run_stdio(code: str, compiled, token: str) -> None:
     if _getpid() != run_pid:
         _end_forked_child(0)
     _exit_as_python_does()
-    # then the interpreter's finalization deletes ``__main__``'s globals: an object only they
-    # hold is finalized, and its ``__del__`` may still print
-    try:
-        module.__dict__.clear()
-    except BaseException:  # noqa: BLE001 - as at exit: ignored
-        pass
+    main = weakref.ref(module)
+    del module
+    _finalize_main(main)
     _flush()
     _emit(["d", 0, token])
+
+
+def _finalize_main(main) -> None:
+    """What the interpreter's finalization does with ``__main__`` (CPython's ``Py_FinalizeEx``):
+    output is flushed and, where the program left the collector on, garbage collected; then
+    ``__main__`` leaves ``sys.modules``. Its globals, which the program's functions and classes
+    reference (a cycle), are then garbage of their own: one more collection runs the
+    ``__del__`` of the objects only they held, in the order they were made, with every global
+    still bound (a finalizer printing through ``sys`` or a global's value prints as under
+    ``python``). A module something else still holds has its globals set to None, names with
+    one leading underscore first (``_PyModule_ClearDict``). ``main``: a weak reference, so that
+    nothing here keeps the module alive."""
+    _flush()
+    try:
+        if gc.isenabled():
+            gc.collect()
+        if sys.modules.get("__main__") is main():
+            del sys.modules["__main__"]
+        gc.collect()
+        module = main()
+        if module is None:
+            return
+        names = module.__dict__
+        del module
+        for single_underscore in (True, False):
+            for name in list(names):
+                if _type(name) is not _str or names.get(name) is None or name == "__builtins__":
+                    continue
+                if not single_underscore or (name[:1] == "_" and name[1:2] != "_"):
+                    names[name] = None
+    except BaseException:  # noqa: BLE001 - as at exit: a finalizer's error is ignored
+        pass
 
 
 def _end_forked_child(status: int) -> None:
