@@ -4,7 +4,7 @@
 # triton already installed, and no trl, datasets or deepspeed).
 #
 #   bash bench/prepare_gpu_wheels.sh [DIR]      # DIR defaults to gpu-wheels/ (git-ignored)
-#   bash bench/prepare_gpu_wheels.sh --pyarrow [DIR]   # also pyarrow (49 MB): only for a machine whose
+#   bash bench/prepare_gpu_wheels.sh --pyarrow [DIR]   # also pyarrow (52 MiB): only for a machine whose
 #                                                      # pyarrow is older than datasets' >= 24
 #
 # Each wheel is downloaded alone (--no-deps) for cp312 / manylinux x86_64; DeepSpeed, published only

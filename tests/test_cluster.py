@@ -133,3 +133,34 @@ def test_gpus_the_cuda_13_torch_cannot_run_are_refused(shipped, tmp_path, typed)
         target_gpu(config, model)
     config, model = with_cluster(shipped, tmp_path, {"gpu": {"max_gpu": 4}}, gpu_model="t4")
     assert target_gpu(config, model).dtype == "fp16"
+
+
+def test_a_gpu_type_that_changes_dpos_process_count_reruns_dpo(tmp_path):
+    """DPO's batch is per process (TRL's meaning): where the memory plan picks the count from the GPU
+    type (`training_processes: null`), 3B full-weight DPO takes 1 process on an 80 GB A100 and 2 on
+    an L40S, twice the pairs a step. The count is a param of DPO's train job, so the new type reruns
+    it; GRPO shares a round's prompts out across its processes and has no such param."""
+    import subprocess
+    import sys
+
+    from conftest import copy_workflow
+
+    workdir = copy_workflow(tmp_path)
+    node = {"max_runtime": 2880, "max_mem_mb": 1000000, "max_cpus_per_task": 96, "max_gpu": 8,
+            "available_gpu_models": ["a100_80gb", "l40s"]}
+    (workdir / "partitions.yaml").write_text(yaml.safe_dump({"partitions": {"gpu": node}}))
+    processes = {}
+    for gpu in ("a100_80gb", "l40s"):
+        overlay = {"cluster": {"partitions": "partitions.yaml"}, "models": {"qwen2.5-3b-instruct": {"gpu_model": gpu}},
+                   "experiment": {"methods": ["base", "dpo", "grpo"], "seeds": [0]}}
+        (workdir / "config" / f"{gpu}.yaml").write_text(yaml.safe_dump(overlay))
+        result = subprocess.run(
+            [sys.executable, str(REPO / "tests" / "workflow_plan.py"), str(workdir), "results/report.html",
+             "config/config.yaml", f"config/{gpu}.yaml"], cwd=workdir, capture_output=True, text=True, timeout=600,
+        )
+        assert result.returncode == 0, result.stderr[-4000:]
+        trains = [job["params"] for job in json.loads(result.stdout).values() if job["rule"] == "train"]
+        processes[gpu] = {(p["method"], p["dpo_processes"]) for p in trains}
+    assert {m for m, _ in processes["a100_80gb"]} >= {"dpo", "grpo"}
+    assert processes == {"a100_80gb": {(m, 1 if m == "dpo" else None) for m, _ in processes["a100_80gb"]},
+                         "l40s": {(m, 2 if m == "dpo" else None) for m, _ in processes["a100_80gb"]}}

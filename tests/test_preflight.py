@@ -3,6 +3,7 @@ that does not fit, the environment checks, and `preflight.required` in the workf
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -203,13 +204,29 @@ def planned_params(workdir, required):
 
 
 def test_preflight_required_makes_training_wait_for_the_report(tmp_path):
+    """Training always waits for the model's gate record; with `preflight.required` the gate waits
+    for the preflight's report (and fails where it names a failure: `test_the_gate_...`)."""
     workdir = copy_workflow(tmp_path)
     model = segments(workdir, EMBEDDED).model["tiny"]
-    report = f"results/preflight/{model}.json"
+    report, gate = f"results/preflight/{model}.json", f"results/preflight/{model}.gate.json"
     inputs, plan = train_inputs(workdir, required=True)
-    assert report in inputs and "rule preflight:" in plan
+    gate_block = next(b for b in re.split(r"\n(?:local)?rule ", plan) if b.startswith("preflight_gate:"))
+    assert gate in inputs and "rule preflight:" in plan and report in gate_block.split("output:")[0]
     inputs, plan = train_inputs(workdir, required=False)
-    assert report not in inputs and "rule preflight:" not in plan
+    assert gate in inputs and report not in inputs and "rule preflight:" not in plan
+
+
+def test_the_gate_passes_a_clean_report_and_stops_at_a_failure(tmp_path):
+    from execrl.planning.preflight import PreflightFailed, preflight_gate
+
+    assert preflight_gate(None) == {"required": False}
+    clean = tmp_path / "clean.json"
+    clean.write_text(json.dumps({"failures": [], "jobs": [{"job": "tiny/grpo"}]}))
+    assert preflight_gate(str(clean)) == {"required": True, "report": str(clean), "jobs": ["tiny/grpo"]}
+    failed = tmp_path / "failed.json"
+    failed.write_text(json.dumps({"failures": ["tiny/grpo does not fit"], "jobs": []}))
+    with pytest.raises(PreflightFailed, match="failed.json: tiny/grpo does not fit"):
+        preflight_gate(str(failed))
 
 
 def test_preflight_required_reruns_nothing(tmp_path):

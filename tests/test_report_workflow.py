@@ -168,6 +168,13 @@ def test_settings_that_cannot_change_a_result_rerun_nothing(finished_run, overla
     assert planned_jobs(finished_run, overlay) == {}
 
 
+def test_requiring_the_preflight_reruns_no_result(finished_run):
+    """`preflight.required` cannot change a result: switched on after a finished run, the dry run
+    plans the preflight and the gate record training reads as `ancient`, and no training or
+    anything after it (Snakemake's input trigger would rerun a job whose inputs gained a file)."""
+    assert set(planned_jobs(finished_run, {"preflight": {"required": True}})) == {"preflight", "preflight_gate"}
+
+
 class SummaryTable(HTMLParser):
     def __init__(self):
         super().__init__()

@@ -1,9 +1,9 @@
-# Inputs, params and resources of the preflight rule (rules/preflight.smk), and the train rule's
-# preflight input (`preflight.required`).
+# Inputs, params and resources of the preflight rule (rules/preflight.smk), and the preflight
+# gate's input (`preflight.required`).
 
 
 def get_preflight_report(wildcards):
-    """The train rule's preflight input: the model's report when `preflight.required`, else nothing."""
+    """The preflight gate's input: the model's report when `preflight.required`, else nothing."""
     if not config["preflight"]["required"]:
         return []
     return f"results/preflight/{wildcards.model}.json"

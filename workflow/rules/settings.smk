@@ -204,6 +204,18 @@ def get_micro_batching_options(wildcards):
     return f"--micro-batch {layout.micro_batch} --accumulation {layout.accumulation}"
 
 
+def get_dpo_processes(wildcards):
+    """The memory plan's process count of a DPO job on GPUs, else None. DPO's batch is per
+    process (TRL's meaning), so the count changes what it trains on: where the plan chooses it
+    (`training_processes: null`) from the cluster's GPU types, a new count reruns the job. GRPO
+    shares each round's prompts out across its processes, so its count changes no result.
+    """
+    layout = training_layout(model_name(wildcards), method_name(wildcards))
+    if layout is None or method_row(wildcards).online:
+        return None
+    return layout.processes
+
+
 def get_vllm_server_prefix(wildcards):
     """The command that serves vLLM beside a training job in server mode, or nothing: on the
     memory plan's GPUs (its tensor parallelism), with vLLM's context window, logging next to the

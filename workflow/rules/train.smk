@@ -12,8 +12,9 @@ rule train:
         model=get_base_model_input,
         # Under a token budget (srrl.budget), SRRL's budget is what GRPO's run used: it waits for it.
         token_budget=get_token_budget_source,
-        # With preflight.required, the model's preflight (rules/preflight.smk) passed on this cluster.
-        preflight=get_preflight_report,
+        # With preflight.required, the model's preflight (rules/preflight.smk) passed on this cluster;
+        # ancient: the gate's record is rewritten when the switch changes, and training must not rerun.
+        preflight=ancient("results/preflight/{model}.gate.json"),
     output:
         trained=directory("results/models/{dataset}/{model}/{method}/{seed}/trained"),
         metrics="results/training/{dataset}/{model}/{method}/{seed}/metrics.jsonl",
@@ -48,6 +49,7 @@ rule train:
         accelerate_config=get_accelerate_config,
         launch_options=get_launch_options,
         micro_batching=get_micro_batching_options,
+        dpo_processes=get_dpo_processes,
         vllm_server=get_vllm_server_prefix,
         run=get_run_name,
         token_budget=get_token_budget_option,

@@ -690,6 +690,19 @@ class PreflightFailed(RuntimeError):
     """A check failed, or a job does not fit or failed."""
 
 
+def preflight_gate(report_path: str | None) -> dict:
+    """The record the train rule waits for (rule `preflight_gate`): with `preflight.required`, the
+    model's preflight report, which must name no failure; without, a record saying none was
+    required. The train rule reads it as `ancient`, so switching `preflight.required` reruns this
+    record and the preflight, never a training job (the switch cannot change a result)."""
+    if report_path is None:
+        return {"required": False}
+    report = json.loads(Path(report_path).read_text())
+    if report.get("failures"):
+        raise PreflightFailed(f"{report_path}: " + "; ".join(report["failures"]))
+    return {"required": True, "report": str(report_path), "jobs": [job["job"] for job in report.get("jobs", [])]}
+
+
 def load_config(configfiles: list[Path], base: Path) -> dict:
     """The config a workflow run with these `--configfile`s gets (`execrl.config.merged_config`);
     where Snakemake is not installed (the offline GPU node) the files laid over one another with
