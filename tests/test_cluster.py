@@ -164,3 +164,31 @@ def test_a_gpu_type_that_changes_dpos_process_count_reruns_dpo(tmp_path):
     assert {m for m, _ in processes["a100_80gb"]} >= {"dpo", "grpo"}
     assert processes == {"a100_80gb": {(m, 1 if m == "dpo" else None) for m, _ in processes["a100_80gb"]},
                          "l40s": {(m, 2 if m == "dpo" else None) for m, _ in processes["a100_80gb"]}}
+
+
+def test_the_vllm_servers_share_reaches_the_train_command_in_server_mode_only(tmp_path):
+    """`grpo.vllm_server_gpu_memory_utilization` stays out of result paths (RUNTIME_SETTINGS) but, in
+    server mode, is part of the train job's command: a change reruns training (vLLM's KV cache can
+    change what it samples); in colocate mode no train job's params hold it."""
+    import subprocess
+    import sys
+
+    from conftest import copy_workflow
+
+    workdir = copy_workflow(tmp_path)
+    servers = {}
+    for mode, share in (("server", 0.8), ("server", 0.9), ("colocate", 0.8)):
+        overlay = {"grpo": {"use_vllm": True, "vllm_mode": mode, "vllm_server_gpu_memory_utilization": share},
+                   "experiment": {"methods": ["base", "grpo"], "seeds": [0]}}
+        (workdir / "config" / "server.yaml").write_text(yaml.safe_dump(overlay))
+        result = subprocess.run(
+            [sys.executable, str(REPO / "tests" / "workflow_plan.py"), str(workdir), "results/report.html",
+             "config/config.yaml", "config/server.yaml"], cwd=workdir, capture_output=True, text=True, timeout=600,
+        )
+        assert result.returncode == 0, result.stderr[-4000:]
+        trains = {job["params"]["vllm_server"] for job in json.loads(result.stdout).values() if job["rule"] == "train"}
+        assert len(trains) == 1, trains
+        (servers[mode, share],) = trains
+    assert "--gpu-memory-utilization 0.8" in servers["server", 0.8]
+    assert "--gpu-memory-utilization 0.9" in servers["server", 0.9]
+    assert servers["colocate", 0.8] == ""

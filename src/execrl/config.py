@@ -26,8 +26,12 @@ RUNTIME_SETTINGS = {
     "grpo": ("vllm_server_gpus", "vllm_server_gpu_memory_utilization", "vllm_server_timeout_s"),
     "preflight": ("required",),
 }
-"""Settings that cannot change a result (logging, parallelism): they never reach a rule's
-`params:` nor a checkpoint's key, so changing them reruns nothing."""
+"""Settings kept out of every result path's digest and checkpoint key. Logging, parallelism and
+`preflight.required` cannot change a result and never reach a rule's `params:`, so changing them
+reruns no result. The vLLM server's GPUs and memory share are the exception: in server mode they
+reach the train job's command (`params.vllm_server`), since the server's tensor parallelism (the
+memory plan may raise it above `vllm_server_gpus`) and its KV cache can change what vLLM samples;
+a change there reruns training at the same path (`tests/test_cluster.py`)."""
 
 
 class ConfigError(ValueError):
