@@ -60,6 +60,16 @@ def test_hidden_tests_stay_out_of_refinement_prompts():
     assert "Failed test" not in none
 
 
+def test_max_trace_chars_keeps_the_traces_end():
+    """`srrl.max_trace_chars` cuts the quoted trace to its last characters (where the error is)."""
+    result = {**failed_result({0}), "trace": "Traceback (most recent call last):\n" + "x" * 500 + "\nAssertionError: END"}
+    template = "[{trace}]"
+    long = refinement_message(PROBLEM, "code", result, SRRLSettings(refinement_template=template), CONFIG)
+    short = refinement_message(PROBLEM, "code", result, SRRLSettings(refinement_template=template, max_trace_chars=40), CONFIG)
+    assert long == f"[{result['trace']}]"
+    assert short == f"[{result['trace'][-40:]}]" and short.endswith("AssertionError: END]")
+
+
 def test_budget_and_assignment():
     assert budget(8, 0.5) == (4, 4)
     assert budget(8, 0.25) == (6, 2)

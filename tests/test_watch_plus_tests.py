@@ -17,9 +17,11 @@ from execrl.problems import Problem
 from execrl.sandbox import ExecutionLimits, Executor
 from execrl.watch.alternatives import alternative_solutions, renamed
 from execrl.watch.plus_tests import (
+    MARKER,
     REFERENCE_FAILS,
     PlusTestSettings,
     call_shape,
+    expected_output,
     make_plus_tests,
     mutate,
     mutated_inputs,
@@ -74,6 +76,22 @@ def test_mutation_keeps_types_and_bounds_and_is_seeded():
     shape = call_shape(Problem(id="p", prompt="x", test_type="assert", tests=["assert f([1, 2], 'ab') == 3"]))
     inputs = mutated_inputs(shape, PlusTestSettings(), random.Random(0))
     assert inputs and ([1, 2], "ab") not in inputs and len(set(map(repr, inputs))) == len(inputs)
+
+
+def test_candidates_per_test_sets_how_many_inputs_are_drawn():
+    """`plus_tests.candidates_per_test`: inputs drawn per held-out test wanted (the spare ones cover
+    references that fail, disagree or split correct solutions on some)."""
+    shape = call_shape(Problem(id="p", prompt="x", test_type="assert", tests=["assert f([1, 2, 3], 7) == 3"]))
+    counts = {n: len(mutated_inputs(shape, PlusTestSettings(tests_per_problem=4, candidates_per_test=n), random.Random(0)))
+              for n in (1, 3)}
+    assert counts == {1: 4, 3: 12}
+
+
+def test_max_output_chars_drops_longer_expected_outputs():
+    """`plus_tests.max_output_chars`: a reference's printed result longer than it keeps no test."""
+    stdout = [MARKER + repr(list(range(30)))] * 2
+    assert expected_output(stdout, PlusTestSettings()) == repr(list(range(30)))
+    assert expected_output(stdout, PlusTestSettings(max_output_chars=50)) is None
 
 
 @linux_only
