@@ -75,6 +75,16 @@ def test_prediction_comparison(prediction, output, normalized, exact):
     assert prediction_matches(prediction, output, "exact") is exact
 
 
+def test_game_rewards_are_the_configured_win_and_loss():
+    """`code_game.win` and `code_game.loss` are what a program that beats, or loses to, the opponent earns."""
+    settings, exec_settings = CodeGameSettings(win=2.5, loss=-0.25), ExecRewardSettings()
+    ran = ProgramRun("ran", "7\n")
+    assert game_reward(ran, predicted_right=False, settings=settings, exec_settings=exec_settings) == 2.5
+    assert game_reward(ran, predicted_right=True, settings=settings, exec_settings=exec_settings) == -0.25
+    # not running pays the lower of the exec reward (-0.5 for a syntax error) and the loss
+    assert game_reward(ProgramRun("syntax_error"), False, settings, exec_settings) == -0.5
+
+
 def test_game_reward_wins_on_a_wrong_prediction_and_never_pays_more_for_not_running():
     settings, exec_settings = CodeGameSettings(), ExecRewardSettings()
     ran = ProgramRun("ran", "7\n")
