@@ -204,3 +204,23 @@ def test_the_plans_micro_batch_reaches_dpos_config():
     assert trainer_batch(settings, 2, 8) == {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 8}
     with pytest.raises(ValueError, match="does not cut"):
         trainer_batch(settings, 2, 4)
+
+
+def test_train_problems_takes_the_first_problems_of_the_training_data(tmp_path, monkeypatch):
+    """`grpo.train_problems`: GRPO trains on the first N problems of its data (all when null)."""
+    from execrl.problems import Problem, write_problems
+
+    problems = [Problem(id=f"p/{i}", prompt=f"Return {i}.", test_type="assert", tests=[f"assert f() == {i}"])
+                for i in range(5)]
+    write_problems(problems, tmp_path / "p.jsonl")
+    write_problems(problems[:2], tmp_path / "e.jsonl")
+    monkeypatch.chdir(tmp_path)
+    seen = {}
+
+    def record(**kwargs):
+        seen[kwargs["settings"].train_problems] = [p.id for p in kwargs["problems"]]
+
+    monkeypatch.setattr("execrl.training.grpo.train_grpo", record)
+    for n in (3, None):
+        train_job.main(argv("grpo", {**GRPO, "grpo": {**GRPO["grpo"], "train_problems": n}}))
+    assert seen == {3: ["p/0", "p/1", "p/2"], None: [f"p/{i}" for i in range(5)]}
