@@ -157,3 +157,18 @@ def test_the_trainer_sums_counts_over_processes_and_rounds():
     assert metrics["watch/hard_coding_checked"] == [52.0] and metrics["watch/hard_coding_flagged"] == [12.0]
     assert metrics["watch/hard_coding_rate"] == [12.0 / 52.0]
     assert trainer._pending_counts == {}
+
+
+def test_the_watch_seed_decides_which_passing_programs_are_checked(executor, problems):
+    """`watch.seed`: the sample of passing programs checked on held-out tests is drawn from it (and
+    the step), so one seed draws the same sample every time and other seeds draw others."""
+    results = [{"status": "pass"}] * len(problems)
+    codes = [p.reference for p in problems]
+
+    def checked(seed):
+        watch = RewardHackingWatch(executor, WatchSettings(sample_size=2, seed=seed), plus_in_reward=False)
+        return tuple(watch._hard_coding(problems, codes, results)[1])
+
+    samples = {seed: checked(seed) for seed in range(6)}
+    assert checked(0) == samples[0] and all(len(s) == 2 for s in samples.values())
+    assert len(set(samples.values())) > 1
