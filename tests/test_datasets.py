@@ -570,3 +570,21 @@ def test_humaneval_local_copies_and_malformed_rows(tmp_path):
         "entry_point must be a Python identifier, got 'not an identifier'", "test defines no check(candidate) function"]
     with pytest.raises(DatasetError, match="neither an existing path nor a hub dataset id"):
         load_split("humaneval", "test", source=str(tmp_path / "missing.jsonl"))
+
+
+def test_a_datasets_split_names_choose_the_split_each_role_reads(tmp_path):
+    """`datasets.NAME.test_split` and `warmup_split` name the data set's own split a role reads: here
+    the test role reads builtin's `warmup` split, and the warm start (`warmup_split: null`) its
+    train split. Run through the workflow's prepare_dataset rule."""
+    import yaml
+
+    from conftest import EMBEDDED, copy_workflow, run_snakemake, segments
+
+    workdir = copy_workflow(tmp_path)
+    overlay = {"datasets": {"builtin": {"test_split": "warmup", "warmup_split": None}}}
+    (workdir / "config" / "test.yaml").write_text(yaml.safe_dump(overlay))
+    folder = f"results/data/{segments(workdir, EMBEDDED, 'config/test.yaml').dataset['builtin']}"
+    run_snakemake(workdir, f"{folder}/test.jsonl", f"{folder}/warmup.jsonl", "--configfile", EMBEDDED, "config/test.yaml")
+    ids = {role: {json.loads(line)["id"].rsplit("/", 1)[0] for line in (workdir / folder / f"{role}.jsonl").open()}
+           for role in ("test", "warmup")}
+    assert ids == {"test": {"builtin/warmup"}, "warmup": {"builtin/train"}}
