@@ -192,3 +192,4 @@ def test_the_vllm_servers_share_reaches_the_train_command_in_server_mode_only(tm
     assert "--gpu-memory-utilization 0.8" in servers["server", 0.8]
     assert "--gpu-memory-utilization 0.9" in servers["server", 0.9]
     assert servers["colocate", 0.8] == ""
+

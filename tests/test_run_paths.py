@@ -181,6 +181,30 @@ NEVER_A_RESULT = {("experiment",), ("report",), ("wandb",), ("staging",), ("meth
 """Sections no job's result reads (report.refinement_prompts is the exception, checked below)."""
 
 
+def ignored_by_the_backend(config):
+    """The generation keys the config's sampling backend never reads (`backend_generation`)."""
+    from execrl.training_settings import BACKEND_ONLY_GENERATION_KEYS
+
+    backend = config["generation"]["backend"]
+    return {("generation", key) for other, keys in BACKEND_ONLY_GENERATION_KEYS.items() if other != backend
+            for key in keys}
+
+
+@pytest.mark.parametrize("backend", ["transformers", "vllm"])
+def test_a_generation_key_its_backend_ignores_moves_nothing(embedded, backend):
+    """transformers never reads `generation.vllm`, vLLM never reads `generation.batch_size`: a change
+    of either under the other backend reruns no sampling; the key its backend reads moves the
+    sampled segment of every method."""
+    config = changed(embedded, generation__backend=backend)
+    ignored = changed(config, **({"generation__vllm__gpu_memory_utilization": 0.5} if backend == "transformers"
+                                 else {"generation__batch_size": 7}))
+    read = changed(config, **({"generation__batch_size": 7} if backend == "transformers"
+                              else {"generation__vllm__gpu_memory_utilization": 0.5}))
+    assert differing(config, ignored) == set()
+    sampled = {key for key in flat(config) if key[0] == "sampled"}
+    assert sampled and sampled <= differing(config, read)
+
+
 def test_every_other_leaf_setting_moves_some_segment():
     """Every setting outside the report, logging and parallelism, changed alone, moves a segment
     of a config running every method (so no setting a job reads is left out of the paths)."""
@@ -194,6 +218,8 @@ def test_every_other_leaf_setting_moves_some_segment():
         if path[:1] in NEVER_A_RESULT or path in runtime:
             continue
         if path[:1] == ("models",) and path[-1] == "gpu_model":
+            continue
+        if path[:2] in ignored_by_the_backend(config):
             continue
         edited = copy.deepcopy(config)
         node = edited
@@ -291,3 +317,29 @@ def test_a_token_budget_variant_needs_grpo(embedded):
     # its budget is GRPO's run: GRPO's trained segment is part of its own
     grpo_changed = changed(config, grpo__learning_rate=0.001)
     assert RunSegments(grpo_changed).trained["tiny", "srrl_tokens"] != segments.trained["tiny", "srrl_tokens"]
+
+
+def test_a_batch_size_vllm_ignores_reruns_no_sampling(tmp_path):
+    """Under the vLLM backend (config.yaml's), `generation.batch_size` is read by nothing: the
+    sampling jobs' params and paths stay as they were (`backend_generation`)."""
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from conftest import REPO, copy_workflow
+
+    workdir = copy_workflow(tmp_path)
+    plans = []
+    for size in (64, 7):
+        (workdir / "config" / "batch.yaml").write_text(yaml.safe_dump({"generation": {"batch_size": size}}))
+        result = subprocess.run(
+            [sys.executable, str(REPO / "tests" / "workflow_plan.py"), str(workdir), "results/report.html",
+             "config/config.yaml", "config/batch.yaml"], cwd=workdir, capture_output=True, text=True, timeout=600,
+        )
+        assert result.returncode == 0, result.stderr[-4000:]
+        plans.append({path: job for path, job in json.loads(result.stdout).items()
+                      if job["rule"] in ("generate_candidates", "sample_refinements")})
+    assert plans[0] and plans[0] == plans[1]
+    assert all("batch_size" not in job["params"]["generation"] for job in plans[0].values())

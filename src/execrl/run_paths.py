@@ -33,7 +33,7 @@ from typing import Any
 
 from execrl.config import without_runtime_settings
 from execrl.training_settings import (
-    method_generation,
+    backend_generation,
     method_rows,
     prompt_settings,
     registry_name,
@@ -125,7 +125,7 @@ def sampling_settings(config: dict, model: str, method: str = "base") -> dict:
     """What sampling a policy's candidates reads (generate_candidates)."""
     result = without_runtime_settings(config)
     return {
-        "generation": method_generation(config, method),
+        "generation": backend_generation(config, method),
         "prompt": prompt_settings(config, model),
         "max_problems": result["evaluation"]["max_problems"],
     }

@@ -62,6 +62,20 @@ def method_generation(config: dict, method: str) -> dict:
     return {**generation, **method_overrides(config, method).get("generation", {})}
 
 
+BACKEND_ONLY_GENERATION_KEYS = {"vllm": ("vllm",), "transformers": ("batch_size",)}
+"""Generation keys only one backend reads: `generation.vllm` (how vLLM loads the model) and
+`generation.batch_size` (prompts per batch of transformers' `generate`; vLLM schedules its own)."""
+
+
+def backend_generation(config: dict, method: str) -> dict:
+    """`method_generation` less the keys its backend ignores: what sampling candidates reads, so
+    a key the backend never reads neither moves a result path nor reruns sampling."""
+    generation = method_generation(config, method)
+    ignored = {key for backend, keys in BACKEND_ONLY_GENERATION_KEYS.items() if backend != generation["backend"]
+               for key in keys}
+    return {key: value for key, value in generation.items() if key not in ignored}
+
+
 def training_settings(config: dict, method: str, model: str) -> dict:
     """Everything that decides what `method`'s training job learns, before its seed: the sections
     of its registry row (overrides applied) and `lora` (null when the model trains all weights)."""

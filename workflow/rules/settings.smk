@@ -8,7 +8,7 @@ import shlex
 
 from execrl.config import without_runtime_settings
 from execrl.planning.launch import accelerate_config, accelerate_config_of_stage
-from execrl.training_settings import method_overrides, training_settings
+from execrl.training_settings import backend_generation, training_settings
 
 RESULT_CONFIG = without_runtime_settings(config)
 
@@ -59,11 +59,10 @@ def get_plus_test_settings(wildcards=None):
 
 def get_generation_settings(wildcards):
     """The generation section as the job's method samples with it (a variant's sampling
-    overrides applied)."""
-    overrides = method_overrides(config, method_name(wildcards)).get("generation", {})
+    overrides applied), less what its backend ignores (`backend_generation`)."""
     settings = {
         k: v
-        for k, v in {**config["generation"], **overrides}.items()
+        for k, v in backend_generation(config, method_name(wildcards)).items()
         if k not in ("backend", "vllm")
     }
     settings["seed"] = int(wildcards.seed)
