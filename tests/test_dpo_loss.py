@@ -47,3 +47,22 @@ def first_loss(tiny, tmp_path, **dpo) -> float:
 )
 def test_the_first_steps_loss_is_the_loss_types_value_at_a_zero_margin(tiny, tmp_path, dpo, expected):
     assert first_loss(tiny, tmp_path, **dpo) == pytest.approx(expected, rel=1e-3)
+
+
+def losses(tiny, tmp_path, **dpo) -> list[float]:
+    settings = DPOSettings(per_device_train_batch_size=2, num_train_epochs=2, max_length=64, save_steps=100,
+                           gradient_checkpointing=False, eval_every=0, **dpo)
+    train_dpo(tiny, PAIRS, settings, LORA, tmp_path / "checkpoints", tmp_path / "adapter", tmp_path / "metrics.jsonl",
+              eval_problems=[], prompt_config=PromptConfig(), executor=None)
+    return [json.loads(line)["loss"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
+            if "loss" in json.loads(line)]
+
+
+def test_the_learning_rate_moves_the_policy_from_its_reference(tiny, tmp_path):
+    """`dpo.learning_rate`: at 0 the policy stays its reference and every step's loss is -log sigmoid(0);
+    at 0.1 the later steps' losses fall below it (the chosen completions gain on the rejected)."""
+    still = losses(tiny, tmp_path / "still", learning_rate=0.0)
+    moving = losses(tiny, tmp_path / "moving", learning_rate=0.1)
+    assert len(still) == len(moving) == 4
+    assert still == pytest.approx([math.log(2)] * 4, rel=1e-4)
+    assert moving[0] == pytest.approx(math.log(2), rel=1e-3) and all(x < math.log(2) - 1e-3 for x in moving[1:])
