@@ -20,6 +20,20 @@ def copy_workflow(destination: Path) -> Path:
     return destination
 
 
+def planned_jobs_of(workdir: Path, *configfiles: str, target: str = "results/report.html") -> dict:
+    """Output path -> {rule, params, directory} of every job the configs' DAG has (forced), read
+    from Snakemake's own DAG by `tests/workflow_plan.py` in a process of its own (no job runs)."""
+    import json
+
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "workflow_plan.py"), str(workdir), target, *configfiles],
+        cwd=workdir, capture_output=True, text=True, timeout=600,
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"planning {' '.join(configfiles)} failed:\n{result.stderr[-4000:]}")
+    return json.loads(result.stdout)
+
+
 def run_snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     # Shell rules find `accelerate` and `python` where the tests' interpreter lives.
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"

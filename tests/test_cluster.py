@@ -140,10 +140,7 @@ def test_a_gpu_type_that_changes_dpos_process_count_reruns_dpo(tmp_path):
     type (`training_processes: null`), 3B full-weight DPO takes 1 process on an 80 GB A100 and 2 on
     an L40S, twice the pairs a step. The count is a param of DPO's train job, so the new type reruns
     it; GRPO shares a round's prompts out across its processes and has no such param."""
-    import subprocess
-    import sys
-
-    from conftest import copy_workflow
+    from conftest import copy_workflow, planned_jobs_of
 
     workdir = copy_workflow(tmp_path)
     node = {"max_runtime": 2880, "max_mem_mb": 1000000, "max_cpus_per_task": 96, "max_gpu": 8,
@@ -154,12 +151,8 @@ def test_a_gpu_type_that_changes_dpos_process_count_reruns_dpo(tmp_path):
         overlay = {"cluster": {"partitions": "partitions.yaml"}, "models": {"qwen2.5-3b-instruct": {"gpu_model": gpu}},
                    "experiment": {"methods": ["base", "dpo", "grpo"], "seeds": [0]}}
         (workdir / "config" / f"{gpu}.yaml").write_text(yaml.safe_dump(overlay))
-        result = subprocess.run(
-            [sys.executable, str(REPO / "tests" / "workflow_plan.py"), str(workdir), "results/report.html",
-             "config/config.yaml", f"config/{gpu}.yaml"], cwd=workdir, capture_output=True, text=True, timeout=600,
-        )
-        assert result.returncode == 0, result.stderr[-4000:]
-        trains = [job["params"] for job in json.loads(result.stdout).values() if job["rule"] == "train"]
+        jobs = planned_jobs_of(workdir, "config/config.yaml", f"config/{gpu}.yaml")
+        trains = [job["params"] for job in jobs.values() if job["rule"] == "train"]
         processes[gpu] = {(p["method"], p["dpo_processes"]) for p in trains}
     assert {m for m, _ in processes["a100_80gb"]} >= {"dpo", "grpo"}
     assert processes == {"a100_80gb": {(m, 1 if m == "dpo" else None) for m, _ in processes["a100_80gb"]},
@@ -170,10 +163,7 @@ def test_the_vllm_servers_share_reaches_the_train_command_in_server_mode_only(tm
     """`grpo.vllm_server_gpu_memory_utilization` stays out of result paths (RUNTIME_SETTINGS) but, in
     server mode, is part of the train job's command: a change reruns training (vLLM's KV cache can
     change what it samples); in colocate mode no train job's params hold it."""
-    import subprocess
-    import sys
-
-    from conftest import copy_workflow
+    from conftest import copy_workflow, planned_jobs_of
 
     workdir = copy_workflow(tmp_path)
     servers = {}
@@ -181,12 +171,8 @@ def test_the_vllm_servers_share_reaches_the_train_command_in_server_mode_only(tm
         overlay = {"grpo": {"use_vllm": True, "vllm_mode": mode, "vllm_server_gpu_memory_utilization": share},
                    "experiment": {"methods": ["base", "grpo"], "seeds": [0]}}
         (workdir / "config" / "server.yaml").write_text(yaml.safe_dump(overlay))
-        result = subprocess.run(
-            [sys.executable, str(REPO / "tests" / "workflow_plan.py"), str(workdir), "results/report.html",
-             "config/config.yaml", "config/server.yaml"], cwd=workdir, capture_output=True, text=True, timeout=600,
-        )
-        assert result.returncode == 0, result.stderr[-4000:]
-        trains = {job["params"]["vllm_server"] for job in json.loads(result.stdout).values() if job["rule"] == "train"}
+        jobs = planned_jobs_of(workdir, "config/config.yaml", "config/server.yaml")
+        trains = {job["params"]["vllm_server"] for job in jobs.values() if job["rule"] == "train"}
         assert len(trains) == 1, trains
         (servers[mode, share],) = trains
     assert "--gpu-memory-utilization 0.8" in servers["server", 0.8]

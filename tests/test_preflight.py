@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from conftest import EMBEDDED, REPO, copy_workflow, run_snakemake, segments
+from conftest import EMBEDDED, REPO, copy_workflow, planned_jobs_of, run_snakemake, segments
 from execrl.planning.cluster import Gpu
 from execrl.planning.preflight_env import FAIL, NOT_APPLICABLE, OK, driver_check, environment_checks, gpu_check
 
@@ -195,12 +195,7 @@ def train_inputs(workdir, required):
 def planned_params(workdir, required):
     """Output path → {rule, params} of every job of the embedded default's report (forced)."""
     (workdir / "config" / "test.yaml").write_text(yaml.safe_dump({"preflight": {"required": required}}))
-    result = subprocess.run(
-        [sys.executable, str(REPO / "tests" / "workflow_plan.py"), str(workdir), "results/report.html", EMBEDDED,
-         "config/test.yaml"], cwd=workdir, capture_output=True, text=True, timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    return json.loads(result.stdout)
+    return planned_jobs_of(workdir, EMBEDDED, "config/test.yaml")
 
 
 def test_preflight_required_makes_training_wait_for_the_report(tmp_path):

@@ -322,24 +322,16 @@ def test_a_token_budget_variant_needs_grpo(embedded):
 def test_a_batch_size_vllm_ignores_reruns_no_sampling(tmp_path):
     """Under the vLLM backend (config.yaml's), `generation.batch_size` is read by nothing: the
     sampling jobs' params and paths stay as they were (`backend_generation`)."""
-    import json
-    import subprocess
-    import sys
-
     import yaml
 
-    from conftest import REPO, copy_workflow
+    from conftest import copy_workflow, planned_jobs_of
 
     workdir = copy_workflow(tmp_path)
     plans = []
     for size in (64, 7):
         (workdir / "config" / "batch.yaml").write_text(yaml.safe_dump({"generation": {"batch_size": size}}))
-        result = subprocess.run(
-            [sys.executable, str(REPO / "tests" / "workflow_plan.py"), str(workdir), "results/report.html",
-             "config/config.yaml", "config/batch.yaml"], cwd=workdir, capture_output=True, text=True, timeout=600,
-        )
-        assert result.returncode == 0, result.stderr[-4000:]
-        plans.append({path: job for path, job in json.loads(result.stdout).items()
+        jobs = planned_jobs_of(workdir, "config/config.yaml", "config/batch.yaml")
+        plans.append({path: job for path, job in jobs.items()
                       if job["rule"] in ("generate_candidates", "sample_refinements")})
     assert plans[0] and plans[0] == plans[1]
     assert all("batch_size" not in job["params"]["generation"] for job in plans[0].values())

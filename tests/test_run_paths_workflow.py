@@ -2,14 +2,11 @@
 has the same params in both, and switching back to a config after another plans no job but the
 report's."""
 
-import json
 import re
-import subprocess
-import sys
 
 import pytest
 
-from conftest import EMBEDDED, REPO, copy_workflow, run_snakemake
+from conftest import EMBEDDED, copy_workflow, planned_jobs_of, run_snakemake
 
 OVERLAYS = {
     "default": [],
@@ -28,14 +25,7 @@ last, by design; everything else is a result and lives under settings-named segm
 
 def plan(workdir, name):
     """Output path → {rule, params, directory} of every job the config's DAG has (forced)."""
-    result = subprocess.run(
-        [sys.executable, str(REPO / "tests" / "workflow_plan.py"), str(workdir), "results/report.html", EMBEDDED,
-         *OVERLAYS[name]],
-        cwd=workdir, capture_output=True, text=True, timeout=300,
-    )
-    if result.returncode != 0:
-        raise AssertionError(f"planning {name} failed:\n{result.stderr[-4000:]}")
-    return json.loads(result.stdout)
+    return planned_jobs_of(workdir, EMBEDDED, *OVERLAYS[name])
 
 
 @pytest.fixture(scope="module")
