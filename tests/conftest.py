@@ -7,7 +7,18 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-MBPP_DIR = REPO.parent / "shared" / "data" / "mbpp"
+
+
+def _mbpp_dir() -> Path:
+    """MBPP's files: `EXECRL_MBPP_DIR`, else `../shared/data/mbpp` beside the checkout, else this
+    machine's shared folder (for a checkout elsewhere, e.g. under /tmp)."""
+    if os.environ.get("EXECRL_MBPP_DIR"):
+        return Path(os.environ["EXECRL_MBPP_DIR"])
+    beside = REPO.parent / "shared" / "data" / "mbpp"
+    return beside if beside.exists() else Path("/work/shared/data/mbpp")
+
+
+MBPP_DIR = _mbpp_dir()
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 EMBEDDED = ".test/config/config.yaml"
 """The embedded default; test configs are laid over it (`--configfile EMBEDDED config/test.yaml`)."""

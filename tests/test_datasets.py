@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import MBPP_DIR
 from execrl.datasets import DatasetError, LoadResult, load_split, mbpp, taco
 from execrl.problems import Problem, write_problems
 
-MBPP_DIR = Path("/work/shared/data/mbpp")
 MBPP_FULL = MBPP_DIR / "mbpp.jsonl"
 MBPP_SANITIZED = MBPP_DIR / "sanitized-mbpp.json"
 MBPP_FULL_SHA256 = "0b7004a79cd62d9ec7ecdd5a6e5f0ef1210ff00b286df3c5d5b57bf38c58e19a"

@@ -9,6 +9,7 @@ the next program, and never makes a failing program pass."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -100,9 +101,12 @@ def test_the_next_program_finds_none_of_the_files(ex):
 
 def nothing_left(ex):
     """The judge is unharmed and nothing is left: the next correct program passes, and neither
-    it nor its tests see a file of the last one's (in the directory, ``/tmp`` or ``/dev/shm``)."""
+    it nor its tests see a file of the last one's (in the directory, ``/tmp`` or ``/dev/shm``).
+    Besides the run's own directory, ``/tmp`` holds the interpreter's directories that live
+    under it (a checkout and virtualenv under /tmp, bound into every fresh scratch mount)."""
+    expected = {"run", *(Path(p).parts[2] for p in (sys.prefix, *sys.path) if p.startswith("/tmp/"))}
     probe = ("import os\n\ndef seen():\n    return os.listdir('.') + [n for d in ('/tmp', '/dev/shm')\n"
-             "                                 for n in os.listdir(d) if n != 'run']\n")
+             f"                                 for n in os.listdir(d) if n not in {sorted(expected)!r}]\n")
     after = ex.run(problem(["assert seen() == []", "import os\nassert os.listdir('.') == []"]), probe)
     assert statuses(after) == ["pass", "pass"], after.error_message
 

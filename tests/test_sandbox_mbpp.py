@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
 from execrl.problems import Problem
 from execrl.sandbox import Executor
 
-MBPP_DIR = Path(os.environ.get("EXECRL_MBPP_DIR", "/work/shared/data/mbpp"))
+from conftest import MBPP_DIR
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux"),

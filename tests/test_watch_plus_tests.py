@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import random
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -31,7 +29,7 @@ from execrl.watch.plus_tests import (
 )
 
 # The upstream MBPP files, beside the repository (never inside it).
-MBPP_DIR = Path(os.environ.get("EXECRL_MBPP_DIR", Path(__file__).resolve().parents[1].parent / "shared/data/mbpp"))
+from conftest import MBPP_DIR
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
 
 
