@@ -159,6 +159,28 @@ def test_a_gpu_type_that_changes_dpos_process_count_reruns_dpo(tmp_path):
                          "l40s": {(m, 2 if m == "dpo" else None) for m, _ in processes["a100_80gb"]}}
 
 
+def test_a_new_training_process_count_reruns_training_in_place(tmp_path):
+    """`training_processes` places a job and stays out of every path (execrl.run_paths), but the
+    memory plan it feeds reaches the train job's params: 2 or 4 processes give GRPO another
+    micro-batch and DPO another process count, so the change reruns both where they are."""
+    from conftest import copy_workflow, planned_jobs_of
+
+    workdir = copy_workflow(tmp_path)
+    trains = {}
+    for processes in (2, 4):
+        overlay = {"models": {"qwen2.5-3b-instruct": {"training_processes": processes}},
+                   "experiment": {"methods": ["base", "dpo", "grpo"], "seeds": [0]}}
+        (workdir / "config" / f"p{processes}.yaml").write_text(yaml.safe_dump(overlay))
+        jobs = planned_jobs_of(workdir, "config/config.yaml", f"config/p{processes}.yaml")
+        trains[processes] = {path: job["params"] for path, job in jobs.items()
+                             if job["rule"] == "train" and path.endswith("/trained")}
+    assert trains[2].keys() == trains[4].keys() and len(trains[2]) == 2  # the same outputs
+    for path, params in trains[2].items():
+        other = trains[4][path]
+        changed = {key for key in params if params[key] != other[key]}
+        assert changed == ({"dpo_processes"} if params["method"] == "dpo" else {"micro_batching"}), (path, changed)
+
+
 def test_the_vllm_servers_share_reaches_the_train_command_in_server_mode_only(tmp_path):
     """`grpo.vllm_server_gpu_memory_utilization` stays out of result paths (RUNTIME_SETTINGS) but, in
     server mode, is part of the train job's command: a change reruns training (vLLM's KV cache can

@@ -6,7 +6,7 @@ import pytest
 
 from execrl.config import RUNTIME_SETTINGS, ConfigError, check_references, merged_config
 from execrl.methods import METHODS
-from execrl.run_paths import METHOD_LEVELS, RunSegments, digest, readable, segment
+from execrl.run_paths import METHOD_LEVELS, MODEL_PLACEMENT_KEYS, RunSegments, digest, readable, segment
 
 EMBEDDED = ".test/config/config.yaml"
 SEPARATE = {"srrl_separate": {"method": "srrl", "overrides": {"srrl": {"groups": "separate"}}}}
@@ -150,10 +150,23 @@ def test_settings_that_cannot_change_a_result_move_nothing(embedded, edits):
     assert differing(embedded, changed(embedded, **edits)) == set()
 
 
-def test_a_models_gpu_type_moves_nothing(embedded):
+@pytest.mark.parametrize("key, value", [("gpu_model", "a100"), ("params_b", 7.6), ("training_processes", 4)])
+def test_a_models_placement_moves_nothing(embedded, key, value):
+    """The GPU type, the size resources are planned from and the training processes place a job;
+    where the memory plan they feed changes a training job's command, its params rerun it in place
+    (tests/test_cluster.py)."""
+    assert key in MODEL_PLACEMENT_KEYS
     config = copy.deepcopy(embedded)
-    config["models"]["tiny"]["gpu_model"] = "a100"
+    config["models"]["tiny"][key] = value
     assert differing(embedded, config) == set()
+
+
+def test_full_weight_or_lora_training_moves_the_trained_methods_only(embedded):
+    """`finetuning` is training's alone: the base model's samples stay where they are."""
+    config = copy.deepcopy(embedded)
+    config["models"]["tiny"]["finetuning"] = "lora" if embedded["models"]["tiny"]["finetuning"] == "full" else "full"
+    moved_keys = {(key[0], key[-1]) for key in differing(embedded, config)}
+    assert moved_keys == levels(["trained", *EVALUATION], ["dpo", "grpo", *SRRLS])
 
 
 def perturbed(value):
@@ -217,7 +230,7 @@ def test_every_other_leaf_setting_moves_some_segment():
         runtime = {(section, key) for section, keys in RUNTIME_SETTINGS.items() for key in keys}
         if path[:1] in NEVER_A_RESULT or path in runtime:
             continue
-        if path[:1] == ("models",) and path[-1] == "gpu_model":
+        if path[:1] == ("models",) and path[-1] in MODEL_PLACEMENT_KEYS:
             continue
         if path[:2] in ignored_by_the_backend(config):
             continue
@@ -225,7 +238,9 @@ def test_every_other_leaf_setting_moves_some_segment():
         node = edited
         for key in path[:-1]:
             node = node[key]
-        node[path[-1]] = perturbed(node[path[-1]])
+        value = node[path[-1]]
+        # an enum's other choice (a string perturbed by a suffix is not one)
+        node[path[-1]] = {"full": "lora", "lora": "full"}[value] if path[-1] == "finetuning" else perturbed(value)
         if not differing(config, edited):
             unmoved.append(".".join(path))
     assert unmoved == []

@@ -113,9 +113,11 @@ def materialize(workdir, name):
     run_snakemake(workdir, "--touch", "results/report.html", "--configfile", EMBEDDED, *OVERLAYS[name])
 
 
-def planned_outputs(workdir, name):
-    """What a dry run of the config would run, as (rule, output) lines."""
-    result = run_snakemake(workdir, "-n", "results/report.html", "--configfile", EMBEDDED, *OVERLAYS[name])
+def planned_outputs(workdir, name, *more_overlays):
+    """What a dry run of the config (and `more_overlays` over it) would run, as (rule, output) lines."""
+    result = run_snakemake(
+        workdir, "-n", "results/report.html", "--configfile", EMBEDDED, *OVERLAYS[name], *more_overlays
+    )
     text = result.stdout + result.stderr
     if "Nothing to be done" in text:
         return []
@@ -142,3 +144,17 @@ def test_switching_back_plans_nothing_but_the_report(tmp_path, other):
     # and the other experiment's results are still there for it: switching again plans only its report
     after_default = planned_outputs(workdir, other)
     assert [(rule, output) for rule, output in after_default if not output.startswith(REPORT_LEVEL)] == []
+
+
+def test_a_models_placement_reruns_no_result(tmp_path):
+    """The tiny model's `params_b`, `training_processes` and `gpu_model`, changed over a finished run,
+    plan only the report's jobs (`execrl.run_paths.MODEL_PLACEMENT_KEYS`: in no digest, and on the
+    CPU no training command changes)."""
+    import yaml
+
+    workdir = copy_workflow(tmp_path)
+    materialize(workdir, "default")
+    placement = {"models": {"tiny": {"params_b": 0.004, "training_processes": 1, "gpu_model": "a100"}}}
+    (workdir / "config" / "placement.yaml").write_text(yaml.safe_dump(placement))
+    planned = planned_outputs(workdir, "default", "config/placement.yaml")
+    assert [(rule, output) for rule, output in planned if not output.startswith(REPORT_LEVEL)] == []

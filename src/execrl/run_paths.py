@@ -5,8 +5,8 @@ settings of the jobs writing under it: `results/eval/builtin-3f2a9c/tiny-81d0e4/
 The upstream segment already encodes upstream settings, so each digest covers only what its own
 level adds. Two experiments whose settings differ therefore write different paths (they coexist,
 and switching between them reruns nothing), and two that agree share every path. Settings that
-cannot change a result (`execrl.config.RUNTIME_SETTINGS`, resources, a model's GPU type) never
-enter a digest.
+cannot change a result (`execrl.config.RUNTIME_SETTINGS`, resources, a model's placement:
+`MODEL_PLACEMENT_KEYS`) never enter a digest.
 
 Levels and what their digest covers:
 
@@ -44,8 +44,15 @@ from execrl.training_settings import (
 DIGEST_LENGTH = 6
 _SEGMENT = re.compile(rf"^(?P<name>.+)-(?P<digest>[0-9a-f]{{{DIGEST_LENGTH}}})$")
 
-MODEL_RESOURCE_KEYS = ("gpu_model",)
-"""Model keys that only place a job (the GPU type it asks for): never in a digest."""
+MODEL_PLACEMENT_KEYS = ("gpu_model", "params_b", "training_processes")
+"""Model keys that place and size its jobs (the GPU type, the size the resources are planned
+from, the training processes): never in a digest. Where the memory plan they feed changes what a
+training job computes (its micro-batch, ZeRO stage, dtype, DPO's process count), that reaches the
+train job through its params, and a change reruns it in place."""
+
+MODEL_TRAINING_KEYS = ("finetuning",)
+"""Model keys only training reads: in the trained digest (`training_settings`'s `lora`), not the
+model's, so a change retrains and leaves the base model's samples where they are."""
 
 
 def digest(settings: Any) -> str:
@@ -104,7 +111,11 @@ def model_levels(config: dict, model: str) -> dict[str, dict]:
     """The settings each level of a model's folders adds: a tiny model's tokenizer, its random
     initialisation, then the model as every later job uses it (its warm start; a hub or local
     model's own settings)."""
-    entry = {k: v for k, v in config["models"][model].items() if k not in MODEL_RESOURCE_KEYS}
+    entry = {
+        key: value
+        for key, value in config["models"][model].items()
+        if key not in MODEL_PLACEMENT_KEYS + MODEL_TRAINING_KEYS
+    }
     # The CPU kernels (execrl.compute) change every number a model computes from its first
     # weights on: they enter at the first level that runs torch.
     kernels = config.get("compute", {}).get("cpu_kernels", "avx2")
