@@ -483,6 +483,23 @@ def make_plus_tests(
     return out, report
 
 
+def make_plus_tests_sandboxed(
+    problems: list[Problem],
+    settings: PlusTestSettings,
+    *,
+    workers: int,
+    memory_mb: int,
+    alternatives: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[list[Problem], PlusTestReport]:
+    """:func:`make_plus_tests` in a sandbox of its own whose reference runs get ``settings.timeout_s``
+    of CPU time each (and `memory_mb`); `workers` is parallelism only, never a result."""
+    from execrl.sandbox import ExecutionLimits, Executor
+
+    limits = ExecutionLimits(timeout_s=settings.timeout_s, memory_mb=memory_mb)
+    with Executor(workers=workers, limits=limits) as executor:
+        return make_plus_tests(problems, executor, settings, alternatives=alternatives)
+
+
 def _skip(report: PlusTestReport, problem: Problem, reason: str) -> None:
     report.skipped[reason] += 1
     report.skipped_problems[problem.id] = reason
