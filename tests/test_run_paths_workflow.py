@@ -146,15 +146,22 @@ def test_switching_back_plans_nothing_but_the_report(tmp_path, other):
     assert [(rule, output) for rule, output in after_default if not output.startswith(REPORT_LEVEL)] == []
 
 
-def test_a_models_placement_reruns_no_result(tmp_path):
-    """The tiny model's `params_b`, `training_processes` and `gpu_model`, changed over a finished run,
-    plan only the report's jobs (`execrl.run_paths.MODEL_PLACEMENT_KEYS`: in no digest, and on the
-    CPU no training command changes)."""
+@pytest.mark.parametrize(
+    "overlay",
+    [
+        # a model's placement (execrl.run_paths.MODEL_PLACEMENT_KEYS): on the CPU no training command changes
+        {"models": {"tiny": {"params_b": 0.004, "training_processes": 1, "gpu_model": "a100"}}},
+        # checkpointing (execrl.config.RUNTIME_SETTINGS): the train job gets it as options, not params
+        {"grpo": {"save_steps": 7, "gradient_checkpointing": True}, "dpo": {"save_steps": 7, "gradient_checkpointing": True}},
+    ],
+    ids=["placement", "checkpointing"],
+)
+def test_settings_that_change_no_result_rerun_none(tmp_path, overlay):
+    """Changed over a finished run, they plan only the report's jobs."""
     import yaml
 
     workdir = copy_workflow(tmp_path)
     materialize(workdir, "default")
-    placement = {"models": {"tiny": {"params_b": 0.004, "training_processes": 1, "gpu_model": "a100"}}}
-    (workdir / "config" / "placement.yaml").write_text(yaml.safe_dump(placement))
-    planned = planned_outputs(workdir, "default", "config/placement.yaml")
+    (workdir / "config" / "runtime.yaml").write_text(yaml.safe_dump(overlay))
+    planned = planned_outputs(workdir, "default", "config/runtime.yaml")
     assert [(rule, output) for rule, output in planned if not output.startswith(REPORT_LEVEL)] == []

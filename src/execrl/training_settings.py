@@ -8,13 +8,15 @@ sections of the method's registry row, overrides applied, its rollouts' sampling
 (`method_generation`), and `lora`. The workflow passes it to the `train` rule as params
 (workflow/rules/settings.smk), the preflight and the memory plan read it, and the result paths
 digest it (`execrl.run_paths`, the trained segment), so a settings change reruns its training.
+`training_runtime` is how a job runs without changing what it learns (how often it saves, whether
+it recomputes activations): out of every digest, the train rule hands it over as resources.
 """
 
 from __future__ import annotations
 
 import copy
 
-from execrl.config import without_runtime_settings
+from execrl.config import RUNTIME_SETTINGS, without_runtime_settings
 from execrl.methods import METHODS, Method
 
 
@@ -86,7 +88,7 @@ def training_settings(config: dict, method: str, model: str) -> dict:
     }
     for section, values in method_overrides(config, method).items():
         if section != "generation":  # the sampling distribution reaches training through its rollouts
-            settings[section] = {**settings[section], **values}
+            settings[section] = {**settings[section], **without_runtime_keys(section, values)}
     if "grpo" in settings:
         from execrl.training.grpo_settings import rollout_settings
 
@@ -94,6 +96,28 @@ def training_settings(config: dict, method: str, model: str) -> dict:
     full_weight = config["models"][model]["finetuning"] == "full"
     settings["lora"] = None if full_weight else config["lora"]
     return settings
+
+
+TRAINING_RUNTIME_KEYS = ("save_steps", "gradient_checkpointing")
+"""Keys of a training section (`grpo` or `dpo`) that change how a job runs, not what it learns
+(RUNTIME_SETTINGS): the train job gets them as options of their own."""
+
+
+def without_runtime_keys(section: str, values: dict) -> dict:
+    """A section's (or an override's) values less its RUNTIME_SETTINGS."""
+    return {key: value for key, value in values.items() if key not in RUNTIME_SETTINGS.get(section, ())}
+
+
+def training_section(config: dict, method: str) -> str:
+    """The section that sizes and steps `method`'s training: `grpo` (online methods) or `dpo`."""
+    return "grpo" if "grpo" in method_rows(config)[method].settings else "dpo"
+
+
+def training_runtime(config: dict, method: str) -> dict:
+    """`save_steps` and `gradient_checkpointing` of `method`'s training section, its overrides
+    applied: what the train job and the preflight run with, out of every digest."""
+    values = method_section(config, method, training_section(config, method))
+    return {key: values[key] for key in TRAINING_RUNTIME_KEYS}
 
 
 def token_budget_source(config: dict, method: str) -> str | None:

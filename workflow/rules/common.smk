@@ -8,6 +8,7 @@ from execrl.training_settings import (
     method_overrides,
     registry_name,
     token_budget_source,
+    training_runtime,
 )
 
 check_retired(config)

@@ -211,6 +211,17 @@ def print_training_plans():
 print_training_plans()
 
 
+def training_runtime_setting(key):
+    """`save_steps` or `gradient_checkpointing` (as 0 or 1) of a train job's method
+    (`execrl.training_settings.training_runtime`): how the job runs, not what it learns, so a
+    resource (resources never rerun a job)."""
+
+    def get(wildcards):
+        return int(training_runtime(config, method_name(wildcards))[key])
+
+    return get
+
+
 def runtime_setting(section, key):
     """A setting that cannot change a result, handed to a shell job as a resource (resources
     never rerun a job, params do)."""

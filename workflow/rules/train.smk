@@ -42,6 +42,8 @@ rule train:
         wandb_mode=runtime_setting("wandb", "mode"),
         wandb_project=runtime_setting("wandb", "project"),
         vllm_server_timeout_s=runtime_setting("grpo", "vllm_server_timeout_s"),
+        save_steps=training_runtime_setting("save_steps"),
+        gradient_checkpointing=training_runtime_setting("gradient_checkpointing"),
     params:
         method=registry_method,
         model=get_base_model,
@@ -65,6 +67,8 @@ rule train:
         " --output {output.trained}"
         " --metrics {output.metrics} --checkpoint-root results/checkpoints"
         " --run-name {params.run} --threads {threads}"
+        " --save-steps {resources.save_steps}"
+        " --gradient-checkpointing {resources.gradient_checkpointing}"
         " --sandbox-workers {resources.sandbox_workers}"
         " --wandb-mode {resources.wandb_mode} --wandb-project {resources.wandb_project}"
         " > {log} 2>&1"

@@ -84,7 +84,7 @@ def planned_jobs(config: dict, models: list[str] | None = None) -> list[Job]:
     """Every training job of the config, one per shape (method variants that size a step alike
     share one)."""
     from execrl.methods import trained_methods
-    from execrl.training_settings import method_rows, registry_name, training_settings
+    from execrl.training_settings import method_rows, registry_name, training_runtime, training_settings
 
     rows = method_rows(config)
     jobs: list[Job] = []
@@ -94,8 +94,9 @@ def planned_jobs(config: dict, models: list[str] | None = None) -> list[Job]:
             raise ValueError(f"--models: {model!r} is not under models: (known: {', '.join(config['models'])})")
         for method in trained_methods(config["experiment"]["methods"], rows):
             settings = training_settings(config, method, model)
+            shape = {s: settings.get(s) for s in SHAPE_SECTIONS}
             key = (model, registry_name(config, method),
-                   json.dumps({s: settings.get(s) for s in SHAPE_SECTIONS}, sort_keys=True))
+                   json.dumps({**shape, "runtime": training_runtime(config, method)}, sort_keys=True))
             if key in seen:
                 seen[key].same_shape.append(method)
                 continue
@@ -269,9 +270,12 @@ def job_settings(config: dict, job: Job, processes_run: int, processes_planned: 
     """train_job's `--settings` as the train rule builds them (seed 0), with GRPO_PROBE/DPO_PROBE,
     and the step's prompts cut to `processes_run` of `processes_planned` processes (each keeps its
     planned completions per step)."""
-    from execrl.training_settings import method_rows, training_settings
+    from execrl.training_settings import method_rows, training_runtime, training_section, training_settings
 
     settings = training_settings(config, job.method, model=job.model)
+    # as the train rule's options give them (the probes' save_steps then lie over them)
+    section = training_section(config, job.method)
+    settings[section] = {**settings[section], **training_runtime(config, job.method)}
     if "grpo" in settings:
         settings["grpo"] = {**settings["grpo"], **GRPO_PROBE}
         if processes_run != processes_planned:

@@ -140,6 +140,13 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--accumulation", type=positive_int,
                         help="the memory plan's gradient accumulation steps, given with --micro-batch")
     parser.add_argument("--threads", type=positive_int, help="torch threads of each process")
+    # How often the job saves and whether it recomputes activations change no result (a run that
+    # saves every step, or checkpoints its activations, trains to the same bits): they are options
+    # of their own, out of --settings and so out of the checkpoint folder's key.
+    parser.add_argument("--save-steps", type=positive_int,
+                        help="steps between checkpoints (default: the settings' save_steps)")
+    parser.add_argument("--gradient-checkpointing", type=int, choices=(0, 1),
+                        help="1: recompute activations in the backward pass, 0: keep them (default: the settings')")
     parser.add_argument("--wandb-mode", choices=WANDB_MODES, default="disabled")
     parser.add_argument("--wandb-project", default="execrl")
     printing = parser.add_argument_group("printing the trainer config (no model loads, nothing trains)")
@@ -150,6 +157,19 @@ def parser() -> argparse.ArgumentParser:
     printing.add_argument("--accelerate-config", type=Path,
                           help="the train rule's accelerate --config_file, for ZeRO and dtype outside `accelerate launch`")
     return parser
+
+
+def with_runtime_options(settings: dict, section: str, args) -> dict:
+    """`settings` with --save-steps and --gradient-checkpointing laid over the training section
+    (`grpo` or `dpo`) where given."""
+    import dataclasses
+
+    given = {}
+    if args.save_steps is not None:
+        given["save_steps"] = args.save_steps
+    if args.gradient_checkpointing is not None:
+        given["gradient_checkpointing"] = bool(args.gradient_checkpointing)
+    return {**settings, section: dataclasses.replace(settings[section], **given)}
 
 
 def checkpoint_dir(args, settings: dict, token_budget=None) -> Path:
@@ -190,6 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as error:
         cli.error(str(error))
     online = REGISTRY[args.method].online
+    settings = with_runtime_options(settings, "grpo" if online else "dpo", args)
     if online:
         settings["grpo"] = settings["grpo"].for_model(args.model)
     if online and args.eval_problems is None:
