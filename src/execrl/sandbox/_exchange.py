@@ -113,11 +113,12 @@ _STRUCT_LEN = struct.Struct(">I")
 _cpu_time = time.process_time  # (a program that rebinds ``time.process_time`` does not change it)
 _getrefcount = sys.getrefcount
 CPU_TIMER_SLACK = (1.05, 0.02)
-"""The CPU-time signal fires at ``1.05 * budget + 0.02 s``: past the budget by more than the
-kernel's reported CPU time ever lags the timer's clock (up to ~2% on a loaded machine), so a
-run the signal ends, or one that catches or blocks it and exits, has used more than its
-budget by the measure the verdict reads (``Worker.run_one``: a run whose CPU time reaches the
-budget timed out, however it ended)."""
+"""The CPU-time signal fires at ``1.05 * budget + 0.02 s``: past the budget, so a run the
+signal ends, or one that catches or blocks it and exits, has used more than its budget by
+the measure the verdict reads (``Worker.run_one``: a run whose CPU time reaches the budget
+timed out, however it ended). The CPU time the kernel reports can lag the timer's clock by
+more than this slack on a loaded machine (~9% measured), so the verdict reads the timer's
+clock too (``_controller.limit_clock``)."""
 
 
 def cpu_timer(budget: float) -> float:
