@@ -89,6 +89,7 @@ def trained_lora_b(tiny_model, out, **grpo) -> torch.Tensor:
     return torch.cat([w.flatten() for name, w in weights.items() if "lora_B" in name])
 
 
+@linux_only
 def test_the_learning_rate_sizes_grpos_update(tiny_model, tmp_path):
     """`grpo.learning_rate`: Adam's first update moves each LoRA B weight by about the learning rate
     (the gradient's sign times it), so ten times the rate moves the adapter ten times as far."""
@@ -98,6 +99,7 @@ def test_the_learning_rate_sizes_grpos_update(tiny_model, tmp_path):
     assert fast.abs().max() == pytest.approx(1e-3, rel=0.05)
 
 
+@linux_only
 def test_max_grad_norm_clips_grpos_gradient(tiny_model, tmp_path):
     """`grpo.max_grad_norm`: clipped to a norm far below Adam's epsilon (1e-8), the first update is
     that norm over epsilon times the learning rate instead of the learning rate itself."""
