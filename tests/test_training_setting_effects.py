@@ -170,3 +170,10 @@ def test_max_length_truncates_the_warm_starts_examples(tiny_model, tmp_path, one
     cut = warm_start(tiny_model, tmp_path / "cut", max_length=140)[0]
     assert tokens_at_step_10(cut) <= 140 * 2 * 10 and tokens_at_step_10(cut) < tokens_at_step_10(one_epoch[0])
     assert optimizer_steps(cut) == 12
+
+
+def test_a_max_length_shorter_than_every_prompt_fails_naming_the_key(tiny_model, tmp_path):
+    """Every prompt here has 39 tokens or more: at 32 no example keeps a completion token, and the
+    warm start stops before training, naming the setting, instead of on TRL's empty dataset."""
+    with pytest.raises(ValueError, match=r"tiny_model\.sft\.max_length is 32 tokens, but the shortest .* has 39"):
+        warm_start(tiny_model, tmp_path / "none_left", max_length=32)

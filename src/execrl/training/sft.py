@@ -44,6 +44,17 @@ def sft_examples(problems: list[Problem], prompt_config: PromptConfig, tokenizer
     ]
 
 
+def check_room_for_completions(examples: list[dict], tokenizer, max_length: int) -> None:
+    """Fail, naming the key, where `max_length` leaves no example a completion token: TRL drops an
+    example cut inside its prompt, and with none left its trainer stops on an empty dataset."""
+    shortest = min(len(tokenizer(e["prompt"], add_special_tokens=False)["input_ids"]) for e in examples)
+    if shortest >= max_length:
+        raise ValueError(
+            f"tiny_model.sft.max_length is {max_length} tokens, but the shortest of the warm start's "
+            f"{len(examples)} prompts has {shortest}: no completion would be trained on (raise it above {shortest})"
+        )
+
+
 def run_sft(
     model_path: str | Path,
     problems: list[Problem],
@@ -85,6 +96,7 @@ def run_sft(
         if game is None:
             raise ValueError("tiny_model.sft.game_examples > 0 needs the spiral settings")
         examples += game_move_examples(game, settings.game_examples, prompt_config, tokenizer, settings.seed)
+    check_room_for_completions(examples, tokenizer, settings.max_length)
     model = AutoModelForCausalLM.from_pretrained(str(model_path))
     output_dir = Path(output_dir)
     args = SFTConfig(
