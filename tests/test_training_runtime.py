@@ -14,24 +14,11 @@ import pytest
 from safetensors.torch import load_file
 
 import test_training_resume as resume
-from conftest import build_tiny_model
 from execrl.prompting import PromptConfig
 from execrl.training import train_job
 from execrl.training.dpo import DPOSettings, train_dpo
-from execrl.training.lora import LoRASettings
+from test_dpo_loss import LORA, PAIRS, tiny  # noqa: F401 (tiny: a fixture)
 from test_training_resume import training_metrics, warm_tiny_model  # noqa: F401 (a fixture)
-
-PAIRS = [
-    {"prompt": f"Write f(x) returning x + {i}.\n", "chosen": f"def f(x):\n    return x + {i}\n",
-     "rejected": f"def f(x):\n    return x - {i}\n"}
-    for i in range(4)
-]
-LORA = LoRASettings(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "v_proj"])
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return build_tiny_model(tmp_path_factory.mktemp("tiny"), [p[k] for p in PAIRS for k in ("prompt", "chosen", "rejected")] * 20)
 
 
 def tensors_digest(folder):
