@@ -192,13 +192,25 @@ def grpo_job(model, root, output):
     ]
 
 
-def test_killed_two_process_grpo_job_resumes_to_the_same_result(warm_tiny_model, tmp_path):
+def grpo_checkpoints(output):
+    return sorted(p.parent.name for p in (output / "checkpoints").glob("grpo/*/checkpoint-*/trainer_state.json"))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_grpo(warm_tiny_model, tmp_path_factory):
+    """The 2-process GRPO job run to its end: its folder, metrics (less the clock's) and weights."""
+    root = tmp_path_factory.mktemp("uninterrupted_grpo")
+    subprocess.run(grpo_job(warm_tiny_model, root, root / "job"), env={**os.environ, "PYTHONHASHSEED": "0"},
+                   check=True, capture_output=True, timeout=900)
+    metrics = training_metrics(root / "job" / "metrics.jsonl")
+    assert sum(record.get("reward_std", 0) > 0 for record in metrics) >= 2, "no step had rewards to learn from"
+    return root / "job", metrics, weights_digest(root / "job" / "trained")
+
+
+def test_killed_two_process_grpo_job_resumes_to_the_same_result(warm_tiny_model, uninterrupted_grpo, tmp_path):
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    uninterrupted_dir, resumed_dir = tmp_path / "uninterrupted", tmp_path / "resumed"
-    subprocess.run(grpo_job(warm_tiny_model, tmp_path, uninterrupted_dir), env=env, check=True,
-                   capture_output=True, timeout=900)
-    uninterrupted = training_metrics(uninterrupted_dir / "metrics.jsonl")
-    assert sum(record.get("reward_std", 0) > 0 for record in uninterrupted) >= 2, "no step had rewards to learn from"
+    uninterrupted_dir, uninterrupted, uninterrupted_weights = uninterrupted_grpo
+    resumed_dir = tmp_path / "resumed"
 
     command = grpo_job(warm_tiny_model, tmp_path, resumed_dir)
     first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -225,4 +237,22 @@ def test_killed_two_process_grpo_job_resumes_to_the_same_result(warm_tiny_model,
         if before.get(key) != after.get(key)
     ]
     assert not differences, f"(step, metric, uninterrupted, resumed): {differences}"
-    assert weights_digest(resumed_dir / "trained") == weights_digest(uninterrupted_dir / "trained")
+    assert weights_digest(resumed_dir / "trained") == uninterrupted_weights
+
+
+def test_a_two_process_grpo_job_trains_to_the_same_bits_whatever_it_saves_and_recomputes(
+    warm_tiny_model, uninterrupted_grpo, tmp_path
+):
+    """Checkpointing changes no result (`execrl.config.RUNTIME_SETTINGS`): the settings save every 3
+    steps and keep activations; the train job's options make it save every 1000 and recompute
+    them. The same metrics at every step, the same adapter."""
+    assert GRPO_SETTINGS["grpo"]["save_steps"] == 3 and not GRPO_SETTINGS["grpo"]["gradient_checkpointing"]
+    settings_dir, settings_metrics, settings_weights = uninterrupted_grpo
+    command = [*grpo_job(warm_tiny_model, tmp_path, tmp_path / "optioned"), "--save-steps", "1000",
+               "--gradient-checkpointing", "1"]
+    subprocess.run(command, env={**os.environ, "PYTHONHASHSEED": "0"}, check=True, capture_output=True, timeout=900)
+    # the last two of every third step's checkpoints and the last one, or the last one only
+    assert grpo_checkpoints(settings_dir) == ["checkpoint-6", "checkpoint-8"]
+    assert grpo_checkpoints(tmp_path / "optioned") == ["checkpoint-8"]
+    assert training_metrics(tmp_path / "optioned" / "metrics.jsonl") == settings_metrics
+    assert weights_digest(tmp_path / "optioned" / "trained") == settings_weights

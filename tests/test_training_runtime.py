@@ -2,13 +2,12 @@
 what it learns (`execrl.config.RUNTIME_SETTINGS`): a job trains to the same bits either way. So
 neither is in a result path or in the checkpoint folder's key; the train rule hands them to the
 job as options of their own (`--save-steps`, `--gradient-checkpointing`), and a change reruns
-nothing (tests/test_run_paths_workflow.py)."""
+nothing (tests/test_run_paths_workflow.py). The 2-process GRPO job's case is in
+tests/test_training_resume.py, beside the uninterrupted run it compares with."""
 
 import copy
 import hashlib
 import json
-import os
-import subprocess
 
 import pytest
 from safetensors.torch import load_file
@@ -18,7 +17,6 @@ from execrl.prompting import PromptConfig
 from execrl.training import train_job
 from execrl.training.dpo import DPOSettings, train_dpo
 from test_dpo_loss import LORA, PAIRS, tiny  # noqa: F401 (tiny: a fixture)
-from test_training_resume import training_metrics, warm_tiny_model  # noqa: F401 (a fixture)
 
 
 def tensors_digest(folder):
@@ -49,30 +47,6 @@ def test_dpo_trains_to_the_same_bits_whatever_it_saves_and_recomputes(tiny, tmp_
     assert len(saving) == 4 and saving[-1] < saving[0]  # it learned something
     assert saving == plain
     assert saving_weights == plain_weights
-
-
-def grpo_run(model, root, out, *options):
-    command = resume.grpo_job(model, root, out)
-    subprocess.run([*command, *options], env={**os.environ, "PYTHONHASHSEED": "0"}, check=True,
-                   capture_output=True, timeout=900)
-    checkpoints = sorted(p.parent.name for p in (out / "checkpoints").glob("grpo/*/checkpoint-*/trainer_state.json"))
-    return training_metrics(out / "metrics.jsonl"), resume.weights_digest(out / "trained"), checkpoints
-
-
-@pytest.mark.slow
-def test_a_two_process_grpo_job_trains_to_the_same_bits_whatever_it_saves_and_recomputes(warm_tiny_model, tmp_path):
-    """The settings save every 3 steps and keep activations; the options make the job save every
-    1000 and recompute them: the same metrics at every step, the same adapter."""
-    assert resume.GRPO_SETTINGS["grpo"]["save_steps"] == 3 and not resume.GRPO_SETTINGS["grpo"]["gradient_checkpointing"]
-    settings_metrics, settings_weights, settings_checkpoints = grpo_run(warm_tiny_model, tmp_path, tmp_path / "a")
-    option_metrics, option_weights, option_checkpoints = grpo_run(
-        warm_tiny_model, tmp_path, tmp_path / "b", "--save-steps", "1000", "--gradient-checkpointing", "1"
-    )
-    # the last two of every third step and the last, or the last only
-    assert settings_checkpoints == ["checkpoint-6", "checkpoint-8"] and option_checkpoints == ["checkpoint-8"]
-    assert sum(record.get("reward_std", 0) > 0 for record in settings_metrics) >= 2, "no step had rewards to learn from"
-    assert settings_metrics == option_metrics
-    assert settings_weights == option_weights
 
 
 def printed_config(capsys, method, settings, *options):
