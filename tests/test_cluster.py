@@ -181,6 +181,27 @@ def test_a_new_training_process_count_reruns_training_in_place(tmp_path):
         assert changed == ({"dpo_processes"} if params["method"] == "dpo" else {"micro_batching"}), (path, changed)
 
 
+def test_before_its_shape_is_known_params_b_sets_dpos_process_count_and_reruns_it(tmp_path):
+    """A hub model outside the shipped shapes, not yet staged, has no memory plan: `params_b` sizes
+    its jobs (a GPU a process). DPO's count is then a param too, so a new size reruns DPO in place
+    (its path does not move: `params_b` places jobs); GRPO has no such param."""
+    from conftest import copy_workflow, planned_jobs_of
+
+    workdir = copy_workflow(tmp_path)
+    trains = {}
+    for params_b in (14.8, 32.8):
+        overlay = {"models": {"coder": {"source": "example-org/coder", "params_b": params_b}},
+                   "experiment": {"models": ["coder"], "methods": ["base", "dpo", "grpo"], "seeds": [0]}}
+        (workdir / "config" / "unplanned.yaml").write_text(yaml.safe_dump(overlay))
+        jobs = planned_jobs_of(workdir, "config/config.yaml", "config/unplanned.yaml")
+        trains[params_b] = {path: job["params"]["dpo_processes"] for path, job in jobs.items()
+                            if job["rule"] == "train" and path.endswith("/trained")}
+    assert trains[14.8].keys() == trains[32.8].keys() and len(trains[14.8]) == 2
+    for path in trains[14.8]:
+        expected = {14.8: 2, 32.8: 4} if "/dpo-" in path else {14.8: None, 32.8: None}
+        assert {size: trains[size][path] for size in trains} == expected, path
+
+
 def test_the_vllm_servers_share_reaches_the_train_command_in_server_mode_only(tmp_path):
     """`grpo.vllm_server_gpu_memory_utilization` stays out of result paths (RUNTIME_SETTINGS) but, in
     server mode, is part of the train job's command: a change reruns training (vLLM's KV cache can

@@ -204,15 +204,21 @@ def get_micro_batching_options(wildcards):
 
 
 def get_dpo_processes(wildcards):
-    """The memory plan's process count of a DPO job on GPUs, else None. DPO's batch is per
-    process (TRL's meaning), so the count changes what it trains on: where the plan chooses it
-    (`training_processes: null`) from the cluster's GPU types, a new count reruns the job. GRPO
-    shares each round's prompts out across its processes, so its count changes no result.
+    """The process count of a DPO job on GPUs, else None: the memory plan's, or before a hub
+    model of unknown shape is staged, one a GPU `params_b` sizes. DPO's batch is per process
+    (TRL's meaning), so the count changes what it trains on: where the plan chooses it
+    (`training_processes: null`) from the cluster's GPU types, or `params_b` does, a new count
+    reruns the job. GRPO shares each round's prompts out across its processes, so its count
+    changes no result.
     """
-    layout = training_layout(model_name(wildcards), method_name(wildcards))
-    if layout is None or method_row(wildcards).online:
+    if method_row(wildcards).online:
         return None
-    return layout.processes
+    layout = training_layout(model_name(wildcards), method_name(wildcards))
+    if layout is not None:
+        return layout.processes
+    if stage_resources("train", model_config(wildcards)["params_b"])["gpu"] == 0:
+        return None  # one process on the CPU
+    return training_resources("processes")(wildcards, 1)
 
 
 def get_vllm_server_prefix(wildcards):
