@@ -37,8 +37,8 @@ RUNTIME_SETTINGS = {
 checkpointing (how often a training job saves; whether it recomputes activations: a run trains to
 the same bits either way, `tests/test_training_runtime.py`) and `preflight.required` cannot change
 a result and never reach a rule's `params:`, so changing them reruns no result (the memory plan
-still reads `gradient_checkpointing`; where the plan changes, the train job's params do). The vLLM server's GPUs and memory share are the exception: in server mode they
-reach the train job's command (`params.vllm_server`), since the server's tensor parallelism (the
+still reads `gradient_checkpointing`; where the plan changes, the train job's params do). The
+vLLM server's GPUs and memory share are the exception: in server mode they reach the train job's command (`params.vllm_server`), since the server's tensor parallelism (the
 memory plan may raise it above `vllm_server_gpus`) and its KV cache can change what vLLM samples;
 a change there reruns training at the same path (`tests/test_cluster.py`)."""
 

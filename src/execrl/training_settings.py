@@ -98,9 +98,10 @@ def training_settings(config: dict, method: str, model: str) -> dict:
     return settings
 
 
-TRAINING_RUNTIME_KEYS = ("save_steps", "gradient_checkpointing")
-"""Keys of a training section (`grpo` or `dpo`) that change how a job runs, not what it learns
-(RUNTIME_SETTINGS): the train job gets them as options of their own."""
+TRAINING_RUNTIME_KEYS = RUNTIME_SETTINGS["dpo"]
+"""Keys of a training section (`dpo`, and `grpo` besides its vLLM server's) that change how a job
+runs, not what it learns (`save_steps`, `gradient_checkpointing`): the train job gets them as
+options of their own."""
 
 
 def without_runtime_keys(section: str, values: dict) -> dict:
@@ -118,6 +119,13 @@ def training_runtime(config: dict, method: str) -> dict:
     applied: what the train job and the preflight run with, out of every digest."""
     values = method_section(config, method, training_section(config, method))
     return {key: values[key] for key in TRAINING_RUNTIME_KEYS}
+
+
+def with_training_runtime(settings: dict, config: dict, method: str) -> dict:
+    """`settings` (sections by name) with `method`'s training section carrying its
+    `training_runtime` again: what the memory plan and the preflight size a job with."""
+    section = training_section(config, method)
+    return {**settings, section: {**settings[section], **training_runtime(config, method)}}
 
 
 def token_budget_source(config: dict, method: str) -> str | None:

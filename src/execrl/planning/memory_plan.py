@@ -901,7 +901,7 @@ def training_job_layout(config: dict, model: str, method: str, model_dir: str | 
     from execrl.planning.cluster import gpu_types, target_nodes
     from execrl.config import without_runtime_settings
     from execrl.methods import METHODS
-    from execrl.training_settings import method_overrides, registry_name, training_runtime, training_section
+    from execrl.training_settings import method_overrides, registry_name, with_training_runtime
 
     model_config = config["models"][model]
     if model_config["source"] == "tiny" or model_config["params_b"] < _CPU_ONLY_BELOW_B:
@@ -913,8 +913,7 @@ def training_job_layout(config: dict, model: str, method: str, model_dir: str | 
     for section, values in method_overrides(config, method).items():
         settings[section] = {**settings[section], **values}
     # Gradient checkpointing changes no result, but it changes the activations the plan holds.
-    section = training_section(config, method)
-    settings[section] = {**settings[section], **training_runtime(config, method)}
+    settings = with_training_runtime(settings, config, method)
     trains_as = registry_name(config, method)  # a method variant trains as its registry method
     full = model_config["finetuning"] == "full"
     job = TrainingJob(

@@ -270,12 +270,10 @@ def job_settings(config: dict, job: Job, processes_run: int, processes_planned: 
     """train_job's `--settings` as the train rule builds them (seed 0), with GRPO_PROBE/DPO_PROBE,
     and the step's prompts cut to `processes_run` of `processes_planned` processes (each keeps its
     planned completions per step)."""
-    from execrl.training_settings import method_rows, training_runtime, training_section, training_settings
+    from execrl.training_settings import method_rows, training_settings, with_training_runtime
 
-    settings = training_settings(config, job.method, model=job.model)
     # as the train rule's options give them (the probes' save_steps then lie over them)
-    section = training_section(config, job.method)
-    settings[section] = {**settings[section], **training_runtime(config, job.method)}
+    settings = with_training_runtime(training_settings(config, job.method, model=job.model), config, job.method)
     if "grpo" in settings:
         settings["grpo"] = {**settings["grpo"], **GRPO_PROBE}
         if processes_run != processes_planned:
