@@ -56,6 +56,18 @@ def without_runtime_settings(config: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+PLACEMENT_SECTIONS = ("staging", "cluster")
+"""Where a run is staged and planned: the Hugging Face download cache and the cluster's nodes.
+Neither is in a result path's digest; the cluster reaches a training job only through the memory
+plan's command (micro-batch, ZeRO stage, dtype, process count), which is in that job's params."""
+
+
+def shown_in_report(result_config: dict[str, Any]) -> dict[str, Any]:
+    """The configuration the report prints: the result config less PLACEMENT_SECTIONS, so that
+    moving the download cache or editing the partition file rewrites no report."""
+    return {section: value for section, value in result_config.items() if section not in PLACEMENT_SECTIONS}
+
+
 def model_kind(source: str) -> str:
     """`tiny` (built by the workflow), `local` (a folder on disk) or `hub` (staged before use)."""
     if source == "tiny":

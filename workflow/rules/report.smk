@@ -238,7 +238,7 @@ rule render_report:
     params:
         title=config["report"]["title"],
         experiment=config["experiment"],
-        config=RESULT_CONFIG,
+        config=shown_in_report(RESULT_CONFIG),
         ks=config["evaluation"]["k"],
         n_boot=config["report"]["bootstrap_samples"],
         examples=4,
