@@ -33,18 +33,25 @@ def preflight(tmp_path, overlay, *args):
 
 @pytest.mark.slow
 def test_cpu_mode_steps_every_job_and_writes_the_table(tmp_path):
-    """bench/gpu_preflight.sh --cpu: the offline script's call, in CPU mode on the embedded default."""
+    """bench/gpu_check.sh --cpu: the remote GPU check's one command (bench/gpu_preflight.sh, then
+    tests/test_gpu.py's one-GPU tests), in CPU mode on the embedded default."""
     env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
-    budget = 420
-    result = subprocess.run(["bash", "bench/gpu_preflight.sh", "--cpu", "--budget-s", str(budget)], cwd=REPO,
+    result = subprocess.run(["bash", "bench/gpu_check.sh", "--cpu"], cwd=REPO,
                             capture_output=True, text=True, timeout=900, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    # Within its own budget (the script's count of seconds), and what it leaves fits a remote run's
-    # return: at most 8 files, none more than 2 folders below the output folder.
-    spent = int(result.stdout.split("exit 0, ")[1].split(" s of")[0])
+    # Each part within its budget (the scripts' counts of seconds), and what they leave fits a remote
+    # run's return: at most 8 files, none more than 2 folders below the output folder.
+    spent, budget = map(int, re.search(r"report: .*\(exit 0, (\d+) s of a (\d+) s budget\)", result.stdout).groups())
     assert spent <= budget
+    spent, budget = map(int, re.search(r"gpu check: .*, (\d+) s of a (\d+) s budget", result.stdout).groups())
+    assert spent <= budget <= 570
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert len(files) <= 8 and all(len(p.relative_to(tmp_path).parts) <= 3 for p in files), files
+    # The GPU tests were collected and each skip says why (no CUDA here); none failed.
+    tests = (tmp_path / "gpu-tests.log").read_text()
+    assert re.search(r"SKIPPED \[\d+\] tests/test_gpu.py:\d+: needs a CUDA GPU", tests), tests
+    junit = (tmp_path / "gpu-tests.xml").read_text()
+    assert 'failures="0"' in junit and 'errors="0"' in junit and 'skipped="0"' not in junit
     report = json.loads((tmp_path / "preflight-cpu.json").read_text())
     assert report["mode"] == "cpu" and report["failures"] == []
     assert {c["name"]: c["status"] for c in report["checks"]}["gpu_vs_plan"] == NOT_APPLICABLE
