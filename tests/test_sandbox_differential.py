@@ -56,6 +56,26 @@ def test_plain_stdio_verdicts_and_hash_seed():
     assert (v.status, v.tests) == ("fail", ["pass", "fail"])
 
 
+def test_plain_python_times_out_a_run_past_its_budget_on_the_limits_clock(monkeypatch):
+    """The reference side judges a stdio run's CPU time as the sandbox does: by the larger of what
+    wait4 reports and the clock the CPU-time limit fires on, read from the zombie (on a loaded
+    machine that clock runs ahead, and a program that caught the limit's signal and exited 0 read as
+    within its budget). With the timer's clock made to read past the budget, the run that passed
+    times out."""
+    import time
+
+    from execrl.sandbox import differential
+
+    problem = _problem([{"input": "7\n", "output": "7\n"}], "stdio")
+    limits = ExecutionLimits(timeout_s=1, memory_mb=512)
+    assert plain_verdict(problem, "print(input())\n", limits).status == "pass"
+    read = time.clock_gettime
+    # limit_clock's ids are negative (the kernel's per-process CPU clocks); others read as they are
+    monkeypatch.setattr(differential.time, "clock_gettime", lambda clock: 1.05 if clock < 0 else read(clock))
+    verdict = plain_verdict(problem, "print(input())\n", limits)
+    assert (verdict.status, verdict.cpu_s) == ("timeout", 1.05)
+
+
 def test_mutants_are_deterministic_wrong_variants():
     code = ("def f(xs, k):\n    total = 0\n    for i in range(len(xs)):\n        if xs[i] > k:\n"
             "            total += xs[i] * 2\n        else:\n            total -= 1\n    return total\n")
