@@ -19,6 +19,10 @@ def write_overlay(workdir, overlay):
         ({"generation": {"num_samples": "eight"}}, "eight"),
         ({"experiment": {"datasets": ["nosuchdata"]}}, "nosuchdata"),
         ({"experiment": {"models": ["gpt-nothing"]}}, "gpt-nothing"),
+        # a local model folder that is not there, or written with a `~` nothing expands
+        ({"models": {"tiny": {"source": "/nonexistent/model"}}}, "models.tiny.source: the local model folder '/nonexistent/model' does not exist"),
+        ({"models": {"tiny": {"source": "./config"}}}, "models.tiny.source: the local model folder './config' has no config.json"),
+        ({"models": {"tiny": {"source": "~/models/qwen"}}}, "models.tiny.source: '~/models/qwen': `~` is not expanded"),
         ({"experiment": {"methods": ["ppo"]}}, "ppo"),
         ({"prompt": {"template": "{prompt} {solution}"}}, "solution"),
         ({"datasets": {"builtin": {"adapter": "csv"}}}, "csv"),

@@ -203,7 +203,21 @@ def check_references(config: dict[str, Any]) -> None:
             raise ConfigError(f"datasets.{name}.source is required for the jsonl adapter")
     for name in experiment["models"]:
         model = config["models"][name]
-        if model.get("finetuning") == "full" and model_kind(model["source"]) == "tiny":
+        source = model["source"]
+        # A local model is read where it lies: a typo would otherwise surface in the first job as
+        # transformers' complaint about a malformed hub id.
+        if source.startswith("~"):
+            raise ConfigError(
+                f"models.{name}.source: {source!r}: `~` is not expanded; give the folder as "
+                f"{str(Path(source).expanduser())!r}"
+            )
+        if model_kind(source) == "local" and not (Path(source) / "config.json").is_file():
+            what = "has no config.json" if Path(source).is_dir() else "does not exist"
+            raise ConfigError(
+                f"models.{name}.source: the local model folder {source!r} {what} (a local model is a "
+                f"folder saved by save_pretrained; a hub model is named as organization/name)"
+            )
+        if model.get("finetuning") == "full" and model_kind(source) == "tiny":
             raise ConfigError(f"models.{name}.finetuning: full is for hub or local models; tiny models train LoRA adapters")
 
 
