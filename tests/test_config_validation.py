@@ -55,3 +55,20 @@ def test_bad_config_fails_before_any_job(workflow_copy, overlay, expected):
 def test_default_config_plans(workflow_copy):
     result = run_snakemake(workflow_copy, "-n", "results/report.html")
     assert "render_report" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "overlay, expected",
+    [
+        ({"genration": {"temperature": 0.5}}, "the config's top level: Additional properties are not allowed ('genration' was unexpected)"),
+        ({"generation": {"temprature": 0.5}}, "generation: Additional properties are not allowed ('temprature' was unexpected)"),
+        ({"generation": {"num_samples": "eight"}}, "generation.num_samples: 'eight' is not of type 'integer'"),
+    ],
+)
+def test_a_schema_violation_is_one_line_naming_the_key(workflow_copy, overlay, expected):
+    """Not jsonschema's text, which holds the whole schema and the whole config (thousands of lines)."""
+    overlay_path = write_overlay(workflow_copy, overlay)
+    result = run_snakemake(workflow_copy, "-n", "results/report.html", "--configfile", EMBEDDED, overlay_path, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and expected in output
+    assert len(output.splitlines()) < 20, output[:2000]

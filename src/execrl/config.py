@@ -221,6 +221,35 @@ def check_references(config: dict[str, Any]) -> None:
             raise ConfigError(f"models.{name}.finetuning: full is for hub or local models; tiny models train LoRA adapters")
 
 
+def schema_error(error: BaseException) -> ConfigError | None:
+    """A schema violation as one line naming the key, or None where `error` (jsonschema's
+    ValidationError, or Snakemake's WorkflowError raised over one) is not one. jsonschema's own text,
+    which Snakemake prints, holds the whole schema and the whole config: thousands of lines, with
+    the key among the first few."""
+    import jsonschema
+
+    # Snakemake raises its WorkflowError while handling the ValidationError (its context)
+    cause = next((e for e in (error, error.__cause__, error.__context__) if isinstance(e, jsonschema.ValidationError)),
+                 None)
+    if cause is None:
+        return None
+    key = ".".join(str(part) for part in cause.absolute_path) or "the config's top level"
+    message = cause.message if len(cause.message) <= 300 else cause.message[:300] + " ..."
+    return ConfigError(f"{key}: {message} (the schema: {SCHEMA.relative_to(REPO)})")
+
+
+def validated(config: dict[str, Any], validate) -> None:
+    """`validate(config)` (Snakemake's, which fills in the schema's defaults), a schema violation
+    raised as `schema_error`'s one line."""
+    try:
+        validate(config)
+    except Exception as error:  # Snakemake wraps the violation in a WorkflowError
+        short = schema_error(error)
+        if short is None:
+            raise
+        raise short from None
+
+
 def merged_config(configfiles: list[str | Path] = (), base: str | Path = DEFAULT_CONFIG) -> dict[str, Any]:
     """The config a run with these `--configfile`s gets: validated, defaults filled in."""
     import yaml
@@ -229,7 +258,7 @@ def merged_config(configfiles: list[str | Path] = (), base: str | Path = DEFAULT
     config: dict[str, Any] = {}
     for path in [base, *configfiles]:
         update_config(config, yaml.safe_load(Path(path).read_text()) or {})
-    validate(config, schema=str(SCHEMA))
+    validated(config, lambda c: validate(c, schema=str(SCHEMA)))
     config = plain_dicts(config)
     check_references(config)
     return config

@@ -1,7 +1,13 @@
 from snakemake.utils import validate
 
 from execrl.compute import pin_cpu_kernels
-from execrl.config import check_references, check_retired, model_kind, plain_dicts
+from execrl.config import (
+    check_references,
+    check_retired,
+    model_kind,
+    plain_dicts,
+    validated,
+)
 from execrl.methods import RULES, trained_methods
 from execrl.run_paths import METHOD_LEVELS, RunSegments
 from execrl.training_settings import (
@@ -12,7 +18,8 @@ from execrl.training_settings import (
 )
 
 check_retired(config)
-validate(config, schema="../schemas/config.schema.json")
+# a violation in one line naming the key, not jsonschema's dump of the schema and the config
+validated(config, lambda c: validate(c, schema="../schemas/config.schema.json"))
 # The schema's defaults arrive as OrderedDicts: plain dicts keep params' reprs as recorded.
 config.update(plain_dicts(config))
 check_references(config)
