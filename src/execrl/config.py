@@ -226,11 +226,11 @@ def schema_error(error: BaseException) -> ConfigError | None:
     ValidationError, or Snakemake's WorkflowError raised over one) is not one. jsonschema's own text,
     which Snakemake prints, holds the whole schema and the whole config: thousands of lines, with
     the key among the first few."""
-    import jsonschema
-
-    # Snakemake raises its WorkflowError while handling the ValidationError (its context)
-    cause = next((e for e in (error, error.__cause__, error.__context__) if isinstance(e, jsonschema.ValidationError)),
-                 None)
+    # Snakemake raises its WorkflowError while handling the ValidationError (its context). Known
+    # by its fields, not imported: the report's environment, which imports this module, has no
+    # jsonschema.
+    cause = next((e for e in (error, error.__cause__, error.__context__)
+                  if type(e).__name__ == "ValidationError" and hasattr(e, "absolute_path")), None)
     if cause is None:
         return None
     key = ".".join(str(part) for part in cause.absolute_path) or "the config's top level"
