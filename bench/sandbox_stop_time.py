@@ -1,7 +1,7 @@
 """How soon the sandbox's limits end programs that would not end by themselves, as a share of
 the wall-clock budget the limits give them.
 
-`make test` asserts no wall-clock time (issue #46): the tests check that such programs get
+`make test` asserts no wall-clock time: the tests check that such programs get
 their verdict from their own limits (a timeout, the tests not run after it), that their worker
 was never replaced (the executor replaces one that has not answered by the candidate's
 wall-clock budget plus ``REPLY_GRACE_S``) and no candidate was run twice. How soon is measured

@@ -9,7 +9,7 @@ Runs both on the same inputs, in one process, one after the other, and reports w
       CPU puts a floor under any 2-worker wall time).
 
 Three more sets run only when ``--sets`` names them; the first two carry timing claims the tests
-made before `make test` stopped asserting on time (issue #46):
+made before `make test` stopped asserting on time:
 
   (c) ``humaneval``: the 164 HumanEval canonical solutions and 164 ``return None`` bodies
       (``tests/test_sandbox_humaneval.py`` once required the 328 in under 60 s on 2 workers);

@@ -453,7 +453,7 @@ def test_a_job_that_fits_no_node_stops_the_planning_naming_its_numbers(workdir):
 
 
 def test_a_node_without_the_host_memory_for_the_offloaded_state_stops_the_planning(workdir):
-    """Issue 34: 32B all-weights GRPO offloads its optimizer state; a 512 GB node cannot hold it."""
+    """32B all-weights GRPO offloads its optimizer state; a 512 GB node cannot hold it."""
     (workdir / "profiles" / "slurm" / "partitions-512gb.yaml").write_text(yaml.safe_dump({"partitions": {
         "gpu": {"max_gpu": 8, "max_mem_mb": 512000, "max_cpus_per_task": 64, "available_gpu_models": ["h100"]},
     }}))

@@ -1,5 +1,5 @@
-"""The memory plan's terms against hand arithmetic, published model sizes, issue 24's figures and
-DeepSpeed's own estimator."""
+"""The memory plan's terms against hand arithmetic, published model sizes, figures reported for
+real jobs and DeepSpeed's own estimator."""
 
 import dataclasses
 import json
@@ -164,7 +164,7 @@ def test_colocated_vllm_share_and_frozen_copies_are_budgeted():
     assert opponent.terms["opponent"] == pytest.approx(2 * arch.parameters() / GB)
 
 
-def test_issue_figure_32b_full_adam_on_7_processes_needs_offload():
+def test_reported_figure_32b_full_adam_on_7_processes_needs_offload():
     arch = architecture(QWEN_32B)
     assert arch.parameters() / 1e9 == pytest.approx(32.76, abs=0.01)
     job = TrainingJob(finetune="full", zero_stage=3, processes=7, sequence_length=8192)
@@ -333,8 +333,9 @@ def test_model_states_match_deepspeeds_zero3_estimator(size, offload):
         assert plan.host_gb * GB == pytest.approx(host / 1.5, rel=1e-6)
 
 
-def test_issue_figure_3b_layer_inputs_for_one_unsplit_step():
-    """Issue 24: one micro-batch of 168 sequences of 2048 tokens keeps ~50 GB of layer inputs at 3B."""
+def test_reported_figure_3b_layer_inputs_for_one_unsplit_step():
+    """A reported run's figure: one micro-batch of 168 sequences of 2048 tokens kept ~50 GB of layer
+    inputs at 3B."""
     arch = architecture("Qwen/Qwen2.5-3B-Instruct")
     layer_inputs = 168 * 2048 * arch.hidden_size * 2 * arch.num_hidden_layers
     assert layer_inputs / GB == pytest.approx(50.7, rel=0.01)
@@ -416,7 +417,7 @@ def test_server_gets_the_tensor_parallelism_its_weights_need():
 
 
 def test_layout_checks_the_nodes_host_memory_and_stops_naming_its_numbers():
-    """Issue 34: 32B all-weights GRPO on 8 GPUs offloads 524 GB of optimizer state; with the job's
+    """A reported job: 32B all-weights GRPO on 8 GPUs offloads 524 GB of optimizer state; with the job's
     other host memory (16 GB per GPU, 4 GB per billion parameters) it needs 783 GB of the node."""
     arch = architecture(QWEN_32B)
     job = TrainingJob(finetune="full", sequence_length=8192)
@@ -443,7 +444,7 @@ def test_cpus_are_capped_at_the_nodes_and_the_sandbox_workers_follow():
         arch, job, lambda n: 8 * n, processes=7, server_gpus=1, node=Node(cpus=cpus), sandbox_workers=8
     )
     roomy = plan(256)
-    assert (roomy.cpus, roomy.sandbox_workers) == (8 * 8 + 7 * 8, 8)  # 120: what issue 34 saw
+    assert (roomy.cpus, roomy.sandbox_workers) == (8 * 8 + 7 * 8, 8)  # 120: the reported 32B job's count
     smaller = plan(96)  # a 96-core node: all its CPUs, 2 per GPU kept, 80 left for 7 processes' workers
     assert (smaller.cpus, smaller.sandbox_workers) == (96, 8)
     tight = plan(40)
@@ -465,7 +466,7 @@ def shipped_config():
 
 
 def test_grpo_without_gradient_checkpointing_keeps_every_layers_activations(shipped_config):
-    """Issue 37: `grpo.gradient_checkpointing: false` is allowed and must be planned as such."""
+    """`grpo.gradient_checkpointing: false` is allowed and must be planned as such."""
     checkpointed = training_job_layout(shipped_config, "qwen2.5-3b-instruct", "grpo")
     shipped_config["grpo"]["gradient_checkpointing"] = False
     kept = training_job_layout(shipped_config, "qwen2.5-3b-instruct", "grpo")
@@ -478,7 +479,7 @@ def test_grpo_without_gradient_checkpointing_keeps_every_layers_activations(ship
     eight = TrainingJob(finetune="lora", zero_stage=0, micro_batch=8, sequence_length=2048, scored_length=1024,
                         row_chunks=4, lora_dropout=0.05)
     without = plan_training(arch, dataclasses.replace(eight, gradient_checkpointing=False))
-    # issue 37 estimated ~130 GB more at micro-batch 8 than the checkpointed plan; this count says 112
+    # a reported estimate said ~130 GB more at micro-batch 8 than the checkpointed plan; this count says 112
     assert without.activations_gb - plan_training(arch, eight).activations_gb == pytest.approx(112, abs=2)
 
 
@@ -495,7 +496,7 @@ def test_code_games_opponent_is_counted_whole_on_every_gpu(shipped_config):
 
 
 def test_colocated_vllm_that_cannot_hold_the_weights_is_refused_naming_the_job_and_term(shipped_config):
-    """Issue 37: 14B full weights with colocated vLLM at 0.3 of each GPU: 29.5 GB of bf16 weights
+    """14B full weights with colocated vLLM at 0.3 of each GPU: 29.5 GB of bf16 weights
     alone exceed the 25.8 GB share; tensor parallelism 2 over the training processes would hold them."""
     model = shipped_config["models"]["qwen2.5-3b-instruct"]
     model.update(source="Qwen/Qwen2.5-14B-Instruct", params_b=14.7, training_processes=8)

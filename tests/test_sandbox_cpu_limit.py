@@ -1,8 +1,9 @@
-"""A program over its CPU-time budget times out whatever it does with the limit's signals
-(issue #47's first forged pass): the timer fires past the budget and the verdict reads the
-CPU time the kernel reports for the run, not how the run ended. The kernel keeps two CPU
-clocks: the one the timer fires on (the scheduler tick's samples) runs ahead of the one
-``wait4`` reports on a loaded machine, so the verdict reads both."""
+"""A program over its CPU-time budget times out whatever it does with the limit's signals (a
+forged pass once: a stdio program printed the answer, then caught the CPU-time signal and
+exited 0): the timer fires past the budget and the verdict reads the CPU time the kernel
+reports for the run, not how the run ended. The kernel keeps two CPU clocks: the one the timer
+fires on (the scheduler tick's samples) runs ahead of the one ``wait4`` reports on a loaded
+machine, so the verdict reads both."""
 
 from __future__ import annotations
 

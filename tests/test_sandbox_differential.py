@@ -22,7 +22,7 @@ DATA = Path(__file__).parent / "data"
 FEATURES = DATA / "differential" / "features.py"
 LIMITS = ExecutionLimits(timeout_s=3, memory_mb=1024)
 
-# False fails of correct programs the sandbox still has (issue 35, section 4): open, not
+# False fails of correct programs the sandbox still has: open, not
 # intended; fixes belong to the judge process and the worker (_judge_*.py, _child.py). None is known.
 KNOWN_OPEN: set[str] = set()
 

@@ -1,5 +1,5 @@
-"""Files and setup-defined classes shared between the tests and the program (issue 35, section
-4), as in one interpreter: the tests (in the judge process) work in the run's directory, and
+"""Files and setup-defined classes shared between the tests and the program, as in one
+interpreter: the tests (in the judge process) work in the run's directory, and
 the classes the setup defines are the program's names too. Each correct program's per-test
 verdicts are compared with plain ``python``'s (``execrl.sandbox.differential.plain_verdict``);
 the hostile cases check that a link, FIFO or directory swap the program plants reaches

@@ -1,6 +1,6 @@
-"""Generators across the judge and the run (issue 35, section 4, "protocol"): each class is a
-set of programs whose per-test verdicts must be plain Python's (``plain_verdict`` of
-``execrl.sandbox.differential``: one fresh interpreter, the same tests).
+"""Generators across the judge and the run: each class is a set of programs whose per-test
+verdicts must be plain Python's (``plain_verdict`` of ``execrl.sandbox.differential``: one
+fresh interpreter, the same tests).
 
 * side effects of the program's generator, in order: the arguments of the call that made
   the generator are kept in step with the run's while it runs (``log == [0]`` after

@@ -1,5 +1,5 @@
-"""The judge gives plain-Python verdicts (issue #23): every test's verdict is the one the test
-gives when it runs with the program's code in one fresh interpreter.
+"""The judge gives plain-Python verdicts: every test's verdict is the one the test gives
+when it runs with the program's code in one fresh interpreter.
 
 Each case is a problem, a program that must not pass it (or a correct one that must), the
 statuses it may get, and a correct program run right after it on the same worker: it must
@@ -367,7 +367,7 @@ def test_a_run_holds_only_its_own_descriptors(ex):
 
 
 # --------------------------------------------------------------------------------------
-# Issue #35: forged passes through operators, copies and types; the judge's own safety
+# Forged passes through operators, copies and types; the judge's own safety
 # --------------------------------------------------------------------------------------
 
 def python_verdicts(program: str, tests: list[str], setup: str = "") -> list[str]:
@@ -710,7 +710,7 @@ def test_a_numpy_scalar_without_a_plain_value_stays_in_the_run(ex):
     assert statuses(r) == ["fail", "pass"], r.test_outcomes
 
 
-# ---- issue 35, section 4: correct programs plain Python passes, and wrong ones it fails ----
+# ---- correct programs plain Python passes, and wrong ones it fails ----
 
 # name: (program, tests, the statuses plain ``python`` gives them)
 FALSE_FAILS = {

@@ -376,7 +376,7 @@ def test_no_isolation_mode_still_judges():
 
 
 # --------------------------------------------------------------------------------------
-# Comparisons: integers exactly, floats with tolerance (issue #14)
+# Comparisons: integers exactly, floats with tolerance
 # --------------------------------------------------------------------------------------
 
 def test_integer_tokens_are_compared_exactly():
@@ -400,7 +400,7 @@ def test_integer_outputs_through_the_executor(ex):
 
 
 # --------------------------------------------------------------------------------------
-# Correct programs that used to fail (issue #14)
+# Correct programs that used to fail
 # --------------------------------------------------------------------------------------
 
 FAST_IO = """import atexit, io, os, sys
@@ -499,7 +499,7 @@ def test_a_padded_program_is_judged_quickly(ex):
 
 
 # --------------------------------------------------------------------------------------
-# What the judge keeps (issue #14): expected values, setup helpers, redefinitions
+# What the judge keeps: expected values, setup helpers, redefinitions
 # --------------------------------------------------------------------------------------
 
 SECRETS = ["888888", "555555", "444444", "123436", "424244", "7000021"]  # the last one: the control's

@@ -21,7 +21,7 @@ FEATURES = Path(__file__).parent / "data" / "differential" / "features.py"
 CLASSES = ["values/dict_keys_returned", "values/dict_items_returned", "values/ordered_dict_moved_to_end",
            "values/result_over_a_mebibyte", "values/generator_items_over_a_mebibyte", "values/argument_nested_130_deep",
            "values/argument_kept_by_the_program", "stdio/fork_then_exit_in_the_child",
-           # issue #47: values keep their type's behaviour
+           # values keep their type's behaviour
            "values/namedtuple_keeps_its_text_and_name", "values/int_enum_member_text", "values/str_subclass_str",
            "values/dict_subclass_missing_key", "values/format_without_spec", "values/date_argument",
            "values/numpy_array_against_a_list", "stdio/output_of_a_finalizer_at_exit",
