@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -516,11 +517,14 @@ def test_jsonl_validates_every_row(tmp_path):
     extra = {**good[0], "id": "t/5", "colour": "red"}
     duplicate = good[1]
     path = write_jsonl(tmp_path / "mixed.jsonl", [good[0], bad_type, good[1], extra, "oops", duplicate, good[2]])
-    with pytest.raises(DatasetError, match=r"mixed.jsonl: line 2: .*test_type"):
+    # the error names the row by its line and, where it has one, its id
+    with pytest.raises(DatasetError, match=r"mixed.jsonl: line 2 \(id 't/4'\): .*test_type"):
         load_split("jsonl", "test", source=str(path))
     result = load_split("jsonl", "test", source=str(path), on_malformed="skip")
     assert [p.id for p in result.problems] == ["t/1", "t/2", "t/3"]
-    assert [s["row"] for s in result.manifest["skipped"]] == ["line 2", "line 4", "line 5", "line 6"]
+    assert [s["row"] for s in result.manifest["skipped"]] == [
+        "line 2 (id 't/4')", "line 4 (id 't/5')", "line 5", "line 6 (id 't/2')"
+    ]
     assert "unknown field" in result.manifest["skipped"][1]["error"]
     assert "duplicate problem id 't/2'" in result.manifest["skipped"][3]["error"]
 
@@ -588,3 +592,90 @@ def test_a_datasets_split_names_choose_the_split_each_role_reads(tmp_path):
     ids = {role: {json.loads(line)["id"].rsplit("/", 1)[0] for line in (workdir / folder / f"{role}.jsonl").open()}
            for role in ("test", "warmup")}
     assert ids == {"test": {"builtin/warmup"}, "warmup": {"builtin/train"}}
+
+
+# --------------------------------------------------------------- a config entry, before any job
+
+
+@pytest.mark.parametrize(
+    ("entry", "key", "message"),
+    [
+        ({"adapter": "csv"}, "adapter", "unknown adapter 'csv'"),
+        ({"adapter": "mbpp", "subset": "tiny"}, "subset", "unknown subset 'tiny' for adapter 'mbpp'"),
+        ({"adapter": "builtin", "options": {"n_tset": 3}}, "options", "unknown option(s) ['n_tset']"),
+        ({"adapter": "builtin", "options": {"n_test": "ten"}}, "options", "option 'n_test' must be an integer"),
+        ({"adapter": "builtin", "on_malformed": "ignore"}, "on_malformed", "on_malformed must be one of"),
+        ({"adapter": "builtin", "source": "x.jsonl"}, "source", "takes no source"),
+        ({"adapter": "jsonl"}, "source", "the jsonl adapter needs a source"),
+        ({"adapter": "jsonl", "source": "data/mine"}, "source", "'data/mine' does not exist"),
+        # a hub id is organization/name: anything else that is not on disk is a missing path
+        ({"adapter": "mbpp", "source": "data/mbpp/mbpp.jsonl"}, "source", "does not exist (a local path, and not a hub"),
+    ],
+)
+def test_a_config_entry_is_refused_naming_its_key(tmp_path, monkeypatch, entry, key, message):
+    from execrl.datasets import SettingError, check_definition
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SettingError, match=re.escape(message)) as refused:
+        check_definition(entry)
+    assert refused.value.key == key
+
+
+def test_a_hub_id_passes_the_entry_check_and_declares_no_local_file(tmp_path, monkeypatch):
+    from execrl.datasets import check_definition, source_files
+
+    monkeypatch.chdir(tmp_path)
+    entry = {"adapter": "mbpp", "source": "google-research-datasets/mbpp", "subset": "full", "test_split": "test"}
+    check_definition(entry)
+    assert source_files(entry, "test_split") == []
+
+
+def test_source_files_are_the_files_the_adapter_reads_for_the_split(tmp_path):
+    from execrl.datasets import SettingError, source_files
+
+    problems = _sample_problems()
+    write_problems(problems, tmp_path / "test.jsonl")
+    write_problems(problems[:1], tmp_path / "train.jsonl")
+    folder = {"adapter": "jsonl", "source": str(tmp_path), "train_split": "train", "test_split": "test", "warmup_split": "dev"}
+    assert source_files(folder, "test_split") == [str(tmp_path / "test.jsonl")]
+    assert source_files(folder, "train_split") == [str(tmp_path / "train.jsonl")]
+    with pytest.raises(SettingError, match=r"has no dev.jsonl \(splits there: test, train\)") as refused:
+        source_files(folder, "warmup_split")
+    assert refused.value.key == "warmup_split"
+    one_file = {**folder, "source": str(tmp_path / "test.jsonl")}
+    assert source_files(one_file, "train_split") == [str(tmp_path / "test.jsonl")]
+    with pytest.raises(SettingError, match="unknown split 'dev' for adapter 'builtin'") as refused:
+        source_files({"adapter": "builtin", "test_split": "dev"}, "test_split")
+    assert refused.value.key == "test_split"
+
+
+@needs_mbpp
+def test_an_upstream_mbpp_folder_declares_the_file_of_its_subset():
+    from execrl.datasets import source_files
+
+    entry = {"adapter": "mbpp", "source": str(MBPP_DIR), "test_split": "test"}
+    assert source_files({**entry, "subset": "full"}, "test_split") == [str(MBPP_FULL)]
+    assert source_files({**entry, "subset": "sanitized"}, "test_split") == [str(MBPP_SANITIZED)]
+
+
+def test_an_edited_local_dataset_reruns_its_prepare_dataset_job(tmp_path, monkeypatch):
+    """The local file is the job's input: Snakemake plans the job again when it changes."""
+    import yaml
+
+    from conftest import EMBEDDED, copy_workflow, run_snakemake, segments
+
+    workdir = copy_workflow(tmp_path / "run")
+    (workdir / "data").mkdir()
+    problems = _sample_problems()
+    write_problems(problems, workdir / "data" / "test.jsonl")
+    overlay = {"experiment": {"datasets": ["mine"]}, "datasets": {"mine": {"adapter": "jsonl", "source": "data"}}}
+    (workdir / "config" / "mine.yaml").write_text(yaml.safe_dump(overlay))
+    configs = ("--configfile", EMBEDDED, "config/mine.yaml")
+    monkeypatch.chdir(workdir)  # the config's relative source is read from the workflow's folder
+    target = f"results/data/{segments(workdir, EMBEDDED, 'config/mine.yaml').dataset['mine']}/test.jsonl"
+    run_snakemake(workdir, target, *configs)
+    assert "Nothing to be done" in run_snakemake(workdir, "-n", target, *configs).stdout
+    write_problems(problems[:1], workdir / "data" / "test.jsonl")
+    replanned = run_snakemake(workdir, "-n", target, *configs).stdout
+    assert "rule prepare_dataset:" in replanned and "input: data/test.jsonl" in replanned
+    assert "Updated input files: data/test.jsonl" in replanned

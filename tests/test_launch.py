@@ -170,3 +170,14 @@ def test_training_dtype_is_the_one_accelerate_was_launched_with(monkeypatch):
     assert device_kwargs() == {"bf16": False, "fp16": True, "use_cpu": False}
     monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
     assert device_kwargs() == {"bf16": True, "fp16": False, "use_cpu": False}
+
+
+def test_a_workflow_launches_with_its_own_accelerate_configs(tmp_path):
+    """Two checkouts may share one virtualenv, whose installed `execrl` is one of them: each
+    workflow's train jobs take the accelerate configs beside its own Snakefile."""
+    from conftest import EMBEDDED, copy_workflow, planned_jobs_of
+
+    workdir = copy_workflow(tmp_path)
+    trains = [job["params"] for job in planned_jobs_of(workdir, EMBEDDED).values() if job["rule"] == "train"]
+    assert trains and {p["accelerate_config"] for p in trains} == {"workflow/accelerate/cpu.yaml"}
+    assert DEFAULT_CONFIG_DIR != workdir / "workflow" / "accelerate"

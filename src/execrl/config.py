@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import re
 import string
 import sys
 from pathlib import Path
@@ -56,6 +57,8 @@ def without_runtime_settings(config: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+_HUB_MODEL_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
+
 PLACEMENT_SECTIONS = ("staging", "cluster")
 """Where a run is staged and planned: the Hugging Face download cache and the cluster's nodes.
 Neither is in a result path's digest; the cluster reaches a training job only through the memory
@@ -74,7 +77,8 @@ def model_kind(source: str) -> str:
         return "tiny"
     if source.startswith(("/", "./", "../", "~")) or Path(source).expanduser().exists():
         return "local"
-    return "hub"
+    # A hub id is `name` or `organization/name`; a path of more parts can only be a folder.
+    return "hub" if _HUB_MODEL_ID.fullmatch(source) else "local"
 
 
 def _check_overrides(config: dict, where: str, method, sections: dict) -> None:
@@ -198,9 +202,15 @@ def check_references(config: dict[str, Any]) -> None:
         unknown = fields - {"prompt", "tests", "entry_point"}
         if unknown:
             raise ConfigError(f"prompt.template uses unknown field(s) {sorted(unknown)}; use {{prompt}}, {{tests}}, {{entry_point}}")
-    for name, dataset in config["datasets"].items():
-        if dataset["adapter"] == "jsonl" and not dataset.get("source"):
-            raise ConfigError(f"datasets.{name}.source is required for the jsonl adapter")
+    from execrl.datasets import SettingError, check_definition
+
+    for name in experiment["datasets"]:
+        # What the first job (prepare_dataset) would refuse; its split names are checked as the
+        # DAG asks for them (workflow: get_dataset_source_files), since unused splits may be absent.
+        try:
+            check_definition(config["datasets"][name])
+        except SettingError as error:
+            raise ConfigError(f"datasets.{name}.{error.key}: {error}") from None
     for name in experiment["models"]:
         model = config["models"][name]
         source = model["source"]

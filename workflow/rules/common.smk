@@ -1,3 +1,4 @@
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from execrl.compute import pin_cpu_kernels
@@ -8,6 +9,7 @@ from execrl.config import (
     plain_dicts,
     validated,
 )
+from execrl.datasets import SettingError, source_files
 from execrl.methods import RULES, trained_methods
 from execrl.run_paths import METHOD_LEVELS, RunSegments
 from execrl.training_settings import (
@@ -236,6 +238,18 @@ def get_refinement_samples():
 
 def dataset_config(wildcards):
     return config["datasets"][dataset_name(wildcards)]
+
+
+def get_dataset_source_files(wildcards):
+    """The local files prepare_dataset reads (none for a hub dataset or the builtin suite): a
+    missing one, or a split its adapter has not, fails the plan naming the dataset's key; an edited
+    one reruns the job."""
+    try:
+        return source_files(dataset_config(wildcards), get_split_key(wildcards))
+    except SettingError as error:
+        raise WorkflowError(
+            f"datasets.{dataset_name(wildcards)}.{error.key}: {error}"
+        ) from None
 
 
 def get_problems(wildcards):

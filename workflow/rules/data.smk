@@ -9,6 +9,8 @@ localrules:
 
 
 rule prepare_dataset:
+    input:
+        get_dataset_source_files,
     output:
         problems="results/data/{dataset}/{split}.jsonl",
         manifest="results/data/{dataset}/{split}.manifest.json",

@@ -31,13 +31,17 @@ def model_setting(key):
     return get
 
 
+def get_split_key(wildcards):
+    """The dataset's key naming the split for the warmup/train/test role a path asks for (warmup:
+    the train split unless `warmup_split` names another)."""
+    if wildcards.split == "warmup" and not dataset_config(wildcards)["warmup_split"]:
+        return "train_split"
+    return f"{wildcards.split}_split"
+
+
 def get_split_name(wildcards):
-    """The dataset's own name for the warmup/train/test role a path asks for (warmup: the
-    train split unless `warmup_split` names another)."""
-    dataset = dataset_config(wildcards)
-    if wildcards.split == "warmup":
-        return dataset["warmup_split"] or dataset["train_split"]
-    return dataset[f"{wildcards.split}_split"]
+    """The dataset's own name for the warmup/train/test role a path asks for."""
+    return dataset_config(wildcards)[get_split_key(wildcards)]
 
 
 def get_prompt_settings(wildcards):
@@ -165,6 +169,10 @@ def get_run_name(wildcards):
     return f"{wildcards.dataset}/{wildcards.model}/{wildcards.method}/{wildcards.seed}"
 
 
+# This checkout's configs: the installed package may be another checkout's (a shared virtualenv).
+ACCELERATE_CONFIGS = os.path.join(workflow.basedir, "accelerate")
+
+
 def get_accelerate_config(wildcards):
     """DDP, ZeRO-3 or CPU processes: the memory plan's ZeRO stage on a GPU, the model's size on
     the CPU; never the process count."""
@@ -176,9 +184,12 @@ def get_accelerate_config(wildcards):
             "gpu" if on_gpu else "cpu",
             params_b,
             full_weight=is_full_weight(wildcards),
+            config_dir=ACCELERATE_CONFIGS,
         )
     else:
-        path = accelerate_config_of_stage("gpu", layout.zero_stage)
+        path = accelerate_config_of_stage(
+            "gpu", layout.zero_stage, config_dir=ACCELERATE_CONFIGS
+        )
     # Relative, so that moving the checkout changes no params (and reruns nothing).
     return os.path.relpath(path)
 

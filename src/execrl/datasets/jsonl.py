@@ -27,7 +27,7 @@ def load(*, split: str, source: str | None, subset: str | None, options: dict, o
         if row.error is not None:
             collector.malformed(row.label, row.error)
             continue
-        collector.add(row.label, lambda data=row.data: _to_problem(data))
+        collector.add(_labelled(row.label, row.data), lambda data=row.data: _to_problem(data))
     return LoadResult(
         problems=collector.problems,
         manifest={
@@ -55,6 +55,12 @@ def resolve_path(source: str | None, split: str) -> Path:
     if not path.is_file():
         raise DatasetError(f"jsonl source {source!r} does not exist")
     return path
+
+
+def _labelled(label: str, data: object) -> str:
+    """The row's place and, where it has one, its id: an error names the row the user wrote."""
+    row_id = data.get("id") if isinstance(data, dict) else None
+    return f"{label} (id {row_id!r})" if isinstance(row_id, str) and row_id else label
 
 
 def _to_problem(data: object) -> Problem:
