@@ -94,3 +94,18 @@ def test_a_schema_violation_is_one_line_naming_the_key(workflow_copy, overlay, e
     output = result.stdout + result.stderr
     assert result.returncode != 0 and expected in output
     assert len(output.splitlines()) < 20, output[:2000]
+
+
+def test_a_repeated_configfile_flag_fails_instead_of_dropping_files(workflow_copy):
+    """Snakemake keeps only the last `--configfile`'s files: the embedded default given first
+    would be dropped, and the dry run would plan the hub analysis under the overlay alone."""
+    overlay_path = write_overlay(workflow_copy, {"experiment": {"seeds": [5]}})
+    result = run_snakemake(workflow_copy, "-n", "results/report.html", "--configfile", EMBEDDED,
+                           f"--configfile={overlay_path}", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "--configfile is given 2 times, and Snakemake keeps only the last one's files" in output
+    assert not re.search(r"^(local)?rule \w+:$", result.stdout, re.MULTILINE)
+    # one flag with both files plans the embedded default with the overlay's seed
+    planned = run_snakemake(workflow_copy, "-n", "results/report.html", "--configfile", EMBEDDED, overlay_path)
+    assert "model=tiny-" in planned.stdout and "seed=5" in planned.stdout

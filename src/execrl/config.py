@@ -115,6 +115,20 @@ def _section_everywhere(config: dict[str, Any], section: str) -> list[tuple[str,
     return [(path, value) for path, value in places if isinstance(value, dict)]
 
 
+def repeated_configfile_flags(argv: list[str]) -> str | None:
+    """The error for a command line that gives `--configfile` more than once, or None. Snakemake
+    keeps only the last flag's files, so `--configfile a.yaml --configfile b.yaml` would run
+    config/config.yaml's analysis under b.yaml alone, without a word."""
+    flags = ("--configfile", "--configfiles")
+    given = [arg for arg in argv if arg in flags or arg.startswith(tuple(f"{flag}=" for flag in flags))]
+    if len(given) < 2:
+        return None
+    return (
+        f"--configfile is given {len(given)} times, and Snakemake keeps only the last one's files: "
+        "give every file after one flag, in order (--configfile A.yaml B.yaml)"
+    )
+
+
 def check_retired(config: dict[str, Any]) -> None:
     """Values this version retired, named with what replaces them. Runs before the schema's check,
     whose message would only list the values it knows."""

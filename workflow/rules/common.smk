@@ -1,3 +1,5 @@
+import sys
+
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
@@ -7,6 +9,7 @@ from execrl.config import (
     check_retired,
     model_kind,
     plain_dicts,
+    repeated_configfile_flags,
     validated,
 )
 from execrl.datasets import SettingError, source_files
@@ -19,6 +22,8 @@ from execrl.training_settings import (
     training_runtime,
 )
 
+if repeated := repeated_configfile_flags(sys.argv):
+    raise WorkflowError(repeated)
 check_retired(config)
 # a violation in one line naming the key, not jsonschema's dump of the schema and the config
 validated(config, lambda c: validate(c, schema="../schemas/config.schema.json"))
