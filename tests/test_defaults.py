@@ -13,7 +13,7 @@ from execrl.training.dpo import DPOSettings
 from execrl.generation import GenerationSettings
 from execrl.training.grpo import GRPOSettings
 from execrl.training.lora import LoRASettings
-from execrl.training.program_rewards import ExecRewardSettings
+from execrl.training.exec_reward import ExecRewardSettings
 from execrl.prompting import PromptConfig
 from execrl.training.rewards import RewardSettings
 from execrl.sandbox import ExecutionLimits

@@ -10,7 +10,7 @@ from execrl.training import train_job
 from execrl.training.code_game_settings import CodeGameSettings
 from execrl.training.grpo import GRPOSettings
 from execrl.problems import Problem
-from execrl.training.program_rewards import ExecRewardSettings
+from execrl.training.exec_reward import ExecRewardSettings
 
 PROBLEMS = [
     Problem(id=f"t/{i}", prompt=f"Print {i} squared.", test_type="assert", tests=[f"assert {i} == {i}"])

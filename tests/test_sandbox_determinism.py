@@ -16,7 +16,7 @@ from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 from execrl.sandbox import ExecutionLimits, Executor, annotate_candidates
 from execrl.sandbox.host_judge import _judge_single, _Run
-from execrl.sandbox.split import prepare
+from execrl.sandbox.prepared import prepare
 from execrl.refinement import refinement_prompt
 from execrl.training.srrl import SRRLSettings
 

@@ -52,7 +52,7 @@ def test_the_opponent_samples_its_predictions_at_the_opponent_temperature(tiny_m
     same output every time (greedy), at 3 the eight predictions differ."""
     from execrl.training.code_game import CodeGameRewards, opponent_predictor
     from execrl.training.code_game_settings import CodeGameSettings
-    from execrl.training.program_rewards import ExecRewardSettings
+    from execrl.training.exec_reward import ExecRewardSettings
 
     trainer = trainer_of(tiny_model)
     completions = ["```python\nprint(1 + 2)\n```"] * 8
@@ -80,7 +80,7 @@ def evaluation_of(model_path: str, **spiral):
     (`TransformersPolicySampler`), recording the temperature of every sampling call."""
     from execrl.generation.policy_sampling import TransformersPolicySampler
     from execrl.generation.sampling import SamplingSettings
-    from execrl.training.self_play import GameEvaluation, SelfPlayTask
+    from execrl.training.spiral_trainer import GameEvaluation, SelfPlayTask
     from execrl.training.spiral import SPIRALSettings
 
     temperatures: list[float | None] = []

@@ -137,7 +137,7 @@ def test_spiral_self_play_with_unequal_rounds_under_zero3(tmp_path):
     process may need more games than the other to fill its step."""
     import dataclasses
 
-    from test_self_play_training import GRPO, SPIRAL
+    from test_spiral_trainer import GRPO, SPIRAL
 
     from conftest import build_tiny_model
 

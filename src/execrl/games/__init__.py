@@ -5,7 +5,7 @@
     parse_move(completion, legal_moves, format)     a completion's move (`execrl.games.moves`)
 
 The engines only: the rules, the fixed opponents and how matches are played (`play`). The methods
-that train on games are trainers (`execrl.training.spiral` and `execrl.training.self_play` for SPIRAL,
+that train on games are trainers (`execrl.training.spiral` and `execrl.training.spiral_trainer` for SPIRAL,
 `execrl.training.code_game` for the code-output game), built on these.
 """
 

@@ -26,7 +26,7 @@ from execrl.sandbox.host_judge import judge
 from execrl.sandbox.limits import ExecutionLimits, candidate_wall
 from execrl.sandbox.result import ExecutionResult
 from execrl.sandbox.seccomp import build_filter, seccomp_syscall
-from execrl.sandbox.split import Prepared, prepare
+from execrl.sandbox.prepared import Prepared, prepare
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import Any
 from execrl.sandbox._judge_compare import FLOAT_ABS_TOL, FLOAT_REL_TOL, _close, _short, _trace, call_equal, stable_text
 from execrl.sandbox.codec import DecodeError, loads_record
 from execrl.sandbox.result import ExecutionResult
-from execrl.sandbox.split import Prepared
+from execrl.sandbox.prepared import Prepared
 
 __all__ = ["FLOAT_ABS_TOL", "FLOAT_REL_TOL", "call_equal", "judge", "stdio_equal"]
 

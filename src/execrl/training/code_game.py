@@ -4,7 +4,7 @@ Each train problem seeds one game prompt (`program_template`), so prompts vary a
 completion's program runs in the sandbox's run-and-capture mode; the opponent sees only the
 code (`opponent_template`) and predicts what it prints. The policy gets `win` when its program
 ran and the prediction is wrong, `loss` when the prediction is right, and when its program did
-not run seed 002's execution reward (`execrl.training.program_rewards`) capped at `loss`: a program that
+not run seed 002's execution reward (`execrl.training.exec_reward`) capped at `loss`: a program that
 does not run never scores above one whose output the opponent predicts, or breaking the syntax
 (−0.5 by default) would beat playing once the opponent predicts most programs. A program that prints nothing
 loses (`silent_loses`): a tiny frozen opponent never predicts empty output, and a policy trained
@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 from execrl.training.online_task import OnlineTask
 from execrl.problems import Problem
-from execrl.training.program_rewards import ExecRewardSettings, execution_reward, run_metrics
+from execrl.training.exec_reward import ExecRewardSettings, execution_reward, run_metrics
 from execrl.prompting import PromptConfig, chat_prompt, extract_code
 from execrl.training.rewards import completion_text
 from execrl.sandbox.programs import ProgramRun, run_programs

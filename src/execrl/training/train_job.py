@@ -57,7 +57,7 @@ def parse_settings(method: str, settings: dict) -> dict:
     from execrl.training.rewards import RewardSettings
     from execrl.sandbox import ExecutionLimits
     from execrl.training.code_game_settings import CodeGameSettings
-    from execrl.training.program_rewards import ExecRewardSettings
+    from execrl.training.exec_reward import ExecRewardSettings
     from execrl.training.spiral import SPIRALSettings
     from execrl.training.srrl import SRRLSettings
     from execrl.watch.monitor import WatchSettings
@@ -347,7 +347,7 @@ def online_task(method: str, settings: dict, executor, model: str):
     """What an online method trains on, when it is not the problems' tests (GRPO's, SRRL's)."""
     reasoning_format = settings["prompt"].reasoning_format
     if method == "exec":
-        from execrl.training.program_rewards import ProgramRewards
+        from execrl.training.exec_reward import ProgramRewards
 
         return ProgramRewards(executor, settings["exec"], reasoning_format)
     if method == "code_game":
@@ -362,7 +362,7 @@ def online_task(method: str, settings: dict, executor, model: str):
             reasoning_format,
         )
     if method == "spiral":
-        from execrl.training.self_play import SelfPlayTask
+        from execrl.training.spiral_trainer import SelfPlayTask
 
         return SelfPlayTask(settings["spiral"], settings["prompt"], settings["grpo"].seed)
     return None

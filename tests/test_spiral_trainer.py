@@ -8,7 +8,7 @@ from conftest import build_tiny_model
 from execrl.training import train_job
 from execrl.training.grpo import GRPOSettings
 from execrl.problems import Problem
-from execrl.training.self_play import BASELINES_FILE, SelfPlayTask
+from execrl.training.spiral_trainer import BASELINES_FILE, SelfPlayTask
 from execrl.training.spiral import SPIRALSettings
 
 PROBLEMS = [Problem(id=f"t/{i}", prompt=f"Return {i}.", test_type="assert", tests=[f"assert f() == {i}"]) for i in range(4)]

@@ -11,7 +11,7 @@ from execrl.training.code_game import (
     prediction_matches,
 )
 from execrl.training.code_game_settings import CodeGameSettings
-from execrl.training.program_rewards import ExecRewardSettings, ProgramRewards
+from execrl.training.exec_reward import ExecRewardSettings, ProgramRewards
 from execrl.prompting import PromptConfig
 from execrl.sandbox import ExecutionLimits, Executor
 from execrl.sandbox.programs import ProgramRun
