@@ -8,13 +8,18 @@ script prints the mean step time (TRL's `step_time`, first step left out) and th
 Needs a warm-started tiny model and the builtin data, i.e. a finished `make report`:
 
     PYTHONPATH=src .venv/bin/python bench/rl_step_time.py [--method srrl] [--steps 12] [--threads 1]
+        [--json docs/results/rl_step_time_srrl.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import statistics
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -57,6 +62,17 @@ def run(method: str, steps: int, chunks: int, config: dict, model: str, data: Pa
     return [r["step_time"] for r in records if "step_time" in r][1:]
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux), else the architecture."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--method", choices=("grpo", "srrl"), default="srrl")
@@ -65,7 +81,9 @@ def main() -> None:
     parser.add_argument("--config", default=".test/config/config.yaml")
     parser.add_argument("--model", help="default: the embedded default's built tiny model")
     parser.add_argument("--data", help="default: the embedded default's builtin data set folder")
+    parser.add_argument("--json", type=Path, help="also write the figures, each step's time and the machine's load here")
     args = parser.parse_args()
+    load_before = os.getloadavg()
     # The embedded default's paths carry its settings' digests (execrl.run_paths).
     runs = RunSegments(merged_config([args.config]))
     args.model = args.model or f"results/models/{runs.dataset['builtin']}/{runs.model['tiny']}/base"
@@ -79,6 +97,23 @@ def main() -> None:
               f"(median {statistics.median(times[label]):.3f}, {len(times[label])} steps)", flush=True)
     baseline, chunked = (statistics.mean(t) for t in times.values())
     print(f"speedup: {baseline / chunked:.2f}x")
+    if args.json:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        figures = {
+            "command": " ".join(["bench/rl_step_time.py", *sys.argv[1:]]),
+            "commit": commit,
+            "method": args.method,
+            "torch_threads": args.threads,
+            "cpus": os.cpu_count(),
+            "processor": cpu_model(),
+            "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            "note": "TRL's step_time of each step but the first; mean s/step and the ratio one width / chunks",
+            "step_times_s": times,
+            "mean_s_per_step": {label: statistics.mean(t) for label, t in times.items()},
+            "speedup": baseline / chunked,
+        }
+        args.json.write_text(json.dumps(figures, indent=1) + "\n")
 
 
 if __name__ == "__main__":
