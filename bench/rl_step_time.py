@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from execrl.compute import cpu_model, pin_cpu_kernels
 from execrl.config import merged_config
 from execrl.training.grpo import GRPOSettings, LengthChunkedGRPOTrainer, train_grpo
 from execrl.training.lora import LoRASettings
@@ -62,17 +62,6 @@ def run(method: str, steps: int, chunks: int, config: dict, model: str, data: Pa
     return [r["step_time"] for r in records if "step_time" in r][1:]
 
 
-def cpu_model() -> str:
-    """The CPU's model name (Linux), else the architecture."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--method", choices=("grpo", "srrl"), default="srrl")
@@ -84,10 +73,13 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures, each step's time and the machine's load here")
     args = parser.parse_args()
     load_before = os.getloadavg()
+    merged = merged_config([args.config])
     # The embedded default's paths carry its settings' digests (execrl.run_paths).
-    runs = RunSegments(merged_config([args.config]))
+    runs = RunSegments(merged)
     args.model = args.model or f"results/models/{runs.dataset['builtin']}/{runs.model['tiny']}/base"
     args.data = args.data or f"results/data/{runs.dataset['builtin']}"
+    # The kernels the workflow's jobs run with (execrl.compute), set before torch computes anything.
+    pinned = pin_cpu_kernels(merged["compute"]["cpu_kernels"])
     torch.set_num_threads(args.threads)
     config = yaml.safe_load(Path(args.config).read_text())
     times = {}
@@ -106,6 +98,8 @@ def main() -> None:
             "torch_threads": args.threads,
             "cpus": os.cpu_count(),
             "processor": cpu_model(),
+            "cpu_kernels": merged["compute"]["cpu_kernels"],
+            "pinned_environment": pinned,
             "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "note": "TRL's step_time of each step but the first; mean s/step and the ratio one width / chunks",
