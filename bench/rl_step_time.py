@@ -2,12 +2,13 @@
 
 `LengthChunkedGRPOTrainer` with `score_chunks = 1` scores the whole batch on one width, which
 is TRL's own behaviour (the baseline); the default (4) cuts each chunk to its own width. Both
-run the same seeded steps from the same model, one after the other in this process, and the
-script prints the mean step time (TRL's `step_time`, first step left out) and the ratio.
+run the same seeded steps from the same model, one after the other in this process, in
+`--rounds` rounds that alternate which runs first; the script prints each round's mean step
+time (TRL's `step_time`, first step left out) and ratio, and the ratios' mean and standard error.
 
 Needs a warm-started tiny model and the builtin data, i.e. a finished `make report`:
 
-    PYTHONPATH=src .venv/bin/python bench/rl_step_time.py [--method srrl] [--steps 12] [--threads 1]
+    PYTHONPATH=src .venv/bin/python bench/rl_step_time.py [--method srrl] [--steps 12] [--rounds 3] [--threads 1]
         [--json docs/results/rl_step_time_srrl.json]
 """
 
@@ -66,6 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--method", choices=("grpo", "srrl"), default="srrl")
     parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--rounds", type=int, default=1, help="runs of both ways, alternated")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the local profile uses 1)")
     parser.add_argument("--config", default=".test/config/config.yaml")
     parser.add_argument("--model", help="default: the embedded default's built tiny model")
@@ -82,13 +84,22 @@ def main() -> None:
     pinned = pin_cpu_kernels(merged["compute"]["cpu_kernels"])
     torch.set_num_threads(args.threads)
     config = yaml.safe_load(Path(args.config).read_text())
-    times = {}
-    for label, chunks in (("one width (TRL)", 1), ("length-sorted chunks", 4)):
-        times[label] = run(args.method, args.steps, chunks, config, args.model, Path(args.data))
-        print(f"{args.method} {label:>22}: {statistics.mean(times[label]):.3f} s/step "
-              f"(median {statistics.median(times[label]):.3f}, {len(times[label])} steps)", flush=True)
-    baseline, chunked = (statistics.mean(t) for t in times.values())
-    print(f"speedup: {baseline / chunked:.2f}x")
+    ways = (("one width (TRL)", 1), ("length-sorted chunks", 4))
+    rounds = []
+    for number in range(args.rounds):
+        # Alternated, the order flipped every round: a drift of the machine's load reaches both ways.
+        times = {}
+        for label, chunks in ways if number % 2 == 0 else ways[::-1]:
+            times[label] = run(args.method, args.steps, chunks, config, args.model, Path(args.data))
+            print(f"round {number + 1} {args.method} {label:>22}: {statistics.mean(times[label]):.3f} s/step "
+                  f"(median {statistics.median(times[label]):.3f}, {len(times[label])} steps)", flush=True)
+        speedup = statistics.mean(times[ways[0][0]]) / statistics.mean(times[ways[1][0]])
+        rounds.append({"step_times_s": times, "speedup": speedup})
+        print(f"round {number + 1} speedup: {speedup:.2f}x", flush=True)
+    speedups = [r["speedup"] for r in rounds]
+    spread = statistics.stdev(speedups) / len(speedups) ** 0.5 if len(speedups) > 1 else None
+    print(f"speedup: mean {statistics.mean(speedups):.2f}x over {len(speedups)} rounds"
+          + (f" (standard error {spread:.2f})" if spread is not None else ""))
     if args.json:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
         figures = {
@@ -102,10 +113,13 @@ def main() -> None:
             "pinned_environment": pinned,
             "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
-            "note": "TRL's step_time of each step but the first; mean s/step and the ratio one width / chunks",
-            "step_times_s": times,
-            "mean_s_per_step": {label: statistics.mean(t) for label, t in times.items()},
-            "speedup": baseline / chunked,
+            "note": "per round: TRL's step_time of each step but the first, both ways, and the ratio of their "
+                    "means (one width / chunks); the rounds alternate which way runs first",
+            "rounds": rounds,
+            "mean_s_per_step": {label: statistics.mean(statistics.mean(r["step_times_s"][label]) for r in rounds)
+                                for label, _ in ways},
+            "speedup_mean": statistics.mean(speedups),
+            "speedup_standard_error": spread,
         }
         args.json.write_text(json.dumps(figures, indent=1) + "\n")
 
