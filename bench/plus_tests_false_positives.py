@@ -6,10 +6,11 @@ renamed reference, execrl.watch.alternatives), held-out tests are made at the sc
 and the share of alternatives that fail some held-out test is printed: before the filter that
 drops inputs on which an alternative disagrees with the reference, and after it (the kept tests
 judged once more). Only problems with an alternative that differs from the reference (up to
-formatting) are made (the floor concerns no others), unless `--all`. It writes the manifest with `--manifest PATH`.
+formatting) are made (the floor concerns no others), unless `--all`. It writes the manifest with
+`--manifest PATH`, and with `--json PATH` the printed figures with the commit and command that made them.
 
     PYTHONPATH=src .venv/bin/python bench/plus_tests_false_positives.py [--dataset mbpp|builtin]
-        [--split test] [--mbpp DIR] [--workers 2] [--all] [--manifest PATH]
+        [--split test] [--mbpp DIR] [--workers 2] [--all] [--manifest PATH] [--json PATH]
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -37,6 +40,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--all", action="store_true", help="make held-out tests for every problem of the split")
     parser.add_argument("--manifest", type=Path)
+    parser.add_argument("--json", type=Path, help="write the figures printed, the commit and the command here")
     args = parser.parse_args()
 
     if args.dataset == "mbpp":
@@ -66,6 +70,12 @@ def main() -> None:
               + (f" ({', '.join(failing)})" if failing else ""))  # fmt: skip
     print(f"held-out tests dropped as splitting correct solutions: {manifest['split_inputs']}; "
           f"inputs dropped as unstable across hash seeds {settings.hash_seeds} and reruns: {manifest['unstable_inputs']}")
+    if args.json:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+        command = " ".join(["bench/plus_tests_false_positives.py", *sys.argv[1:]])
+        record = {"command": command, "commit": commit, "dataset": args.dataset, "split": args.split,
+                  "problems_made": len(problems), "all_problems": args.all, "manifest": manifest}  # fmt: skip
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -13,9 +13,10 @@ For each corpus and category it prints the share of programs flagged, the share 
 any tamper category (`any`: resource limits left out) and every flagged program with what
 flagged it. With `--execute`, each program also runs against its own tests in the sandbox,
 adding the verdict categories (blocked_syscall, protocol_violation and, apart, limit_hit).
-Exits 1 when any category's rate exceeds `--max-rate` (0.5%).
+Exits 1 when any category's rate exceeds `--max-rate` (0.5%). `--json PATH` writes the same
+figures (rates, counts, flagged programs) with the commit and command that made them.
 
-    PYTHONPATH=src .venv/bin/python bench/tamper_false_positives.py [--mbpp DIR] [--execute]
+    PYTHONPATH=src .venv/bin/python bench/tamper_false_positives.py [--mbpp DIR] [--execute] [--json PATH]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -62,9 +64,13 @@ def corpus_flags(problems, executor=None) -> dict[str, dict]:
     return {p.id: signals(p.reference, r.to_dict()) for p, r in zip(problems, results, strict=True)}
 
 
-def report(name: str, flags: dict[str, dict], max_rate: float) -> bool:
-    """Print one corpus's rates and flagged programs; True when every category is within `max_rate`."""
+def report(name: str, flags: dict[str, dict], max_rate: float, record: dict) -> bool:
+    """Print one corpus's rates and flagged programs, and add them to `record`; True when every
+    category is within `max_rate`."""
     rates = signal_rates(flags.values())
+    record[name] = {"programs": len(flags), "rates": rates,
+                    "counts": {category: round(rate * len(flags)) for category, rate in rates.items()},
+                    "flagged": {program: found for program, found in flags.items() if found}}  # fmt: skip
     print(f"\n{name}: {len(flags)} programs")
     for category in (*CATEGORIES, "any"):
         note = "  (resource limit: outside any)" if category in LIMIT_CATEGORIES else ""
@@ -81,6 +87,7 @@ def main() -> int:
     parser.add_argument("--execute", action="store_true", help="also run each program on its tests (verdict categories)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--max-rate", type=float, default=0.005)
+    parser.add_argument("--json", type=Path, help="write the figures printed, the commit and the command here")
     args = parser.parse_args()
     corpora = {"builtin": builtin_problems(), "handwritten": handwritten_problems()}
     if (args.mbpp / "mbpp.jsonl").exists():
@@ -93,11 +100,19 @@ def main() -> int:
         from execrl.sandbox import Executor
 
         executor = Executor(workers=args.workers)
+    corpus_records: dict[str, dict] = {}
     try:
-        within = [report(name, corpus_flags(problems, executor), args.max_rate) for name, problems in corpora.items()]
+        within = [report(name, corpus_flags(problems, executor), args.max_rate, corpus_records)
+                  for name, problems in corpora.items()]  # fmt: skip
     finally:
         if executor is not None:
             executor.close()
+    if args.json:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+        record = {"command": " ".join(["bench/tamper_false_positives.py", *sys.argv[1:]]), "commit": commit,
+                  "executed": args.execute, "max_rate": args.max_rate, "within_max_rate": all(within),
+                  "corpora": corpus_records}  # fmt: skip
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
     return 0 if all(within) else 1
 
 
