@@ -494,6 +494,8 @@ def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_probl
         "toy · m: c2 pass rate on refinements of failed base attempts (1 prompts per seed): srrl 1.000 (1 samples)."
     )
     assert page.count('src="data:image/png;base64,') == 2 and not re.search(r"https?://", page)
+    # A table wider than the page scrolls in its own box, never the whole page sideways.
+    assert page.count("<table") > 5 and page.count("<table") == page.count('<div class="table-scroll"><table')
     assert "A &lt;title&gt;" in page and "<script>x</script>" not in page
     assert "Method notes" in page and "Run on Python, not &lt;q&gt;." in page
     assert "## Method notes\n\nRun on Python, not <q>." in markdown and record["method_notes"] == "Run on Python, not <q>."

@@ -30,8 +30,9 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2r
        color: #222; line-height: 1.45; }
 h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2rem; margin-top: 2.2rem; }
 h3 { margin-bottom: .3rem; }
-table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .85rem; }
-th, td { border: 1px solid #d5d5d5; padding: .22rem .55rem; } th { background: #f3f3f3; text-align: left; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .8rem; }
+.table-scroll { overflow-x: auto; max-width: 100%; }
+th, td { border: 1px solid #d5d5d5; padding: .2rem .4rem; } th { background: #f3f3f3; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; } td.text { text-align: left; }
 td[data-key="verdict"] { white-space: normal; text-align: left; }
 figure { margin: 1rem 0 1.6rem; } figure img { max-width: 100%; border: 1px solid #eee; }
@@ -488,6 +489,6 @@ with <code>include_partial</code>, also more tests passed over fewer). Problems 
 <pre>{html.escape(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))}</pre>
 <h2>Software</h2>
 <p class="meta">{html.escape(meta["platform"])}</p>
-<table><tr><th>package</th><th>version</th></tr>{versions}</table>
+<div class="table-scroll"><table><tr><th>package</th><th>version</th></tr>{versions}</table></div>
 </body></html>
 """

@@ -245,7 +245,8 @@ def rl_data_frame(manifests: list[tuple[dict, dict]]) -> pd.DataFrame:
 
 
 def html_table(columns: list[str], rows: list[dict], table_id: str | None = None, numeric_from: int = 0) -> str:
-    """A table from `{"attrs", "cells"}` rows; attrs become data-* attributes of the row."""
+    """A table from `{"attrs", "cells"}` rows; attrs become data-* attributes of the row. It sits in
+    a `table-scroll` box, so a table wider than the page scrolls by itself, not the whole page."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = []
     for row in rows:
@@ -256,7 +257,7 @@ def html_table(columns: list[str], rows: list[dict], table_id: str | None = None
         )
         body.append(f"<tr{attrs}>{cells}</tr>")
     id_attr = f' id="{html.escape(table_id)}"' if table_id else ""
-    return f"<table{id_attr}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="table-scroll"><table{id_attr}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def frame_html(frame: pd.DataFrame, table_id: str | None = None, text_columns: int = 0, formats: dict | None = None) -> str:
