@@ -694,3 +694,18 @@ def test_seccomp_refuses_what_a_solution_never_needs(ex):
             "    return out\n")
     r = ex.run(p, code)
     assert r.status == "pass", r
+
+
+@pytest.mark.parametrize("platform", ["darwin", "win32"])
+def test_the_sandbox_refuses_to_start_off_linux(monkeypatch, platform):
+    """Off Linux there are no namespaces, seccomp or prctl to confine a program with: the executor
+    says so and starts no worker, instead of failing somewhere inside one (or running unconfined)."""
+    from execrl.sandbox import WorkerStartError
+    from execrl.sandbox import executor as executor_module
+
+    spawned = []
+    monkeypatch.setattr(executor_module.Executor, "_spawn", lambda self: spawned.append(self))
+    monkeypatch.setattr(sys, "platform", platform)
+    with pytest.raises(WorkerStartError, match=f"only on Linux .* this is '{platform}'"):
+        Executor(workers=1)
+    assert spawned == []

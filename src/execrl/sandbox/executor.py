@@ -87,6 +87,17 @@ class WorkerStartError(RuntimeError):
     """A sandbox worker failed to start or failed its self-test."""
 
 
+def require_linux(platform: str | None = None) -> None:
+    """The sandbox is built of Linux's own parts (namespaces, seccomp, prctl, /proc): elsewhere it
+    cannot isolate a program, so it refuses to start rather than run one unconfined."""
+    platform = platform or sys.platform
+    if platform != "linux":
+        raise WorkerStartError(
+            f"the sandbox runs generated programs only on Linux (namespaces, seccomp, prctl), and this is "
+            f"{platform!r}: run the workflow on a Linux machine or in a Linux container or VM"
+        )
+
+
 def _uid_mapped(uid: int) -> bool:
     try:
         with open("/proc/self/uid_map") as fh:
@@ -338,6 +349,7 @@ class Executor:
             raise ValueError("workers must be >= 1")
         if isolation not in ("auto", "root", "userns", "none"):
             raise ValueError(f"unknown isolation mode {isolation!r}")
+        require_linux()
         self.workers = workers
         self.limits = limits or ExecutionLimits()
         seccomp = build_filter()
