@@ -290,6 +290,19 @@ def test_other_package_versions_are_a_note_not_a_difference(tmp_path, capsys):
     assert "note: environment differs: torch 2.13.0+cpu → 2.12.0+cpu" in out
 
 
+def test_other_cpu_kernels_or_gpu_are_named_in_a_note(tmp_path, capsys):
+    summary = load_default()
+    summary["provenance"]["compute"].update(torch_cpu_capability="DEFAULT", cpu_model="Neoverse-N1")
+    code, out, _ = run(DEFAULT, write_summary(tmp_path / "b.json", summary), capsys)
+    assert code == 0, out
+    assert "note: torch's CPU kernels differ: AVX2 on AMD EPYC → DEFAULT on Neoverse-N1" in out
+    assert "GPU differs" not in out
+    summary = load_default()
+    summary["provenance"]["compute"]["gpu"] = "NVIDIA H200"
+    code, out, _ = run(DEFAULT, write_summary(tmp_path / "c.json", summary), capsys)
+    assert "note: GPU differs: none → NVIDIA H200" in out and "kernels differ" not in out
+
+
 def test_a_training_run_only_one_folder_holds_is_a_difference(tmp_path, capsys):
     a = results_folder(tmp_path / "a", load_default())
     b = results_folder(tmp_path / "b", load_default(), trained={k: v for k, v in TRAINED.items() if k != "dpo"})

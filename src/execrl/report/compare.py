@@ -23,8 +23,9 @@ run that only one folder holds does.
 Every figure of a summary is a result except these fields, which change from run to run of the same
 code on the same data, or are prose and labels that no run computes:
 
-- `provenance` (generated, git_commit, host, python, platform, packages): when and where the run
-  happened. Differing package versions are printed as a note, since they explain differing results.
+- `provenance` (generated, git_commit, host, python, platform, packages, compute): when and where
+  the run happened. Differing package versions, torch CPU kernels and GPUs are printed as notes,
+  since they explain differing results.
 - `cost` (total, per_rule, per_method, training_jobs) and each `summary` row's `cost`: wall, CPU and
   GPU hours, job counts and peak memory from the benchmark files (a job count also changes when
   Snakemake reuses outputs).
@@ -379,7 +380,26 @@ def environment_notes(a: dict, b: dict) -> list[str]:
     ]
     both = [key for key in ENVIRONMENT_KEYS if key in pa and key in pb]
     parts += [f"{key} {pa[key]} → {pb[key]}" for key in both if pa[key] != pb[key]]
-    return [f"environment differs: {', '.join(parts)}"] if parts else []
+    notes = [f"environment differs: {', '.join(parts)}"] if parts else []
+    return notes + kernel_notes(pa.get("compute") or {}, pb.get("compute") or {})
+
+
+def kernel_notes(compute_a: dict, compute_b: dict) -> list[str]:
+    """A note when torch's CPU kernels or the GPU differ: other kernels sum in another order, so
+    their results differ in the last digits and, through sampling, beyond. The AVX2 pin
+    (compute.cpu_kernels) holds only on x86-64 CPUs that have AVX2; elsewhere (aarch64, say)
+    torch uses that CPU's own kernels, and the run is that machine's own."""
+    notes = []
+    kernels_a, kernels_b = compute_a.get("torch_cpu_capability"), compute_b.get("torch_cpu_capability")
+    if kernels_a and kernels_b and kernels_a != kernels_b:
+        notes.append(
+            f"torch's CPU kernels differ: {kernels_a} on {compute_a.get('cpu_model', '?')} → {kernels_b} on "
+            f"{compute_b.get('cpu_model', '?')}; other kernels give other numbers (the AVX2 pin holds only on "
+            "x86-64 CPUs with AVX2: docs/reproducibility.md)"
+        )
+    if compute_a.get("gpu") != compute_b.get("gpu"):
+        notes.append(f"GPU differs: {compute_a.get('gpu') or 'none'} → {compute_b.get('gpu') or 'none'}")
+    return notes
 
 
 # ---------------------------------------------------------------- digests and training metrics
