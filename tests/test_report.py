@@ -207,7 +207,8 @@ def test_cost_tables_attribute_jobs_to_rules_and_methods(tmp_path):
     write_benchmark(root / "build_rl_dataset/d/big/pairs-81d0e4/0.tsv", 36, 36)
     write_benchmark(root / "generate_candidates/d/big/grpo/0/test.tsv", 360, 360)
     write_benchmark(root / "prepare_dataset/d/test.tsv", 10, 5)
-    write_benchmark(root / "summarize_evaluations.tsv", 1, 1)
+    write_benchmark(root / "summarize_evaluations.tsv", 1, 1)  # a report job: not counted
+    write_benchmark(root / "analyze_diversity/d/big/grpo/0/test.tsv", 2, 2)  # a report job with wildcards: not counted
     (root / "annotate_candidates/d/big/base/0").mkdir(parents=True)
     (root / "annotate_candidates/d/big/base/0/test.tsv").write_text("s\tcpu_time\tmax_rss\nNA\t-\tNA\n")
     write_benchmark(root / "train/d-0a1b2c/big-3f2a9c/grpo-999999/0.tsv", 7200, 7200)  # another experiment's
@@ -220,14 +221,14 @@ def test_cost_tables_attribute_jobs_to_rules_and_methods(tmp_path):
     assert by_job.loc[("train", "grpo"), "gpus"] == 1 and by_job.loc[("train", "grpo"), "gpu_h"] == pytest.approx(1.0)
     by_rule = jobs.set_index("rule")
     assert "train_grpo" not in by_rule.index
-    assert by_rule.loc["prepare_dataset", "gpus"] == 0 and by_rule.loc["summarize_evaluations", "phase"] == "report"
+    assert by_rule.loc["prepare_dataset", "gpus"] == 0 and "report" not in set(jobs["phase"])
     assert np.isnan(by_rule.loc["annotate_candidates", "wall_s"])
     rules = cost.per_rule(jobs).set_index("rule")
     assert rules.loc["train", "cpu_h"] == pytest.approx(2.5) and rules.index[0] == "train"
     methods = cost.per_method(jobs).set_index("method")
     assert methods.loc["dpo", "training_wall_h"] == pytest.approx(0.51)
     assert methods.loc["grpo", "evaluation_wall_h"] == pytest.approx(0.1)
-    assert cost.totals(jobs)["jobs"] == 7
+    assert cost.totals(jobs)["jobs"] == 6
     assert cost.job_table(tmp_path / "missing", {}).empty
 
 

@@ -290,7 +290,7 @@ def test_rebuilding_the_report_touches_nothing_upstream(finished_run):
         "bootstrap_pass_at_k", "plot_pass_at_k", "render_report",
     }
     assert set(planned_jobs(finished_run, {"report": {"refinement_prompts": 2}})) == {
-        "sample_refinements", "summarize_cost", "render_report",
+        "sample_refinements", "render_report",
     }
 
     # Rebuild for real with a new title: only the report's own outputs change.

@@ -85,13 +85,13 @@ rule bootstrap_pass_at_k:
         "../scripts/bootstrap_pass_at_k.py"
 
 
-# Benchmark files are written as jobs finish and are not declared outputs: this rule reads the
-# ones present once every evaluation, diversity and refinement job is done.
+# Benchmark files are written as jobs finish and are not declared outputs: this rule reads them
+# once every job that computes results is done (the last of each chain is an evaluation, on the
+# tests or the held-out tests); the report's own jobs are not counted (execrl.report.cost.job_table).
 rule summarize_cost:
     input:
         get_all_evaluations(),
-        get_all_diversity(),
-        get_refinement_samples(),
+        get_all_plus_evaluations(),
     output:
         table=report(
             "results/tables/cost.tsv",

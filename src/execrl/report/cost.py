@@ -34,8 +34,8 @@ def job_table(
     training_gpus: dict[str, dict[str, int]] | None = None,
     segments: set[str] | None = None,
 ) -> pd.DataFrame:
-    """One row per finished job under `root`: benchmarks/{rule}/{wildcards}.tsv, the wildcards
-    named by the rule's row in `execrl.methods.RULES`. `training_gpus[model][method]`: the GPUs
+    """One row per finished job under `root` that computes results (every phase but the report's):
+    benchmarks/{rule}/{wildcards}.tsv, the wildcards named by the rule's row in `execrl.methods.RULES`. `training_gpus[model][method]`: the GPUs
     the memory plan gave a training job (its vLLM server's included), billed instead of the
     model's size-based count. With `segments` (the experiment's path segments, execrl.run_paths),
     a job under another experiment's segment is not this run's cost."""
@@ -51,6 +51,10 @@ def job_table(
             continue
         if segments is not None and any(readable(v) != v and v not in segments for v in values):
             continue  # another experiment's job (experiments' results coexist, execrl.run_paths)
+        if info.phase == "report":
+            # The report's own jobs run beside or after the cost table, as the scheduler orders
+            # them: counting those that happened to finish first would change the total from run to run.
+            continue
         # Path segments carry a digest of their settings (execrl.run_paths): the report names them.
         wildcards = {key: readable(value) for key, value in zip(info.wildcards, values)}
         model = wildcards.get("model")

@@ -120,7 +120,8 @@ FIGURES = {
         "Cost per rule",
         "Wall time and CPU time of every job, from Snakemake's benchmark files, summed per rule (jobs run in "
         "parallel, so sums exceed the elapsed time). GPU hours are wall time × GPUs the workflow requested for the "
-        "job; they are shown when any job had a GPU. Report jobs that run after the cost table are not included.",
+        "job; they are shown when any job had a GPU. The report's own jobs (refinement samples, diversity, "
+        "summaries, plots, this page) are not included.",
     ),
 }
 
