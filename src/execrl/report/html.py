@@ -76,7 +76,7 @@ FIGURES = {
         "training",
         "Training curves against step",
         "Per-step training logs (TRL) of each trained method: total reward and its components, pass rate of the "
-        "sampled completions, held-out pass@1 of the interval evaluation, KL to the reference (logged when β > 0), "
+        "sampled completions, pass@1 of the interval evaluation (on a fixed subset of the test problems), KL to the reference (logged when β > 0), "
         "loss and completion length; DPO logs its implicit reward margin and preference accuracy instead of rewards, and "
         "its interval evaluation as GRPO and SRRL do. "
         "Lines: centred rolling means over a twentieth of the logged steps; bands: sd over seeds where there are several.",
@@ -105,8 +105,8 @@ FIGURES = {
     "warm_start": (
         "warm-start",
         "Warm start of the tiny model",
-        "Supervised warm start of a locally built tiny model on the train split's reference solutions, before any RL "
-        "(the base method).",
+        "Supervised warm start of a locally built tiny model on the reference solutions of its dataset's "
+        "warm-start split (datasets.NAME.warmup_split; the train split when unset), before any RL (the base method).",
     ),
     "diversity": (
         "diversity",
@@ -427,7 +427,10 @@ def render(
     training_table = (
         tables.frame_html(training.rename(columns=SUMMARY_LABELS), table_id="training-summary", text_columns=4,
                           formats={"training time (s)": lambda v: tables.fmt(v, 0), "samples drawn": lambda v: tables.fmt(v, 0)})
-        + '<p class="caption">Per trained run; metric columns are means of the last tenth of the logged steps.</p>'
+        + '<p class="caption">Per trained run; metric columns are means of the last tenth of the logged steps. '
+        "Interval pass@1 is the interval evaluation's, logged while training: the first eval_problems test problems "
+        "at the method's eval_temperature (grpo, srrl and dpo sections of the configuration), so it is not the "
+        "Summary's pass@1, which is every test problem sampled as the evaluation samples.</p>"
         if not training.empty else ""
     )
     versions = "".join(

@@ -21,7 +21,7 @@ PANELS = [
     # (metric key, panel title)
     ("reward", "reward (weighted sum)"),
     ("execution/pass_rate", "training pass rate"),
-    ("interval_eval/pass_at_1", "held-out pass@1 (interval evaluation)"),
+    ("interval_eval/pass_at_1", "interval pass@1 (test subset)"),
     ("kl", "KL to the reference"),
     ("loss", "loss"),
     ("completions/mean_length", "completion length (tokens)"),
@@ -167,7 +167,7 @@ SUMMARY_LABELS = {
     "train_time_s": "training time (s)",
     "samples_drawn": "samples drawn",
     "final_pass_rate": "training pass rate",
-    "final_interval_pass_at_1": "held-out pass@1",
+    "final_interval_pass_at_1": "interval pass@1 (test subset)",
     "final_c1_pass_rate": "c1 pass rate",
     "final_c2_pass_rate": "c2 pass rate",
     "final_preference_accuracy": "preference accuracy",

@@ -16,7 +16,8 @@ from execrl.training.warm_start import code_game_examples, game_move_examples, r
 
 @dataclass(frozen=True)
 class SFTSettings:
-    """Supervised fine-tuning of a model on the train split's reference solutions."""
+    """Supervised fine-tuning of a model on reference solutions (the workflow passes its dataset's
+    warm-start split: `warmup_split`, else the train split)."""
 
     num_train_epochs: float = 3.0
     learning_rate: float = 2e-3
