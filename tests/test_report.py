@@ -182,6 +182,18 @@ def test_summary_table_has_one_row_per_method_and_formats_once(evaluations, per_
     assert sum(base["outcomes"].values()) == pytest.approx(1.0)
 
 
+def test_a_k_above_the_samples_drawn_is_named_not_dropped_silently():
+    value = {"mean": 0.5, "sd": float("nan"), "ci_low": 0.4, "ci_high": 0.6}
+    records = [{"dataset": "d", "model": "m", "split": "test", "method": m, "n_seeds": 1, "n_samples": 4,
+                "pass_at_k": {"1": value, "2": value, "4": value}} for m in ("base", "grpo")]  # fmt: skip
+    sentence = tables.unestimated_ks(records, "test", [1, 2, 4, 8, 16])
+    assert sentence == ("Not shown: pass@8, pass@16 (evaluation.k), which need more samples per problem than were "
+                        "drawn (4: generation.num_samples).")  # fmt: skip
+    columns, _ = tables.main_table_rows(records, "test", [1, 2, 4, 8, 16])
+    assert "pass@8" not in columns and "pass@4" in columns
+    assert tables.unestimated_ks(records, "test", [1, 4]) == ""
+
+
 def test_formatting_helpers():
     assert tables.fmt(float("nan")) == tables.MISSING and tables.fmt(None) == tables.MISSING
     assert tables.fmt_mean_sd(0.5, float("nan")) == "0.500" and tables.fmt_mean_sd(0.5, 0.01) == "0.500 ± 0.010"

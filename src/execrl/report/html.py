@@ -452,7 +452,8 @@ git {html.escape(meta["git_commit"])} · host {html.escape(meta["host"])} · Pyt
 <p class="caption">One row per dataset × model × method. pass@k: mean ± sd over seeds (sd only with several seeds; n = seeds);
 95% CI and Δ (difference to the base model on the same problems and seeds): {html.escape(stats.INTERVAL_RULE)}
 Fixed / broke: problems the base model never passed that the method passed at least once, and the reverse.
-distinct / n: distinct programs per problem as a share of the samples. Training hours: train, merge and RL-data jobs of the method.</p>
+distinct / n: distinct programs per problem as a share of the samples. Training hours: train, merge and RL-data jobs of the method.
+{html.escape(tables.unestimated_ks(summary["summary"], split, ks))}</p>
 {tables.html_table(columns, rows, table_id="summary-table", numeric_from=3)}
 {split_overlap_html(summary.get("split_overlap") or [])}
 <details><summary>Every split, with outcome shares</summary>{tables.frame_html(detail, table_id="all-splits", text_columns=4)}</details>

@@ -130,6 +130,20 @@ def summary_records(
     return records
 
 
+def unestimated_ks(records: list[dict], split: str, ks: Sequence[int]) -> str:
+    """A sentence naming the configured ks no run of `split` could estimate (pass@k needs n ≥ k
+    samples per problem), with the samples drawn; empty when every k was estimated."""
+    mine = [r for r in records if r["split"] == split]
+    missing = [k for k in ks if mine and not any(str(k) in r["pass_at_k"] for r in mine)]
+    if not missing:
+        return ""
+    drawn = sorted({int(r["n_samples"]) for r in mine if r.get("n_samples") is not None})
+    named = ", ".join(f"pass@{k}" for k in missing)
+    verb = "needs" if len(missing) == 1 else "need"
+    return (f"Not shown: {named} (evaluation.k), which {verb} more samples per problem than were drawn "
+            f"({' or '.join(map(str, drawn))}: generation.num_samples).")
+
+
 def main_table_rows(records: list[dict], split: str, ks: Sequence[int]) -> tuple[list[str], list[dict]]:
     """The headline table for one split: column names and, per row, `{"attrs", "cells"}` of display strings."""
     shown_ks = [k for k in ks if any(str(k) in r["pass_at_k"] for r in records if r["split"] == split)]
