@@ -17,7 +17,7 @@ import json
 import tempfile
 
 from execrl.planning.memory_measure import StepShape, measure_cpu_step, measure_cuda_step, planned_activation_bytes
-from execrl.planning.memory_plan import architecture
+from execrl.planning.architecture import architecture
 
 SHAPES = ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct")
 # prompt:completion tokens; micro-batches of 4 completions (GRPO) and 2 pairs (DPO)

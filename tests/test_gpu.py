@@ -141,7 +141,7 @@ def test_memory_plans_activation_terms_against_cudas_allocator(tmp_path, source,
     import dataclasses
 
     from execrl.planning.memory_measure import StepShape, measure_cuda_step, planned_activation_bytes
-    from execrl.planning.memory_plan import architecture
+    from execrl.planning.architecture import architecture
 
     arch = dataclasses.replace(architecture(source), num_hidden_layers=2)
     shape = StepShape(trainer, micro_batch=4 if trainer == "grpo" else 2, prompt_length=prompt,

@@ -8,22 +8,10 @@ import pytest
 
 from conftest import REPO
 from execrl.planning.cluster import Gpu, Node
-from execrl.planning.memory_plan import (
-    GB,
-    GIB,
-    SHIPPED_SHAPES,
-    Architecture,
-    DoesNotFit,
-    TrainingJob,
-    architecture,
-    fit,
-    fit_vllm_server,
-    plan_training,
-    plan_training_layout,
-    plan_vllm_server,
-    training_job_layout,
-    vllm_server_kv_cache_bytes,
-)
+from execrl.planning.architecture import SHIPPED_SHAPES, Architecture, architecture
+from execrl.planning.memory_plan import plan_training_layout, training_job_layout
+from execrl.planning.training_plan import GB, DoesNotFit, TrainingJob, fit, plan_training
+from execrl.planning.vllm_plan import GIB, fit_vllm_server, plan_vllm_server, vllm_server_kv_cache_bytes
 
 # Published parameter counts of the Qwen2.5 Instruct models (billions, from their model cards' totals).
 PUBLISHED_PARAMETERS_B = {

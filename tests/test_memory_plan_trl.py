@@ -4,14 +4,15 @@ One micro-batch through execrl's GRPO trainer (LengthChunkedGRPOTrainer) and TRL
 both with TRL's fused, chunked LM head, at a small Qwen2 shape with random weights, fp32 on the
 CPU. The peak of each term comes from torch's profiler (profile_memory: every allocation and free
 of torch's CPU allocator, in time order; execrl.planning.memory_measure says how the step is cut into
-terms). Each term within 25% of the plan's (execrl.planning.memory_plan.Architecture.activation_bytes with
+terms). Each term within 25% of the plan's (execrl.planning.architecture.Architecture.activation_bytes with
 the CPU's fp32 and TRL's torch fallback of the Triton kernel). On a GPU, tests/test_gpu.py.
 """
 
 import pytest
 
 from execrl.planning.memory_measure import StepShape, measure_cpu_step, planned_activation_bytes
-from execrl.planning.memory_plan import GRPO_SCORE_CHUNKS, Architecture
+from execrl.planning.architecture import Architecture
+from execrl.planning.training_plan import GRPO_SCORE_CHUNKS
 
 # 2 layers, GQA, a vocabulary below TRL's 32768-wide tile: small enough for seconds on a busy CPU.
 SHAPE = Architecture(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,

@@ -122,7 +122,7 @@ def test_config_without_snakemake_fills_the_same_defaults():
 
 
 def test_carried_model_configs_have_the_planned_shapes():
-    from execrl.planning.memory_plan import SHIPPED_SHAPES, Architecture
+    from execrl.planning.architecture import SHIPPED_SHAPES, Architecture
     from execrl.planning.preflight import model_config_of
 
     carried = REPO / "bench" / "preflight" / "model_configs"
@@ -132,7 +132,7 @@ def test_carried_model_configs_have_the_planned_shapes():
 
 
 def test_compare_holds_each_measured_phase_against_its_plan_terms():
-    from execrl.planning.memory_plan import Plan
+    from execrl.planning.training_plan import Plan
     from execrl.planning.preflight import compare
 
     gb = 10**9

@@ -181,7 +181,9 @@ def test_training_without_a_plan_keeps_the_servers_gpus_and_one_process_per_othe
 
 
 def test_training_resources_follow_the_memory_plan():
-    from execrl.planning.memory_plan import TrainingJob, architecture, plan_training_layout
+    from execrl.planning.architecture import architecture
+    from execrl.planning.memory_plan import plan_training_layout
+    from execrl.planning.training_plan import TrainingJob
     from execrl.planning.resources import training_job_resources
 
     arch = architecture("Qwen/Qwen2.5-32B-Instruct")

@@ -10,7 +10,9 @@ from snakemake.exceptions import WorkflowError
 
 from execrl.planning.cluster import ClusterError, target_nodes
 from execrl.methods import METHODS
-from execrl.planning.memory_plan import DoesNotFit, UnknownShape, training_job_layout
+from execrl.planning.architecture import UnknownShape
+from execrl.planning.memory_plan import training_job_layout
+from execrl.planning.training_plan import DoesNotFit
 from execrl.planning.resources import (
     generation_rounds,
     measured_step,

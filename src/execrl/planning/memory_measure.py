@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from execrl.planning.memory_plan import Architecture
+from execrl.planning.architecture import Architecture
 
 HEAD_BACKWARD = "ChunkedLogProbFunctionBackward"
 EMBEDDING_BACKWARD = "EmbeddingBackward"
@@ -58,7 +58,7 @@ def planned_activation_bytes(arch: Architecture, shape: StepShape, on_cpu: bool 
     disable_dropout false); DPO holds a micro-batch of m pairs as m sequences of twice the length
     and turns dropout off (TRL's DPO default). On the CPU, the shape's cpu_dtype and TRL's torch
     fallback of the head's kernel (every position scored); on CUDA, bf16 and the Triton kernel."""
-    from execrl.planning.memory_plan import GRPO_SCORE_CHUNKS
+    from execrl.planning.training_plan import GRPO_SCORE_CHUNKS
 
     length = shape.prompt_length + shape.completion_length
     grpo = shape.trainer == "grpo"

@@ -42,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from execrl.planning.memory_plan import UNMEASURED_TERMS
+from execrl.planning.training_plan import UNMEASURED_TERMS
 from execrl.planning.preflight_env import FAIL, Check, environment_checks
 
 GB = 1e9
@@ -413,7 +413,7 @@ def planned_generation_gb(config: dict, planning: dict, job: Job, model_dir: Pat
     """What the probe's generation round should take (Architecture.generation_bytes): each process's
     completions of a round at the planned prompt and completion lengths; None for offline methods."""
     from execrl.methods import METHODS
-    from execrl.planning.memory_plan import architecture
+    from execrl.planning.architecture import architecture
     from execrl.training_settings import method_section
 
     if not METHODS[job.trains_as].online:
@@ -432,7 +432,7 @@ def run_job(config: dict, job: Job, cpu: bool, work: Path, configs_dir: Path | N
     """Plan, build, launch and compare one job; its record for the table and the JSON. The launch
     is stopped (its whole process group) after `timeout_s`; the job's log is copied to `logs`."""
     deadline = time.perf_counter() + timeout_s
-    from execrl.planning.memory_plan import DoesNotFit
+    from execrl.planning.training_plan import DoesNotFit
 
     record: dict = {"job": job.name, "method": job.method, "trains_as": job.trains_as, "model": job.model,
                     "same_shape_as": job.same_shape}
