@@ -42,8 +42,14 @@ def write_overlay(workdir, overlay):
         ),
         (
             {"experiment": {"datasets": ["mine"]},
-             "datasets": {"mine": {"adapter": "jsonl", "source": "./config", "train_split": "x", "test_split": "x"}}},
-            "_split: './config' has no x.jsonl (splits there: none)",
+             "datasets": {"mine": {"adapter": "jsonl", "source": "./config", "train_split": "x", "test_split": "y"}}},
+            "_split: './config' has no ",
+        ),
+        # training must not learn the problems evaluation scores
+        ({"datasets": {"builtin": {"train_split": "test"}}}, "datasets.builtin.train_split: 'test' is also the test split"),
+        (
+            {"experiment": {"datasets": ["mine"]}, "datasets": {"mine": {"adapter": "jsonl", "source": "./config/config.yaml"}}},
+            "datasets.mine.source: './config/config.yaml' is one .jsonl file, which is every split at once",
         ),
         ({"experiment": {"methods": ["ppo"]}}, "ppo"),
         ({"prompt": {"template": "{prompt} {solution}"}}, "solution"),

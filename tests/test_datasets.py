@@ -649,6 +649,23 @@ def test_source_files_are_the_files_the_adapter_reads_for_the_split(tmp_path):
     assert refused.value.key == "test_split"
 
 
+def test_training_and_evaluation_on_one_split_or_one_file_is_refused(tmp_path):
+    from execrl.datasets import SettingError, check_splits_apart
+
+    write_problems(_sample_problems(), tmp_path / "all.jsonl")
+    folder = {"adapter": "jsonl", "source": str(tmp_path), "train_split": "train", "test_split": "test", "warmup_split": None}
+    check_splits_apart(folder)  # a folder's train.jsonl and test.jsonl are two splits
+    check_splits_apart({"adapter": "mbpp", "source": None, "train_split": "train", "test_split": "test"})
+    for entry, key, message in [
+        ({"adapter": "mbpp", "train_split": "test", "test_split": "test"}, "train_split", "'test' is also the test split"),
+        ({**folder, "warmup_split": "test"}, "warmup_split", "'test' is also the test split"),
+        ({**folder, "source": str(tmp_path / "all.jsonl")}, "source", "is one .jsonl file, which is every split at once"),
+    ]:
+        with pytest.raises(SettingError, match=re.escape(message)) as refused:
+            check_splits_apart(entry)
+        assert refused.value.key == key
+
+
 @needs_mbpp
 def test_an_upstream_mbpp_folder_declares_the_file_of_its_subset():
     from execrl.datasets import source_files

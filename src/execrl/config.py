@@ -216,13 +216,19 @@ def check_references(config: dict[str, Any]) -> None:
         unknown = fields - {"prompt", "tests", "entry_point"}
         if unknown:
             raise ConfigError(f"prompt.template uses unknown field(s) {sorted(unknown)}; use {{prompt}}, {{tests}}, {{entry_point}}")
-    from execrl.datasets import SettingError, check_definition
+    from execrl.datasets import SettingError, check_definition, check_splits_apart
 
+    # Whether anything learns from a dataset: an RL method, or a tiny model's warm start.
+    learns = any(METHODS[variants.get(name, {}).get("method", name)].trained for name in experiment["methods"]) or any(
+        model_kind(config["models"][name]["source"]) == "tiny" for name in experiment["models"] if name in config["models"]
+    )
     for name in experiment["datasets"]:
         # What the first job (prepare_dataset) would refuse; its split names are checked as the
         # DAG asks for them (workflow: get_dataset_source_files), since unused splits may be absent.
         try:
             check_definition(config["datasets"][name])
+            if learns:
+                check_splits_apart(config["datasets"][name])
         except SettingError as error:
             raise ConfigError(f"datasets.{name}.{error.key}: {error}") from None
     for name in experiment["models"]:

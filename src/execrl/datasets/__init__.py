@@ -170,6 +170,27 @@ def check_definition(dataset: Mapping[str, Any]) -> None:
         raise SettingError("source", f"{source!r} does not exist (a local {what}; relative to {str(Path.cwd())!r})")
 
 
+def check_splits_apart(dataset: Mapping[str, Any]) -> None:
+    """Refuse a definition under which training would learn the problems evaluation scores: a
+    train or warm-start split that is the test split, or a single .jsonl file (every split at
+    once: its split names only label the manifest). Raised as SettingError naming the key, for
+    experiments that train (RL methods, or a tiny model's warm start)."""
+    test = dataset["test_split"]
+    for key in ("train_split", "warmup_split"):
+        if dataset.get(key) is not None and dataset[key] == test:
+            raise SettingError(
+                key, f"{dataset[key]!r} is also the test split: training would learn the problems it is scored on; "
+                "give training and evaluation different splits"
+            )
+    source = dataset.get("source")
+    if dataset["adapter"] == "jsonl" and source and Path(source).is_file():
+        raise SettingError(
+            "source", f"{source!r} is one .jsonl file, which is every split at once (split names only label the "
+            "manifest), so training would learn the problems it is scored on: give a folder with train.jsonl and "
+            "test.jsonl (one file serves an experiment that only evaluates, experiment.methods: [base])"
+        )
+
+
 def source_files(dataset: Mapping[str, Any], split_key: str) -> list[str]:
     """The local files `prepare_dataset` reads for the split `dataset[split_key]` names: none for a
     hub dataset or the builtin suite. Declared as the job's input, so that a missing file fails
