@@ -730,4 +730,7 @@ def test_a_finding_names_training_cost_only_for_a_method_that_trained():
     cool = next(s for s in sentences if s.startswith("base_low_temp"))
     trained = next(s for s in sentences if s.startswith("grpo"))
     assert "training took" not in cool and cool.endswith("broke 1.")
+    # it trains nothing, so it did not "help": it scored otherwise
+    assert cool.startswith("base_low_temp (trains nothing: a control) scored higher than base: pass@1 0.400")
+    assert trained.startswith("grpo helped: pass@1 0.350")
     assert "training took 0.250 h wall" in trained

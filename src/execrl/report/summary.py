@@ -41,6 +41,22 @@ def verdict(low: float, high: float) -> str:
     return "no clear difference"
 
 
+CONTROL_VERDICTS = {"helped": "scored higher than base", "hurt": "scored lower than base",
+                    "no clear difference": "no clear difference from base"}
+"""A method that trains nothing (a variant of base that samples otherwise) is a control: it
+cannot have helped or hurt, only scored otherwise."""
+
+
+def trains(method: str, record: dict) -> bool:
+    """Whether the record's method trains: the registry's word (variants registered), else
+    whether any training was costed."""
+    from execrl.methods import METHODS
+
+    if method in METHODS:
+        return METHODS[method].trained
+    return bool((record.get("cost") or {}).get("training_wall_h"))
+
+
 def refinement_findings(refinements: pd.DataFrame | None) -> list[str]:
     """One sentence per dataset and model: how often each model's c2 fixes a failed first attempt."""
     if refinements is None or refinements.empty:
@@ -101,8 +117,11 @@ def findings(records: list[dict], split: str) -> list[str]:
                 cost_text = f"; training took {fmt_hours(cost.get('training_wall_h'))} h wall, {fmt_hours(cost.get('training_cpu_h'))} CPU h"
                 if cost.get("training_gpu_h"):
                     cost_text += f", {fmt_hours(cost['training_gpu_h'])} GPU h"
+            said = verdict(versus["ci_low"], versus["ci_high"])
+            if not trains(record["method"], record):
+                said = f"(trains nothing: a control) {CONTROL_VERDICTS[said]}"
             sentences.append(
-                f"{record['method']} {verdict(versus['ci_low'], versus['ci_high'])}: pass@1 {fmt(record['pass_at_k']['1']['mean'])} "
+                f"{record['method']} {said}: pass@1 {fmt(record['pass_at_k']['1']['mean'])} "
                 f"vs {fmt(base['pass_at_k']['1']['mean'])} for base (Δ {fmt_signed(versus['delta_pass_at_1'])}, "
                 f"95% CI {fmt_interval(versus['ci_low'], versus['ci_high'], signed=True)}); "
                 f"fixed {fmt_count(versus['fixed'], 'problem')}, broke {versus['broken']}{cost_text}."
