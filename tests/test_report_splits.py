@@ -46,3 +46,32 @@ def test_markdown_prints_the_overlap_line(tmp_path):
     summary = json.loads((REPO / "docs" / "results" / "embedded-default.summary.json").read_text())
     assert splits.sentence(row) not in markdown(summary, [1])
     assert splits.sentence(row) in markdown({**summary, "split_overlap": [row]}, [1])
+
+
+def write_split(folder, split, rows):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{split}.jsonl"
+    path.write_text("".join(json.dumps({"test_type": "assert", "tests": ["assert f()"], **row}) + "\n" for row in rows))
+    return path
+
+
+def test_other_adapters_are_checked_for_problems_shared_between_splits(tmp_path):
+    mine = tmp_path / "mine-0a1b2c"
+    train = write_split(mine, "train", [{"id": "mine/1", "prompt": "Add."}, {"id": "mine/2", "prompt": "Sort. "},
+                                        {"id": "mine/3", "prompt": "Count."}])  # fmt: skip
+    # mine/9 is mine/2's prompt under another id; mine/3 is copied into both files
+    test = write_split(mine, "test", [{"id": "mine/3", "prompt": "Count."}, {"id": "mine/9", "prompt": "Sort."},
+                                      {"id": "mine/10", "prompt": "Reverse."}])  # fmt: skip
+    rows = splits.shared_problem_rows([train, test], ["test"])
+    assert rows == [{"kind": "shared_problems", "dataset": "mine", "split": "test", "problems": 3, "other_splits": ["train"],
+                     "sharing_an_id": 1, "sharing_a_prompt": 2, "examples": ["mine/3", "mine/9"]}]  # fmt: skip
+    assert splits.sentence(rows[0]) == (
+        "mine test split: 3 problems; 1 share an id and 2 a prompt with the train split (e.g. mine/3, mine/9): "
+        "where that split is trained on, they measure problems training saw."
+    )
+    clean = write_split(tmp_path / "other-3c4d5e", "test", [{"id": "o/1", "prompt": "Reverse."}])
+    write_split(tmp_path / "other-3c4d5e", "train", [{"id": "o/2", "prompt": "Add."}])
+    [row] = splits.shared_problem_rows([clean, tmp_path / "other-3c4d5e" / "train.jsonl"], ["test"])
+    assert splits.sentence(row) == "other test split: 1 problems; none shares an id or a prompt with the train split."
+    # a dataset its manifests describe (builtin) is not counted twice
+    assert splits.shared_problem_rows([train, test], ["test"], covered={"mine"}) == []

@@ -450,6 +450,22 @@ def get_evaluated_split_manifests():
     )
 
 
+def get_prepared_split_problems():
+    """Every split the experiment prepares, per dataset: the evaluated ones, train when
+    a method trains, warmup when a tiny model warm-starts (for the report: what the
+    evaluated splits share with the others)."""
+    splits = set(EXPERIMENT["eval_splits"])
+    if TRAINED:
+        splits.add("train")
+    if any(is_tiny_model(name) for name in EXPERIMENT["models"]):
+        splits.add("warmup")
+    return expand(
+        "results/data/{dataset}/{split}.jsonl",
+        dataset=[SEGMENTS.dataset[name] for name in EXPERIMENT["datasets"]],
+        split=sorted(splits),
+    )
+
+
 def get_report_inputs(wildcards):
     inputs = {
         "pass_at_k": "results/tables/pass_at_k.tsv",
@@ -466,6 +482,7 @@ def get_report_inputs(wildcards):
         "refinements": get_refinement_samples(),
         "manifests": get_rl_manifests(),
         "data_manifests": get_evaluated_split_manifests(),
+        "split_problems": get_prepared_split_problems(),
         "metrics": get_training_metrics(),
         **{f"fig_{name}": path for name, path in get_report_figures().items()},
     }

@@ -36,6 +36,9 @@ class ReportInputs:
     manifests: list[str] = field(default_factory=list)
     data_manifests: list[str] = field(default_factory=list)
     """The evaluated splits' dataset manifests (what each shares with training's splits)."""
+    split_problems: list[str] = field(default_factory=list)
+    """Every split's prepared problems (`results/data/{dataset}/{split}.jsonl`): what the
+    evaluated splits share with the others, for datasets whose manifests do not say."""
     metrics: list[str] = field(default_factory=list)
     plus: str | None = None
     plus_manifests: str | None = None
@@ -148,7 +151,10 @@ def build(
     )
     record["method_notes"] = config.get("report", {}).get("method_notes") or ""
     record["held_out"] = held_out_records
-    record["split_overlap"] = splits.overlap_rows(inputs.data_manifests)
+    described = splits.overlap_rows(inputs.data_manifests)
+    record["split_overlap"] = described + splits.shared_problem_rows(
+        inputs.split_problems, experiment.get("eval_splits") or [], covered={row["dataset"] for row in described}
+    )
     plus_made = _optional_tsv(inputs.plus_manifests)
     floors = reward_hacking.false_positive_floors(plus_made)
     record["held_out_tests"] = summary.json_safe(

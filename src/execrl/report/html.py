@@ -213,7 +213,8 @@ def figure_html(name: str, path: str | Path, caption_values: dict | None = None)
 
 
 def split_overlap_html(rows: list[dict]) -> str:
-    """What each evaluated split shares with training's (builtin: program shapes, never a task)."""
+    """What each evaluated split shares with the others (builtin: program shapes, never a task;
+    other adapters: problems with the same id or prompt)."""
     if not rows:
         return ""
     items = "".join(f"<li>{html.escape(splits.sentence(row))}</li>" for row in rows)

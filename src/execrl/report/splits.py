@@ -1,6 +1,8 @@
-"""What the evaluated split shares with the splits training learned from, from the datasets'
-manifests: for the builtin suite, no task (by construction) and, often, a program shape (a
-template with other constants). Other adapters record nothing of the kind and get no row."""
+"""What the evaluated split shares with the splits training learned from. For the builtin suite,
+from its manifests: no task (by construction) and, often, a program shape (a template with other
+constants). For every other adapter, from the prepared problems: problems sharing an id or a
+prompt with another split the experiment prepares (a user's JSONL with a problem copied into two
+files, say)."""
 
 from __future__ import annotations
 
@@ -38,8 +40,50 @@ def overlap_rows(manifest_paths: Iterable[str | Path]) -> list[dict]:
     return rows
 
 
+def shared_problem_rows(problem_paths: Iterable[str | Path], eval_splits: Iterable[str],
+                        covered: Iterable[str] = ()) -> list[dict]:
+    """One row per dataset (other than those in `covered`, already described by their manifests)
+    and evaluated split: how many of its problems share an id, or a prompt (whitespace stripped),
+    with each other split prepared for the experiment (`results/data/{dataset}/{split}.jsonl`)."""
+    from execrl.jsonl import read_jsonl
+
+    by_dataset: dict[str, dict[str, list[dict]]] = {}
+    for path in problem_paths:
+        path = Path(path)
+        by_dataset.setdefault(readable(path.parent.name), {})[path.stem] = read_jsonl(path)
+    covered = set(covered)
+    rows = []
+    for dataset, problems in sorted(by_dataset.items()):
+        if dataset in covered:
+            continue
+        for split in [s for s in eval_splits if s in problems]:
+            others = sorted(s for s in problems if s != split)
+            if not others:
+                continue
+            other_ids = {row["id"] for s in others for row in problems[s]}
+            other_prompts = {row["prompt"].strip() for s in others for row in problems[s]}
+            mine = problems[split]
+            by_id = [row["id"] for row in mine if row["id"] in other_ids]
+            by_prompt = [row["id"] for row in mine if row["prompt"].strip() in other_prompts]
+            rows.append({
+                "kind": "shared_problems", "dataset": dataset, "split": split, "problems": len(mine),
+                "other_splits": others, "sharing_an_id": len(by_id), "sharing_a_prompt": len(by_prompt),
+                "examples": list(dict.fromkeys(by_id + by_prompt))[:3],
+            })
+    return rows
+
+
 def sentence(row: dict) -> str:
     """The report's line for one row."""
+    if row.get("kind") == "shared_problems":
+        others = " or ".join(row["other_splits"])
+        head = f"{row['dataset']} {row['split']} split: {row['problems']} problems; "
+        if not row["sharing_an_id"] and not row["sharing_a_prompt"]:
+            return head + f"none shares an id or a prompt with the {others} split."
+        return head + (
+            f"{row['sharing_an_id']} share an id and {row['sharing_a_prompt']} a prompt with the {others} split "
+            f"(e.g. {', '.join(row['examples'])}): where that split is trained on, they measure problems training saw."
+        )
     share = row["share_sharing_a_shape"]
     only = row["templates_only_here"]
     return (
