@@ -1,11 +1,18 @@
-"""The config schema describes every key it accepts (config/README.md promises it): a property at
-any depth, inside a section, a named entry's sub-schema (`additionalProperties`,
-`patternProperties`), a list's `items` or a conditional `then`/`else`, has a non-empty
-`description`."""
+"""The config is documented as it is read.
+
+The schema describes every key it accepts (config/README.md promises it): a property at any depth,
+inside a section, a named entry's sub-schema (`additionalProperties`, `patternProperties`), a
+list's `items` or a conditional `then`/`else`, has a non-empty `description`. The dataset
+examples of docs/datasets.md are configs the workflow accepts, and load the splits they name."""
 
 import json
+import re
 
-from execrl.config import SCHEMA as SCHEMA_PATH
+import yaml
+from conftest import MBPP_DIR, REPO
+
+from execrl.config import SCHEMA as SCHEMA_PATH, merged_config
+from execrl.datasets import load_split
 
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
 
@@ -79,3 +86,52 @@ def test_the_walk_finds_an_undescribed_key_at_every_depth():
         "conditional.then.narrowed",
         "conditional.alternative",
     ])
+
+
+def dataset_examples() -> list[dict]:
+    """The YAML blocks of docs/datasets.md's "Your own data set in a config", in order."""
+    text = (REPO / "docs" / "datasets.md").read_text()
+    section = text.split("**Your own data set in a config.**")[1].split("**Malformed rows.**")[0]
+    return [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", section, re.S)]
+
+
+def run_example(example: dict, source, tmp_path) -> tuple[str, dict]:
+    """The example laid over the embedded default, its source pointed at `source`: the dataset's
+    name and its entry in the merged, validated config."""
+    (name,) = example["datasets"]
+    example["datasets"][name]["source"] = str(source)
+    overlay = tmp_path / f"{name}.yaml"
+    overlay.write_text(yaml.safe_dump(example))
+    config = merged_config([REPO / ".test" / "config" / "config.yaml", overlay], base=REPO / "config" / "config.yaml")
+    assert config["experiment"]["datasets"] == [name]
+    return name, config["datasets"][name]
+
+
+def loaded(dataset: dict, split_key: str):
+    return load_split(
+        adapter=dataset["adapter"], split=dataset[split_key], source=dataset["source"], subset=dataset["subset"],
+        options=dataset["options"], on_malformed=dataset["on_malformed"],
+    )
+
+
+def test_the_jsonl_example_reads_one_file_per_split(tmp_path):
+    jsonl, _ = dataset_examples()
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for split, numbers in (("train", range(3)), ("test", range(10, 12))):
+        rows = [{"id": f"mine/{n}", "prompt": f"Return {n}.", "test_type": "assert", "tests": [f"assert f() == {n}"]}
+                for n in numbers]
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    _, dataset = run_example(jsonl, folder, tmp_path)
+    assert dataset["adapter"] == "jsonl"
+    assert [p.id for p in loaded(dataset, "train_split").problems] == ["mine/0", "mine/1", "mine/2"]
+    assert [p.id for p in loaded(dataset, "test_split").problems] == ["mine/10", "mine/11"]
+
+
+def test_the_mbpp_example_reads_the_upstream_folder(tmp_path):
+    _, mbpp = dataset_examples()
+    assert (MBPP_DIR / "mbpp.jsonl").is_file(), f"MBPP's upstream files are expected in {MBPP_DIR}"
+    _, dataset = run_example(mbpp, MBPP_DIR, tmp_path)
+    train, test = loaded(dataset, "train_split"), loaded(dataset, "test_split")
+    # docs/datasets.md's table: task ids 601-974 and 11-510 of the full file.
+    assert (train.manifest["subset"], train.manifest["n_problems"], test.manifest["n_problems"]) == ("full", 374, 500)
