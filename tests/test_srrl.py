@@ -68,6 +68,8 @@ def test_max_trace_chars_keeps_the_traces_end():
     short = refinement_message(PROBLEM, "code", result, SRRLSettings(refinement_template=template, max_trace_chars=40), CONFIG)
     assert long == f"[{result['trace']}]"
     assert short == f"[{result['trace'][-40:]}]" and short.endswith("AssertionError: END]")
+    none = refinement_message(PROBLEM, "code", result, SRRLSettings(refinement_template=template, max_trace_chars=0), CONFIG)
+    assert none == "[]"  # 0 characters of the trace, not all of them
 
 
 def test_budget_and_assignment():

@@ -58,7 +58,8 @@ def refinement_message(
     first_failure_visible = not failed or failed[0].get("index") in allowed or result["status"] == "syntax_error"
     if first_failure_visible:
         error = f"{result.get('error_type') or result['status']}: {result.get('error_message') or ''}".strip()
-        trace = (result.get("trace") or "")[-settings.max_trace_chars :]
+        # `trace[-0:]` would be the whole trace: 0 characters means none.
+        trace = (result.get("trace") or "")[-settings.max_trace_chars :] if settings.max_trace_chars else ""
     else:
         error, trace = "a hidden test did not pass", ""
     failed_tests = "\n".join(f"Failed test: {describe_test(problem, o['index'])}" for o in visible_failures)
