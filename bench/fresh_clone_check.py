@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -25,16 +24,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SUMMARY = "docs/results/embedded-default.summary.json"
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+# Runs before any virtualenv exists (the clone makes its own): execrl.compute needs only the standard library.
+sys.path.insert(0, str(REPO / "src"))
+from execrl.compute import cpu_model  # noqa: E402
 
 
 def run_logged(command: list[str], cwd: Path, log: Path) -> dict:
@@ -85,7 +77,7 @@ def main() -> int:
         parser.error(f"--dest {args.dest} exists: give a folder a fresh clone can be made in")
     subprocess.run(["git", "clone", "-q", args.source, str(args.dest)], check=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.dest, capture_output=True, text=True).stdout.strip()
-    record: dict = {"commit": commit, "cpu": cpu_name(), "cores": len(os.sched_getaffinity(0)),
+    record: dict = {"commit": commit, "cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)),
                     "command": " ".join(["bench/fresh_clone_check.py", *sys.argv[1:]])}  # fmt: skip
     status = 0
     if args.what in ("report", "both"):
