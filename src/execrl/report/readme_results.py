@@ -251,7 +251,7 @@ def wall_times_section(summary: dict) -> list[str]:
                   *_table(["job", "method", "seed", "wall time", "CPU time"], rows)]  # fmt: skip
     total = cost.get("total") or {}
     if total:
-        lines += [f"Every job of the experiment with a benchmark file: {total.get('jobs', 0)} jobs, "
+        lines += [f"The jobs in the run's cost table: {total.get('jobs', 0)} jobs, "
                   f"{fmt(total.get('wall_h'), 2)} wall h and {fmt(total.get('cpu_h'), 2)} CPU h summed over jobs.", ""]  # fmt: skip
     return lines
 
