@@ -249,13 +249,16 @@ class RunSegments:
         return f"{self.dataset[dataset]}/{self.model[model]}/{getattr(self, level)[model, method]}"
 
     def experiment_segments(self) -> set[str]:
-        """The segments the experiment's own runs write under (its data sets, models and methods)."""
+        """The segments the experiment's own jobs that compute results write under (its data sets,
+        models and methods): the cost table's. `refined` is left out: only the report's refinement
+        samples write under it, and the cost table does not count the report's jobs, so a report
+        setting reruns nothing of it."""
         experiment = self.config["experiment"]
         models = experiment["models"]
         found = {self.plus, *(self.dataset[d] for d in experiment["datasets"])}
         for table in (self.staged, self.tokenizer, self.init, self.model, self.rl_data):
             found.update(table[m] for m in models if m in table)
-        for level in METHOD_LEVELS:
+        for level in (level for level in METHOD_LEVELS if level != "refined"):
             found.update(seg for (model, _), seg in getattr(self, level).items() if model in models)
         return found
 
