@@ -76,7 +76,7 @@ def test_the_timers_clock_has_passed_its_setting_when_a_caught_timer_ends_a_run(
     """What the verdict relies on: the forker reads the clock ``ITIMER_PROF`` fires on from the
     run's zombie, and a run that caught the timer's signal and exited has used at least the
     timer's setting on it, whatever CPU time ``wait4`` then reports."""
-    from execrl.sandbox._controller import limit_clock
+    from execrl.sandbox._forker import limit_clock
 
     setting = 0.3
     pid = os.fork()
@@ -100,7 +100,8 @@ def _judged_by_a_worker(reported_cpu: float, on_the_timers_clock: float) -> dict
     """The controller's reading of a forker's answer for a run that exited 0 by itself: its
     processes reported ``reported_cpu`` seconds, its first process's CPU time on the timer's
     clock was ``on_the_timers_clock`` (no forker: the answer is written where it would be)."""
-    from execrl.sandbox._controller import _DONE, KILL_NONE, Worker
+    from execrl.sandbox._controller import Worker
+    from execrl.sandbox._forker import _DONE, KILL_NONE
 
     worker = object.__new__(Worker)  # only what ``run_one`` uses, without isolation or a forker
     worker.workdir, worker.uid, worker.nproc_base = None, None, 0

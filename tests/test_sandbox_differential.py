@@ -23,7 +23,7 @@ FEATURES = DATA / "differential" / "features.py"
 LIMITS = ExecutionLimits(timeout_s=3, memory_mb=1024)
 
 # False fails of correct programs the sandbox still has: open, not
-# intended; fixes belong to the judge process and the worker (_judge_*.py, _child.py). None is known.
+# intended; fixes belong to the judge process and the worker (_judge_*.py, _child*.py). None is known.
 KNOWN_OPEN: set[str] = set()
 
 

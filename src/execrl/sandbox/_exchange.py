@@ -118,7 +118,7 @@ signal ends, or one that catches or blocks it and exits, has used more than its 
 the measure the verdict reads (``Worker.run_one``: a run whose CPU time reaches the budget
 timed out, however it ended). The CPU time the kernel reports can lag the timer's clock by
 more than this slack on a loaded machine (~9% measured), so the verdict reads the timer's
-clock too (``_controller.limit_clock``)."""
+clock too (``_forker.limit_clock``)."""
 
 
 def cpu_timer(budget: float) -> float:

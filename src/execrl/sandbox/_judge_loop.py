@@ -1,6 +1,6 @@
 """The judge process: runs each problem's tests, the program's functions called in its run.
 
-Each sandbox worker forks one judge process (``_controller._judge_process``) and runs the
+Each sandbox worker forks one judge process (``_judge_link._judge_process``) and runs the
 judge's modules in it (the value exchange, ``_exchange._Side``, is shared with the runs'
 harness). It holds the tests, expected values included; a run never does.
 
@@ -40,7 +40,8 @@ from typing import Any
 
 import _socket
 
-from execrl.sandbox._child import _DIGITS_KEY, _INT_DIGITS, compile_candidate
+from execrl.sandbox._child import _DIGITS_KEY, _INT_DIGITS
+from execrl.sandbox._child_program import compile_candidate
 from execrl.sandbox._exchange import _FD, _JUDGE_CPU, PeerGone, ProtocolError, _cpu_time, _dumps, _Exchange, _json_loads
 from execrl.sandbox._judge_compare import _short, _trace, call_equal, stable_text
 from execrl.sandbox._judge_generators import _Names

@@ -26,9 +26,11 @@ import sys
 
 import _socket
 
-from execrl.sandbox._child import (_WARMING, SOCK_FD, _flush, _run_served, _run_stdio, _served_limit,
-                                   _stack_depth, _WarmDone, compile_candidate)
-from execrl.sandbox._controller import Worker, _pwrite_all, _read_exact
+from execrl.sandbox._child import SOCK_FD, _run_served, _run_stdio, _served_limit, _stack_depth
+from execrl.sandbox._child_exit import _WARMING, _flush, _WarmDone
+from execrl.sandbox._child_program import compile_candidate
+from execrl.sandbox._controller import Worker
+from execrl.sandbox._files import _pwrite_all, _read_exact
 from execrl.sandbox._exchange import _LEN, RESULT_FD, _Side
 from execrl.sandbox._isolation import PR_SET_PDEATHSIG, _libc, _prctl
 

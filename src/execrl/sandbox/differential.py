@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from execrl.problems import Problem
-from execrl.sandbox._controller import limit_clock
+from execrl.sandbox._forker import limit_clock
 from execrl.sandbox._exchange import cpu_timer
 from execrl.sandbox.host_judge import stdio_equal
 from execrl.sandbox.limits import ExecutionLimits
@@ -326,7 +326,7 @@ def _run(args: list[str], cwd: str, limits: ExecutionLimits, stdin: bytes | None
     wall_killed = False
     # Wait for it to exit without reaping it (WNOWAIT): its timer clock is readable only while it
     # is a zombie, and the CPU-time limit fires on that clock, which on a loaded machine runs ahead
-    # of what wait4 reports (execrl.sandbox._controller.limit_clock); the sandbox's verdict reads both.
+    # of what wait4 reports (execrl.sandbox._forker.limit_clock); the sandbox's verdict reads both.
     while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
         if time.monotonic() > deadline and not wall_killed:
             wall_killed = True

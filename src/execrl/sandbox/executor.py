@@ -31,7 +31,8 @@ from execrl.sandbox.prepared import Prepared, prepare
 log = logging.getLogger(__name__)
 
 SANDBOX_DIR = os.path.dirname(os.path.abspath(__file__))
-WORKER_MODULES = ("_exchange", "_isolation", "_child_refs", "_child", "_controller", "_worker")
+WORKER_MODULES = ("_exchange", "_isolation", "_child_refs", "_child_program", "_child_exit", "_child_kept",
+                  "_child_side", "_child", "_files", "_forker", "_judge_link", "_controller", "_worker")
 """The worker's modules, each after those it imports (the boot runs them in this order)."""
 JUDGE_MODULES = ("_judge_compare", "_judge_generators", "_judge_proxies", "_judge_side", "_judge_tests",
                  "_judge_loop")
