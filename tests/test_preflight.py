@@ -114,7 +114,7 @@ def test_config_without_snakemake_fills_the_same_defaults():
     """The offline GPU node has no Snakemake: the preflight lays the files over one another and
     fills the schema's defaults itself, as Snakemake's validate does."""
     from execrl.config import merged_config
-    from execrl.planning.preflight import merged_without_snakemake
+    from execrl.config import merged_without_snakemake
 
     base = REPO / "config" / "config.yaml"
     for overlays in ([], [REPO / EMBEDDED], [REPO / "bench" / "preflight" / "gpu.yaml"]):
@@ -123,7 +123,7 @@ def test_config_without_snakemake_fills_the_same_defaults():
 
 def test_carried_model_configs_have_the_planned_shapes():
     from execrl.planning.architecture import SHIPPED_SHAPES, Architecture
-    from execrl.planning.preflight import model_config_of
+    from execrl.planning.preflight_workload import model_config_of
 
     carried = REPO / "bench" / "preflight" / "model_configs"
     for source in ("Qwen/Qwen2.5-3B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"):
@@ -245,7 +245,7 @@ def test_a_hub_model_is_built_from_its_config_with_random_weights(tmp_path):
     tokenizer that AutoTokenizer loads as the model's type and that makes tokens of filler words."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from execrl.planning.preflight import build_model, tokens_per_word
+    from execrl.planning.preflight_workload import build_model, tokens_per_word
 
     shape = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 32, "intermediate_size": 64,
              "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 5000,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import re
 import string
 import sys
@@ -304,6 +305,56 @@ def plain_dicts(value: Any) -> Any:
     if isinstance(value, list):
         return [plain_dicts(v) for v in value]
     return value
+
+
+def load_config(configfiles: list[Path], base: Path) -> dict:
+    """The config a workflow run with these `--configfile`s gets (`merged_config`);
+    where Snakemake is not installed (the offline GPU node) the files laid over one another with
+    the schema's defaults filled in as Snakemake fills them, not validated."""
+    try:
+        import snakemake.utils  # noqa: F401
+    except ImportError:
+        return merged_without_snakemake(configfiles, base)
+    return merged_config(configfiles, base=base)
+
+
+def merged_without_snakemake(configfiles: list[Path], base: Path) -> dict:
+    import yaml
+
+    config: dict = {}
+    for path in [base, *configfiles]:
+        _lay_over(config, yaml.safe_load(Path(path).read_text()) or {})
+    fill_defaults(config, json.loads(SCHEMA.read_text()))
+    check_references(config)
+    return config
+
+
+def _lay_over(config: dict, overlay: dict) -> None:
+    """Snakemake's update_config: mappings merged key by key, anything else replaced."""
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            _lay_over(config[key], value)
+        else:
+            config[key] = copy.deepcopy(value)
+
+
+def fill_defaults(instance, schema: dict) -> None:
+    """Every missing property that has a `default` in `schema`, recursively (what Snakemake's
+    `validate(set_default=True)` adds)."""
+    if not isinstance(instance, dict):
+        return
+    properties = schema.get("properties", {})
+    for key, sub in properties.items():
+        if key not in instance and "default" in sub:
+            instance[key] = copy.deepcopy(sub["default"])
+        if key in instance:
+            fill_defaults(instance[key], sub)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key, value in instance.items():
+            if key not in properties:
+                fill_defaults(value, extra)
+
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,8 +10,9 @@
    method; method variants whose sections that size a step (grpo, dpo, lora) are the same as
    another's share its shape and run once): a model with random weights from the model's config
    (no weights downloaded: a staged, carried or the hub's config.json on a GPU, the config's
-   `tiny_model` shape on the CPU) and a tokenizer trained here on filler text, one optimizer step through `execrl.training.train_job` under `accelerate launch` as the
-   `train` rule runs it (`execrl.planning.preflight_step`): the same TRL trainer, the plan's micro-batch ×
+   `tiny_model` shape on the CPU) and a tokenizer trained here on filler text
+   (`execrl.planning.preflight_workload`), one optimizer step through `execrl.training.train_job`
+   under `accelerate launch` as the `train` rule runs it (`execrl.planning.preflight_step`): the same TRL trainer, the plan's micro-batch ×
    accumulation and ZeRO stage, LoRA or all weights, prompts and completions at the planned length.
 3. A table of planned and measured memory per term and tokens/s per job, written as JSON; the exit
    status is non-zero when a check fails, a job does not fit (named with the term that overran its
@@ -42,8 +43,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from execrl.planning.training_plan import UNMEASURED_TERMS
 from execrl.planning.preflight_env import FAIL, Check, environment_checks
+from execrl.planning.preflight_workload import build_model, tokens_per_word, write_pairs, write_problems
+from execrl.planning.training_plan import UNMEASURED_TERMS
 
 GB = 1e9
 # The method's sections that decide a training step's shape (and so its memory).
@@ -111,115 +113,6 @@ def trains_on_cpu(config: dict, model: str) -> bool:
 
     spec = config["models"][model]
     return spec["source"] == "tiny" or stage_resources("train", spec["params_b"])["gpu"] == 0
-
-
-# --- the model: random weights from a config, and a tokenizer built here -------------------------------------
-
-
-# The tokenizer of a model built here: byte-level BPE trained on the filler words prompts are made
-# of (execrl.models.tiny_model.train_tokenizer, as the workflow's tiny model). A hub model's vocabulary is
-# larger; ids the random model samples beyond the tokenizer's decode to nothing.
-TOKENIZER_VOCAB = 4096
-
-
-def filler_tokenizer(vocab_size: int, out_dir: Path):
-    """A tokenizer trained on `words` text, saved to `out_dir`. No tokenizer is downloaded."""
-    from execrl.models.tiny_model import train_tokenizer
-
-    return train_tokenizer([words(400, seed) for seed in range(64)], vocab_size, out_dir)
-
-
-def tokens_per_word(model_dir: Path) -> float:
-    """How many tokens the model's tokenizer makes of one filler word (to size prompts)."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    sample = words(2000, 12345)
-    return len(tokenizer(sample)["input_ids"]) / 2000
-
-
-def model_config_of(source: str, configs_dir: Path | None):
-    """The transformers config of a hub model: `configs_dir/config.json` (a staged model's folder),
-    `configs_dir/SOURCE/config.json` (configs carried to an offline GPU node; an -Instruct model
-    shares its base's shape), else the hub's (AutoConfig)."""
-    from transformers import AutoConfig
-
-    if configs_dir is not None:
-        if (configs_dir / "config.json").is_file():
-            return AutoConfig.from_pretrained(str(configs_dir))
-        for name in (source, source.removesuffix("-Instruct")):
-            path = configs_dir / name / "config.json"
-            if path.is_file():
-                return AutoConfig.from_pretrained(str(path.parent))
-    return AutoConfig.from_pretrained(source)
-
-
-def build_model(config: dict, model: str, out_dir: Path, configs_dir: Path | None) -> Path:
-    """A model folder with random weights and a tokenizer of its vocabulary size, for `model`."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    if (out_dir / "config.json").is_file():
-        return out_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
-    spec = config["models"][model]
-    if spec["source"] == "tiny":
-        from execrl.models.tiny_model import TinyModelConfig, init_model
-
-        fields = {f.name for f in dataclasses.fields(TinyModelConfig)}
-        shape = TinyModelConfig(**{k: v for k, v in config["tiny_model"].items() if k in fields})
-        filler_tokenizer(shape.vocab_size, out_dir)
-        init_model(out_dir, shape, seed=0, out_dir=out_dir)
-        return out_dir
-    model_config = model_config_of(spec["source"], configs_dir)
-    tokenizer = filler_tokenizer(min(TOKENIZER_VOCAB, model_config.vocab_size), out_dir)
-    model_config.update({"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
-                         "pad_token_id": tokenizer.pad_token_id})
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    with torch.device(device):  # initialised where it is fast; saved in the config's dtype
-        weights = AutoModelForCausalLM.from_config(model_config, dtype=torch.bfloat16)
-    weights.save_pretrained(str(out_dir))
-    del weights
-    if device == "cuda":
-        torch.cuda.empty_cache()
-    return out_dir
-
-
-# --- the data: prompts and pairs at the planned length ----------------------------------------------------------
-
-
-# Filler words of letters only (Qwen2's tokenizer splits digits one by one).
-FILLER = ["".join(chr(97 + (i * 7 + k * 11) % 26) for k in range(3 + i % 3)) + chr(97 + i // 26 % 26) for i in range(300)]
-
-
-def words(count: int, seed: int) -> str:
-    import random
-
-    rng = random.Random(seed)
-    return " ".join(rng.choice(FILLER) for _ in range(max(count, 1)))
-
-
-def write_problems(path: Path, count: int, prompt_words: int) -> Path:
-    """`count` assert-tested problems whose prompts are `prompt_words` filler words long."""
-    with path.open("w") as handle:
-        for i in range(count):
-            handle.write(json.dumps({
-                "id": f"preflight-{i}", "prompt": words(prompt_words, i), "test_type": "assert",
-                "tests": ["assert f() == 1"], "entry_point": "f",
-            }) + "\n")
-    return path
-
-
-def write_pairs(path: Path, count: int, length_words: int) -> Path:
-    """`count` preference pairs: a prompt of `length_words` // 2 filler words, completions of
-    `length_words` (longer than DPO's max_length, which truncates them to it)."""
-    with path.open("w") as handle:
-        for i in range(count):
-            handle.write(json.dumps({
-                "prompt": words(length_words // 2, i), "chosen": words(length_words, 1000 + i),
-                "rejected": words(length_words, 2000 + i),
-            }) + "\n")
-    return path
 
 
 # --- planning: the workflow's plan of each job ------------------------------------------------------------------
@@ -705,61 +598,9 @@ def preflight_gate(report_path: str | None) -> dict:
     return {"required": True, "report": str(report_path), "jobs": [job["job"] for job in report.get("jobs", [])]}
 
 
-def load_config(configfiles: list[Path], base: Path) -> dict:
-    """The config a workflow run with these `--configfile`s gets (`execrl.config.merged_config`);
-    where Snakemake is not installed (the offline GPU node) the files laid over one another with
-    the schema's defaults filled in as Snakemake fills them, not validated."""
-    try:
-        import snakemake.utils  # noqa: F401
-    except ImportError:
-        return merged_without_snakemake(configfiles, base)
-    from execrl.config import merged_config
-
-    return merged_config(configfiles, base=base)
-
-
-def merged_without_snakemake(configfiles: list[Path], base: Path) -> dict:
-    import yaml
-
-    from execrl.config import SCHEMA, check_references
-
-    config: dict = {}
-    for path in [base, *configfiles]:
-        _lay_over(config, yaml.safe_load(Path(path).read_text()) or {})
-    fill_defaults(config, json.loads(SCHEMA.read_text()))
-    check_references(config)
-    return config
-
-
-def _lay_over(config: dict, overlay: dict) -> None:
-    """Snakemake's update_config: mappings merged key by key, anything else replaced."""
-    for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(config.get(key), dict):
-            _lay_over(config[key], value)
-        else:
-            config[key] = copy.deepcopy(value)
-
-
-def fill_defaults(instance, schema: dict) -> None:
-    """Every missing property that has a `default` in `schema`, recursively (what Snakemake's
-    `validate(set_default=True)` adds)."""
-    if not isinstance(instance, dict):
-        return
-    properties = schema.get("properties", {})
-    for key, sub in properties.items():
-        if key not in instance and "default" in sub:
-            instance[key] = copy.deepcopy(sub["default"])
-        if key in instance:
-            fill_defaults(instance[key], sub)
-    extra = schema.get("additionalProperties")
-    if isinstance(extra, dict):
-        for key, value in instance.items():
-            if key not in properties:
-                fill_defaults(value, extra)
-
 
 def main(argv: list[str] | None = None) -> None:
-    from execrl.config import DEFAULT_CONFIG, REPO
+    from execrl.config import DEFAULT_CONFIG, REPO, load_config
 
     args = parser().parse_args(argv)
     try:
