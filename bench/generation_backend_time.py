@@ -46,16 +46,16 @@ RULE_THREADS = 2
 def rule_params(config: dict, backend: str) -> dict:
     """What the `generate_candidates` rule passes its script for the base model's seed 0
     (`workflow/rules/settings.smk`), with `backend` sampling."""
-    from execrl.training_settings import backend_generation, prompt_settings
+    from execrl.run_paths import sampling_settings
 
     config = {**config, "generation": {**config["generation"], **(VLLM_OVERLAY if backend == "vllm" else {})}}
-    generation = {k: v for k, v in backend_generation(config, "base").items() if k not in ("backend", "vllm")}
+    settings = sampling_settings(config, MODEL, "base")
+    generation = {k: v for k, v in settings["generation"].items() if k not in ("backend", "vllm")}
     return {
+        **settings,
         "backend": backend,
         "vllm": config["generation"]["vllm"] if backend == "vllm" else None,
         "generation": {**generation, "seed": 0},
-        "prompt": prompt_settings(config, MODEL),
-        "max_problems": config["evaluation"]["max_problems"],
     }
 
 
@@ -88,8 +88,8 @@ def sample_once(params: dict, model: str, problems: str, candidates: Path) -> di
 def run_fresh(backend: str, params: dict, model: Path, problems: Path, env: dict, reference: Path | None) -> dict:
     """`sample_once` in a fresh interpreter: its timings, its wall time, its process tree's CPU time, and
     whether its candidates are byte for byte those of `reference` (the rule's own file)."""
-    timings_file = Path(tempfile.mkstemp(suffix=".json")[1])
-    candidates = timings_file.with_suffix(".jsonl")
+    scratch = tempfile.TemporaryDirectory()
+    timings_file, candidates = Path(scratch.name, "timings.json"), Path(scratch.name, "candidates.jsonl")
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
@@ -103,9 +103,8 @@ def run_fresh(backend: str, params: dict, model: Path, problems: Path, env: dict
     if done.returncode != 0:
         sys.exit(f"{backend} run failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
     timings = json.loads(timings_file.read_text())  # (vLLM and progress bars print on stdout)
-    timings_file.unlink()
     same = None if reference is None else candidates.read_bytes() == reference.read_bytes()
-    candidates.unlink()
+    scratch.cleanup()
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"backend": backend, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
             "startup_s": round(timings["startup_s"], 2), "sampling_s": round(timings["sampling_s"], 2),
