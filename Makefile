@@ -42,8 +42,10 @@ report: env
 # One worker per core; a test file stays on one worker, so a module's fixture (a finished
 # workflow run, a Slurm cluster) is made once. Tests marked `alone` load the CPU themselves and
 # assert what a program gets under that load, so they run afterwards, with no other test beside them.
+# --durations: the 20 slowest setups and tests are listed at the end (a module's fixture, such as the
+# Slurm cluster's run, counts as its first test's setup).
 test: env
-	$(BIN)/python -m pytest -n auto --dist loadfile -m "not alone"
+	$(BIN)/python -m pytest -n auto --dist loadfile -m "not alone" --durations=20
 	$(BIN)/python -m pytest -m alone
 
 # `make preflight`: every training job of the configs, one measured optimizer step each on this

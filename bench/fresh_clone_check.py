@@ -3,8 +3,9 @@
 Clones the repository (its committed HEAD, nothing uncommitted travels), runs `make report` and
 then `python -m execrl.report.compare docs/results/embedded-default.summary.json results`, and/or
 `make test`, each in that clone, and writes one JSON record: the commit, the CPU, each command's
-exit status and wall time, Snakemake's own elapsed time and job count, compare's verdict, and
-pytest's counts. The commands' full output goes to `<dest>/fresh-clone-check.<what>.log`.
+exit status and wall time, Snakemake's own elapsed time and job count, compare's verdict,
+pytest's counts and its slowest setups and tests. The commands' full output goes to
+`<dest>/fresh-clone-check.<what>.log`.
 
     python3 bench/fresh_clone_check.py --dest /tmp/fresh [--what report|test|both] [--json PATH]
 
@@ -66,6 +67,12 @@ def pytest_counts(output: str) -> list[dict]:
     return runs
 
 
+def slowest_durations(output: str) -> list[dict]:
+    """pytest's "slowest N durations" list (`make test` asks for it): seconds, phase and test, slowest first."""
+    return [{"s": float(seconds), "when": when, "test": test}
+            for seconds, when, test in re.findall(r"^([\d.]+)s (setup|call|teardown) +(\S+)$", output, flags=re.M)]  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, required=True, help="folder to clone into (must not exist)")
@@ -93,7 +100,7 @@ def main() -> int:
     if args.what in ("test", "both"):
         log = args.dest / "fresh-clone-check.test.log"
         test = run_logged(["make", "test"], args.dest, log)
-        record["make_test"] = {k: v for k, v in test.items() if k != "output"} | {"pytest_runs": pytest_counts(test["output"])}
+        record["make_test"] = {k: v for k, v in test.items() if k != "output"} | {"pytest_runs": pytest_counts(test["output"]), "slowest": slowest_durations(test["output"])}
         status = status or test["rc"]
     out = args.json or args.dest / "fresh-clone-check.json"
     out.write_text(json.dumps(record, indent=1) + "\n")
