@@ -12,9 +12,9 @@
 #    the budget.
 #
 # Everything lands in $OUT (or results/gpu-check): preflight-MODE.json, logs/JOB.log per job,
-# gpu-tests.log and gpu-tests.xml: 5 files, at most 1 folder deep, so a remote run brings all of it
-# back. The preflight's report is rewritten after each job and the tests' log as each test ends, so
-# a run cut short still returns what finished. Exit status: the preflight's, else the tests'.
+# gpu-tests.log, gpu-tests.xml and gpu-check.json (each part's time and exit status): 6 files, at
+# most 1 folder deep, so a remote run brings all of it back. The preflight's report is rewritten
+# after each job and the tests' log as each test ends, so a run cut short still returns what finished. Exit status: the preflight's, else the tests'.
 #
 # --budget-s (default 570): the whole call, install included; the tests keep at least
 # TESTS_MIN_S (default 90) of it, the preflight gets the rest less its 60 s hard stop and 30 s for
@@ -51,6 +51,7 @@ fi
 started=$SECONDS
 preflight_status=0
 PYTHON=$PYTHON bash bench/gpu_preflight.sh "${WHEELS[@]}" "${MODE[@]}" --budget-s "$PREFLIGHT_S" || preflight_status=$?
+preflight_spent=$((SECONDS - started))
 
 tests_s=$((BUDGET_S - (SECONDS - started)))
 echo "GPU tests: $tests_s s left"
@@ -61,6 +62,21 @@ PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" timeout --kill-after=10 "$tests
   -p no:cacheprovider -q -rA --junitxml "$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
 tests_status=${PIPESTATUS[0]}
 set -e
-echo "gpu check: preflight exit $preflight_status, tests exit $tests_status, $((SECONDS - started)) s of a $BUDGET_S s budget; results in $OUT"
+spent=$((SECONDS - started))
+echo "gpu check: preflight exit $preflight_status, tests exit $tests_status, $spent s of a $BUDGET_S s budget; results in $OUT"
+# The call's own record: what each part took of the budget, on which commit and machine.
+"$PYTHON" - "$OUT/gpu-check.json" "${MODE[*]:-gpu}" "$BUDGET_S" "$PREFLIGHT_S" "$preflight_spent" \
+  "$preflight_status" "$tests_s" "$((spent - preflight_spent))" "$tests_status" <<'PY'
+import json, os, subprocess, sys
+sys.path.insert(0, "src")
+from execrl.compute import cpu_model  # the standard library only
+path, mode, budget, preflight_budget, preflight_s, preflight_rc, tests_budget, tests_s, tests_rc = sys.argv[1:]
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+record = {"command": f"bash bench/gpu_check.sh{' --cpu' if mode == '--cpu' else ''}", "commit": commit or None,
+          "cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)), "budget_s": int(budget),
+          "preflight": {"budget_s": int(preflight_budget), "wall_s": int(preflight_s), "rc": int(preflight_rc)},
+          "tests": {"budget_s": int(tests_budget), "wall_s": int(tests_s), "rc": int(tests_rc)}}
+open(path, "w").write(json.dumps(record, indent=1) + "\n")
+PY
 ((preflight_status != 0)) && exit "$preflight_status"
 exit "$tests_status"

@@ -45,6 +45,11 @@ def test_cpu_mode_steps_every_job_and_writes_the_table(tmp_path):
     assert spent <= budget
     spent, budget = map(int, re.search(r"gpu check: .*, (\d+) s of a (\d+) s budget", result.stdout).groups())
     assert spent <= budget <= 570
+    # The call's own record of each part's time matches what it printed.
+    record = json.loads((tmp_path / "gpu-check.json").read_text())
+    assert record["command"] == "bash bench/gpu_check.sh --cpu" and record["budget_s"] == budget
+    assert record["preflight"]["rc"] == record["tests"]["rc"] == 0
+    assert record["preflight"]["wall_s"] + record["tests"]["wall_s"] == spent
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert len(files) <= 8 and all(len(p.relative_to(tmp_path).parts) <= 3 for p in files), files
     # The GPU tests were collected and each skip says why (no CUDA here); none failed.
