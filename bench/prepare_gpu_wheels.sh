@@ -6,6 +6,7 @@
 #   bash bench/prepare_gpu_wheels.sh [DIR]      # DIR defaults to gpu-wheels/ (git-ignored)
 #   bash bench/prepare_gpu_wheels.sh --pyarrow [DIR]   # also pyarrow (52 MiB): only for a machine whose
 #                                                      # pyarrow is older than datasets' >= 24
+#   bash bench/prepare_gpu_wheels.sh --record PATH [DIR]  # also writes the sizes as JSON to PATH
 #
 # Each wheel is downloaded alone (--no-deps) for cp312 / manylinux x86_64; DeepSpeed, published only
 # as an sdist, is built here into a pure-Python wheel (DS_BUILD_OPS=0: no compiled ops; its ops are
@@ -15,7 +16,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYARROW=0
-if [[ "${1:-}" == "--pyarrow" ]]; then PYARROW=1; shift; fi
+RECORD=""
+while (($#)); do
+  case "$1" in
+    --pyarrow) PYARROW=1; shift ;;
+    --record) RECORD=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
 DIR=${1:-gpu-wheels}
 PIP=${PIP:-pip}
 mkdir -p "$DIR"
@@ -46,6 +54,21 @@ checkout_kib=$(git archive --format=tar HEAD | wc -c | awk '{print int($1 / 1024
 echo "wheel folder: $((wheels_kib / 1024)).$(((wheels_kib % 1024) * 10 / 1024)) MiB;" \
   "checkout (git archive HEAD): $((checkout_kib / 1024)).$(((checkout_kib % 1024) * 10 / 1024)) MiB;" \
   "together: $(((wheels_kib + checkout_kib) / 1024)) MiB of 64 MiB"
+if [[ -n "$RECORD" ]]; then
+  "${PYTHON:-python3}" - "$RECORD" "$DIR" "$checkout_kib" "$PYARROW" <<'PY'
+import json, subprocess, sys
+from pathlib import Path
+record, folder, checkout_kib, pyarrow = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+wheels = {p.name: p.stat().st_size for p in sorted(folder.glob("*.whl"))}
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+mib = lambda n: round(n / 2**20, 2)
+Path(record).write_text(json.dumps({
+    "command": "bash bench/prepare_gpu_wheels.sh" + (" --pyarrow" if pyarrow else ""), "commit": commit,
+    "wheels": len(wheels), "wheels_mib": mib(sum(wheels.values())), "checkout_mib": mib(checkout_kib * 1024),
+    "together_mib": mib(sum(wheels.values()) + checkout_kib * 1024), "limit_mib": 64,
+    "wheel_bytes": wheels}, indent=1) + "\n")
+PY
+fi
 if ((wheels_kib + checkout_kib > 64 * 1024)); then
   echo "checkout plus wheels exceed 64 MiB" >&2
   exit 1
