@@ -423,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", metavar="target", help="gpu, env:generate, ... (default: all)")
     parser.add_argument("--jobs", type=int, default=3, help="resolutions at a time (default 3)")
-    parser.add_argument("--json", type=Path, help="write every target's resolved versions here")
+    parser.add_argument("--json", type=Path, help="write the time and every target's resolved versions here")
     parser.add_argument("--require-conda", action="store_true",
                         help="fail when no conda solver is on PATH to resolve the conda:* targets")
     args = parser.parse_args(argv)
@@ -462,9 +462,14 @@ def main(argv: list[str] | None = None) -> int:
         print(file=sys.stderr)
         for problem in result.problems:
             print(problem if "\n" in problem else f"{result.target.name}: {problem}", file=sys.stderr)
+    elapsed = time.monotonic() - start
     if args.json:
-        args.json.write_text(json.dumps({r.target.name: r.resolved for r in results}, indent=1, sort_keys=True) + "\n")
-    print(f"resolved {len(results)} targets against the registry in {time.monotonic() - start:.0f} s: "
+        record = {"elapsed_s": round(elapsed, 1), "jobs": args.jobs, "cores": len(os.sched_getaffinity(0)),
+                  "targets": {r.target.name: {"seconds": round(r.seconds, 1), "failed": bool(r.problems),
+                                              "resolved": r.resolved} for r in results},
+                  "conda_not_resolved": [t.name for t in unresolved]}  # fmt: skip
+        args.json.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    print(f"resolved {len(results)} targets against the registry in {elapsed:.0f} s: "
           + ("all pins hold" if not failed else f"{len(failed)} failed")
           + (f"; {len(unresolved)} conda targets not resolved (no conda solver)" if unresolved else ""))  # fmt: skip
     return 1 if failed or (unresolved and args.require_conda) else 0
