@@ -464,7 +464,8 @@ def main(argv: list[str] | None = None) -> int:
             print(problem if "\n" in problem else f"{result.target.name}: {problem}", file=sys.stderr)
     elapsed = time.monotonic() - start
     if args.json:
-        record = {"elapsed_s": round(elapsed, 1), "jobs": args.jobs, "cores": len(os.sched_getaffinity(0)),
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+        record = {"commit": commit, "elapsed_s": round(elapsed, 1), "jobs": args.jobs, "cores": len(os.sched_getaffinity(0)),
                   "targets": {r.target.name: {"seconds": round(r.seconds, 1), "failed": bool(r.problems),
                                               "resolved": r.resolved} for r in results},
                   "conda_not_resolved": [t.name for t in unresolved]}  # fmt: skip
