@@ -77,9 +77,11 @@ def test_untyped_gpus_are_planned_as_the_smallest_the_gpu_partitions_list(shippe
     model = shipped["experiment"]["models"][0]
     assert shipped["models"][model]["gpu_model"] is None
     (node,) = target_nodes(shipped, model)
+    # Both are sold as 80 GB; the H100's driver reports fewer bytes (81559 MiB against 81920).
     assert (node.partition, node.gpus, node.gpu.name, node.gpu.memory_gb, node.memory_gb, node.cpus) == (
-        "gpu", 8, "a100_80gb", 80, 1000, 96
+        "gpu", 8, "h100", 80, 1000, 96
     )
+    assert node.gpu.capacity_gb == pytest.approx(85.52, abs=0.01)
     mixed, model = with_cluster(shipped, tmp_path, {
         "big": {"max_gpu": 8, "available_gpu_models": ["h200"]},
         "small": {"max_gpu": 4, "max_mem_mb": 512000, "max_threads": 64, "max_cpus_per_task": 48,

@@ -170,7 +170,9 @@ def target_gpu(config: dict, model: str) -> Gpu:
             + (f"set {key} to a newer GPU type" if requested is not None else
                f"set {key} to a newer GPU type, or remove {gpu.name} from those partitions' available_gpu_models")
         )
-    return min((known[name] for name in names), key=lambda g: (g.memory_gb, g.compute_capability))
+    # The smallest by what the driver reports (an H100's 80 GB are fewer bytes than an A100's), then
+    # the oldest: the plan holds on whichever of them a job gets.
+    return min((known[name] for name in names), key=lambda g: (g.capacity_gb, g.compute_capability))
 
 
 def target_nodes(config: dict, model: str) -> list[Node]:
