@@ -134,6 +134,10 @@ def test_profile_plans_gpus_from_model_size(dry_run_dir):
     for rule in ("annotate_candidates", "prepare_dataset", "evaluate_pass_at_k", "render_report"):
         for resources in plan[rule]:
             assert resources.get("gpu", "0") == "0", (rule, resources)
+    # CPU stages get the CPUs their table gives, not the rule's single thread.
+    for rule, stage in (("prepare_dataset", "data"), ("evaluate_pass_at_k", "data"), ("render_report", "report")):
+        for resources in plan[rule]:
+            assert int(resources["cpus_per_task"]) == stage_resources(stage, 0.0)["cpus_per_task"] == 2, rule
     workers = merged_config(base=dry_run_dir / "config" / "config.yaml")["execution"]["workers"]
     for resources in plan["annotate_candidates"]:  # one CPU per sandbox worker
         assert int(resources["cpus_per_task"]) == workers

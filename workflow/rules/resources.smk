@@ -67,12 +67,12 @@ def resource(stage, key):
 
 def job_resources(stage):
     """Resources of every job of this stage (`resources: **job_resources(stage)`)."""
-    if stage in ("data", "report", "execute"):
+    if stage == "execute":  # one CPU per sandbox worker: the rules' `threads`
         return {
             "mem_mb": resource(stage, "mem_mb"),
             "runtime": resource(stage, "runtime"),
         }
-    if stage == "merge":  # on the CPU (execrl.training.lora.merge_adapter)
+    if stage in ("data", "report", "merge"):  # on the CPU
         return {
             "cpus_per_task": resource(stage, "cpus_per_task"),
             "mem_mb": resource(stage, "mem_mb"),
