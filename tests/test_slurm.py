@@ -143,6 +143,21 @@ def test_profile_plans_gpus_from_model_size(dry_run_dir):
         assert int(resources["cpus_per_task"]) == workers
 
 
+def test_the_preflight_job_asks_for_what_the_largest_training_job_does(dry_run_dir, tmp_path):
+    overlay = tmp_path / "preflight.yaml"
+    overlay.write_text("preflight: {required: true}\n")
+    output = dry_run(dry_run_dir, "--configfile", str(overlay))  # over config/config.yaml
+    plan = planned_resources(output)
+    (preflight,) = plan["preflight"]
+    training = plan["train"]
+    assert len(training) >= 2
+    # Its host memory and CPUs are the training jobs' most (the 3B GRPO job's 44 GB, 32 CPUs), not
+    # the profile's 8 GB default and the rule's 2 threads; one task for all GPUs, as training asks.
+    assert int(preflight["mem_mb"]) == max(int(job["mem_mb"]) for job in training) > 8000
+    assert int(preflight["cpus_per_task"]) == max(int(job["cpus_per_task"]) for job in training) > 2
+    assert preflight["tasks_per_gpu"] == "0" and all(job["tasks_per_gpu"] == "0" for job in training)
+
+
 def test_set_resources_overrides_the_derived_values(dry_run_dir):
     output = dry_run(
         dry_run_dir,

@@ -19,7 +19,10 @@ rule preflight:
     resources:
         gpu=preflight_gpus,
         nodes=1,
+        tasks_per_gpu=0,
         gpu_model=gpu_model,
+        cpus_per_task=preflight_resource("cpus_per_task"),
+        mem_mb=preflight_resource("mem_mb"),
         runtime=60,
     params:
         model=model_name,

@@ -24,6 +24,25 @@ def preflight_gpus(wildcards):
     )
 
 
+def preflight_resource(key):
+    """One resource of the preflight job: the most any of the model's training jobs asks for (its
+    host memory and CPUs, with the optimizer state the plan offloads), so that each job's step runs
+    as it will; one task for all the GPUs, as training asks."""
+
+    def get(wildcards, attempt):
+        name = model_name(wildcards)
+        params_b = params_b_of(wildcards)
+        layouts = [training_layout(name, method) for method in TRAINED]
+        values = [
+            training_job_resources(layout, params_b, attempt)[key]
+            for layout in layouts
+            if layout is not None
+        ]
+        return max(values, default=stage_resources("train", params_b, attempt)[key])
+
+    return get
+
+
 def get_preflight_settings(wildcards):
     """What decides the preflight's jobs of a model: its entry, the built model's shape, the
     cluster it is planned on and every trained method's training settings."""
