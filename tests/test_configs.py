@@ -189,6 +189,13 @@ def test_the_merged_config_command_prints_what_a_run_gets(tmp_path):
     printed = yaml.safe_load(out)
     assert printed == merged("scaling-binary-bonus.yaml")
     assert printed["grpo"]["eval_temperature"] == 0.2  # a schema default, filled in
+    # A repeated flag is refused, as the workflow refuses it, instead of printing the last one's files.
+    repeated = subprocess.run(
+        [str(Path(SNAKEMAKE).with_name("python")), "-m", "execrl.config", "--configfile", EMBEDDED,
+         "--configfile", ".test/config/two-seeds.yaml"],
+        cwd=REPO, capture_output=True, text=True,
+    )
+    assert repeated.returncode == 2 and "--configfile is given 2 times" in repeated.stderr, repeated.stderr
 
 
 @pytest.mark.parametrize("overlay", sorted(p.name for p in (REPO / ".test" / "config").glob("*.yaml") if p.name != "config.yaml"))

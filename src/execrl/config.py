@@ -364,6 +364,10 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m execrl.config", description="Print the merged config an experiment runs with."
     )
     parser.add_argument("--configfile", nargs="*", default=[], help="overlays, in Snakemake's order")
+    # The workflow refuses a repeated flag; printing one flag's files would show a config no run gets.
+    repeated = repeated_configfile_flags(sys.argv[1:] if argv is None else argv)
+    if repeated:
+        parser.error(repeated)
     args = parser.parse_args(argv)
     yaml.safe_dump(merged_config(args.configfile), sys.stdout, sort_keys=False, allow_unicode=True, width=100)
 
