@@ -13,6 +13,7 @@ import yaml
 
 from conftest import REPO
 from execrl.planning.cluster import ClusterError, target_gpu, target_nodes
+from execrl.planning.memory_plan import training_job_layout
 from execrl.config import SCHEMA as SCHEMA_PATH, ConfigError, merged_config
 from snakemake_executor_plugin_slurm.partitions import read_partition_file
 from snakemake_executor_plugin_slurm.utils import set_gres_string
@@ -223,4 +224,31 @@ def test_the_vllm_servers_share_reaches_the_train_command_in_server_mode_only(tm
     assert "--gpu-memory-utilization 0.8" in servers["server", 0.8]
     assert "--gpu-memory-utilization 0.9" in servers["server", 0.9]
     assert servers["colocate", 0.8] == ""
+
+
+def test_a_methods_own_context_window_reaches_its_vllm_server(tmp_path):
+    """A method's `grpo.vllm_max_model_length` override sizes its memory plan's server and is the
+    window its server is started with; the other method keeps the run's."""
+    from conftest import copy_workflow, planned_jobs_of
+
+    workdir = copy_workflow(tmp_path)
+    overlay = {"grpo": {"use_vllm": True, "vllm_mode": "server", "vllm_max_model_length": 8192},
+               "method_overrides": {"srrl": {"grpo": {"vllm_max_model_length": 4096}}},
+               "experiment": {"methods": ["base", "grpo", "srrl"], "seeds": [0]}}
+    (workdir / "config" / "server.yaml").write_text(yaml.safe_dump(overlay))
+    jobs = planned_jobs_of(workdir, "config/config.yaml", "config/server.yaml")
+    servers = {job["params"]["method"]: job["params"]["vllm_server"] for job in jobs.values() if job["rule"] == "train"}
+    assert "--max-model-len 8192" in servers["grpo"] and "--max-model-len 4096" in servers["srrl"], servers
+    config = merged_config([workdir / "config" / "server.yaml"], base=workdir / "config" / "config.yaml")
+    model = config["experiment"]["models"][0]
+    assert training_job_layout(config, model, "srrl").server_max_model_len == 4096
+
+
+@pytest.mark.parametrize("key", ["vllm_server_gpus", "vllm_server_gpu_memory_utilization", "vllm_server_timeout_s"])
+def test_the_vllm_servers_setup_cannot_differ_between_methods(key, tmp_path):
+    overlay = tmp_path / "override.yaml"
+    value = {"vllm_server_gpus": 2, "vllm_server_gpu_memory_utilization": 0.8, "vllm_server_timeout_s": 100}[key]
+    overlay.write_text(yaml.safe_dump({"method_overrides": {"grpo": {"grpo": {key: value}}}}))
+    with pytest.raises(ConfigError, match=rf"method_overrides.grpo.grpo: {key} cannot differ between methods.*set grpo.{key}"):
+        merged_config([overlay])
 

@@ -103,6 +103,13 @@ def _check_overrides(config: dict, where: str, method, sections: dict) -> None:
         unknown = sorted(set(values) - set(config.get(section, {})))
         if unknown:
             raise ConfigError(f"{where}.{section}: unknown key(s) {', '.join(unknown)}")
+        # One vLLM server setup per run: the plan, the job's resources and the server's command read it from `grpo`.
+        server = sorted(key for key in values if section == "grpo" and key.startswith("vllm_server_"))
+        if server:
+            raise ConfigError(
+                f"{where}.grpo: {', '.join(server)} cannot differ between methods (the vLLM server's GPUs, "
+                f"memory share and start-up wait are the run's): set grpo.{server[0]}"
+            )
 
 
 def _section_everywhere(config: dict[str, Any], section: str) -> list[tuple[str, Any]]:

@@ -17,6 +17,7 @@ from execrl.methods import RULES, trained_methods
 from execrl.run_paths import METHOD_LEVELS, RunSegments
 from execrl.training_settings import (
     method_overrides,
+    method_section,
     registry_name,
     token_budget_source,
     training_runtime,

@@ -239,7 +239,8 @@ def get_vllm_server_prefix(wildcards):
     server_gpus = vllm_server_gpus(wildcards)
     if not server_gpus:
         return ""
-    grpo = config["grpo"]
+    # The method's context window, as its memory plan sizes the server for it.
+    grpo = method_section(config, method_name(wildcards), "grpo")
     command = [
         "python",
         "-m",
