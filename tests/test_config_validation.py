@@ -115,3 +115,15 @@ def test_a_repeated_configfile_flag_fails_instead_of_dropping_files(workflow_cop
     # one flag with both files plans the embedded default with the overlay's seed
     planned = run_snakemake(workflow_copy, "-n", "results/report.html", "--configfile", EMBEDDED, overlay_path)
     assert "model=tiny-" in planned.stdout and "seed=5" in planned.stdout
+
+
+def test_a_builtin_data_set_without_options_beside_another_keeps_its_defaults_to_itself(tmp_path):
+    """The builtin adapter's `holdout` default (an `if`/`then` of the schema) goes to the builtin
+    data set's options alone, not to another data set also given without options."""
+    from execrl.config import merged_config
+
+    overlay = tmp_path / "suite.yaml"
+    overlay.write_text("datasets: {suite: {adapter: builtin}}\n")  # beside config.yaml's mbpp, no options either
+    config = merged_config([overlay])
+    assert config["datasets"]["suite"]["options"] == {"holdout": "task"}
+    assert config["datasets"]["mbpp"]["options"] == {}

@@ -115,15 +115,18 @@ def test_variants_of_one_shape_run_once():
     assert jobs["tiny/srrl"].same_shape == ["srrl_separate"]
 
 
-def test_config_without_snakemake_fills_the_same_defaults():
+def test_config_without_snakemake_fills_the_same_defaults(tmp_path):
     """The offline GPU node has no Snakemake: the preflight lays the files over one another and
-    fills the schema's defaults itself, as Snakemake's validate does."""
+    fills the schema's defaults itself, as Snakemake's validate does (the `if`/`then` ones too)."""
     from execrl.config import merged_config
     from execrl.config import merged_without_snakemake
 
     base = REPO / "config" / "config.yaml"
-    for overlays in ([], [REPO / EMBEDDED], [REPO / "bench" / "preflight" / "gpu.yaml"]):
+    builtin = tmp_path / "builtin.yaml"  # a builtin data set without options: the schema's holdout default
+    builtin.write_text("datasets: {suite: {adapter: builtin}}\n")
+    for overlays in ([], [REPO / EMBEDDED], [REPO / "bench" / "preflight" / "gpu.yaml"], [builtin]):
         assert merged_without_snakemake(overlays, base) == merged_config(overlays, base=base)
+    assert merged_without_snakemake([builtin], base)["datasets"]["suite"]["options"] == {"holdout": "task"}
 
 
 def test_carried_model_configs_have_the_planned_shapes():

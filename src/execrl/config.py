@@ -278,7 +278,11 @@ def schema_error(error: BaseException) -> ConfigError | None:
 
 def validated(config: dict[str, Any], validate) -> None:
     """`validate(config)` (Snakemake's, which fills in the schema's defaults), a schema violation
-    raised as `schema_error`'s one line."""
+    raised as `schema_error`'s one line. The defaults are filled in first, each a copy of its own:
+    Snakemake's validate gives every entry missing a default the schema's one object, so the
+    builtin `holdout` an `if`/`then` adds to one data set's `options: {}` appeared in every other
+    data set given without options (and failed there as an unknown option)."""
+    fill_defaults(config, json.loads(SCHEMA.read_text()))
     try:
         validate(config)
     except Exception as error:  # Snakemake wraps the violation in a WorkflowError
@@ -361,6 +365,16 @@ def fill_defaults(instance, schema: dict) -> None:
         for key, value in instance.items():
             if key not in properties:
                 fill_defaults(value, extra)
+    if "if" in schema and _matches_constants(instance, schema["if"]):
+        fill_defaults(instance, schema.get("then", {}))
+
+
+def _matches_constants(instance: dict, condition: dict) -> bool:
+    """Whether `instance` meets an `if` of the form the schema uses (properties with a `const`); any
+    other form is refused, so that a schema change cannot leave defaults silently unfilled."""
+    if set(condition) != {"properties"} or any(set(sub) != {"const"} for sub in condition["properties"].values()):
+        raise NotImplementedError(f"fill_defaults reads only `if: {{properties: {{KEY: {{const: ...}}}}}}`, not {condition}")
+    return all(key not in instance or instance[key] == sub["const"] for key, sub in condition["properties"].items())
 
 
 
