@@ -319,7 +319,7 @@ def _unlimit() -> None:
 
 _RUN_DIR: list = []
 """The run's directory, where the judge has a view of the file system of its own
-(``_worker._judge_view``): the setup and the tests work in it, sharing its files with the
+(``_judge_link._judge_view``): the setup and the tests work in it, sharing its files with the
 program as in one interpreter. Entered only for a candidate whose setup or tests run code of
 their own (a plain call test touches no file), and left after it."""
 _IN_RUN_DIR = [False]

@@ -1,7 +1,7 @@
 """Records of ``stdio`` runs (the child writes them on its result fd), parsed strictly.
 
 Values of ``assert`` and ``call`` runs travel between the run and the worker's judge process
-(``_worker._Side``); the executor never decodes a program's values.
+(``_exchange._Side``); the executor never decodes a program's values.
 """
 
 from __future__ import annotations

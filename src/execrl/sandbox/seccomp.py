@@ -6,7 +6,7 @@ programs. Each of those calls is a way out of the per-run isolation (``ptrace`` 
 parent keeps a zombie unreapable; SysV IPC objects and keys outlive the run and connect
 candidates; ``memfd_create`` allocates memory outside ``RLIMIT_AS``), so they fail with
 ``EPERM``. The filter is built here, as classic BPF bytes, and installed by the worker's
-forker once (``_worker.install_seccomp``): every run inherits it and cannot remove it.
+forker once (``_isolation.install_seccomp``): every run inherits it and cannot remove it.
 
 No library is needed: the program is a linear list of ``syscall == N -> EPERM`` checks (a few
 dozen instructions, JIT-compiled by the kernel), plus a check of ``clone``'s flags.
