@@ -223,3 +223,42 @@ def test_printing_loads_no_model_and_fails_on_bad_settings_naming_the_key(capsys
     with pytest.raises(SystemExit):
         train_job.main(argv)
     assert "settings: missing section" in capsys.readouterr().err
+
+
+# Non-default values of settings that only TRL or PEFT act on, each over the embedded default: what
+# the train job's printed config must carry (TRL and PEFT apply them; their own tests cover how).
+TRAINER_SETTINGS = {
+    "grpo": {"epsilon": 0.3, "num_iterations": 2, "scale_rewards": "batch", "use_vllm": True,
+             "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.45,
+             "vllm_importance_sampling_clip_min": 0.5},
+    "dpo": {"max_length": 96, "gradient_checkpointing": True},
+    "lora": {"r": 4, "lora_alpha": 12, "lora_dropout": 0.1, "target_modules": ["q_proj", "v_proj"]},
+}  # fmt: skip
+
+
+def test_settings_only_trl_and_peft_act_on_reach_their_configs(workdir, capsys):
+    """Each value of TRAINER_SETTINGS, none of them a default of execrl's or TRL's, is the value
+    the planned train job hands to GRPOConfig, DPOConfig or PEFT's LoraConfig."""
+    import yaml
+
+    overlay = workdir / "config" / "trainer-settings.yaml"
+    overlay.write_text(yaml.safe_dump(TRAINER_SETTINGS))
+    result = subprocess.run([SNAKEMAKE, "--profile", "profiles/local", "-n", "-p", "results/report.html",
+                             "--configfile", EMBEDDED, str(overlay)],
+                            cwd=workdir, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    blocks = re.split(r"\n(?=\[[^\]]+\]\n(?:local)?rule )", result.stdout)
+    commands = [re.search(r"^Shell command: (.*)$", b, re.MULTILINE).group(1)
+                for b in blocks if re.search(r"^rule train:", b, re.MULTILINE)]  # fmt: skip
+    jobs = {job["method"]: job for job in (printed(workdir, command, capsys) for command in commands)}
+    assert {"dpo", "grpo", "srrl"} <= set(jobs)
+    for method in ("grpo", "srrl"):
+        trainer = jobs[method]["trainer_config"]
+        assert {key: trainer[key] for key in TRAINER_SETTINGS["grpo"]} == TRAINER_SETTINGS["grpo"], method
+    dpo = jobs["dpo"]["trainer_config"]
+    assert {key: dpo[key] for key in TRAINER_SETTINGS["dpo"]} == TRAINER_SETTINGS["dpo"]
+    for job in jobs.values():
+        peft = job["peft"]
+        assert {key: peft[key] for key in ("r", "lora_alpha", "lora_dropout")} == {
+            key: TRAINER_SETTINGS["lora"][key] for key in ("r", "lora_alpha", "lora_dropout")}, job["method"]
+        assert sorted(peft["target_modules"]) == TRAINER_SETTINGS["lora"]["target_modules"], job["method"]
