@@ -164,3 +164,22 @@ def test_the_reference_is_cut_at_the_plus_tests_timeout():
         kept[timeout_s] = problem.plus_tests
     assert kept[0.1] == []
     assert len(kept[10.0]) == 2 and all(test.startswith("assert f(") for test in kept[10.0])
+
+
+@linux_only
+def test_the_memory_cap_decides_whether_a_program_that_needs_the_memory_passes():
+    """`execution.memory_mb`, handed to the sandbox as the workflow does (`ExecutionLimits(**execution)`):
+    a correct program that holds 400 MB passes under 1024 MB and fails under 256 MB."""
+    from execrl.config import merged_config
+    from execrl.sandbox import ExecutionLimits
+
+    problem = Problem(id="m/0", prompt="f() returns the length of a 400 MB buffer.", test_type="assert",
+                      tests=["assert f() == 400 * 2**20"], entry_point="f")  # fmt: skip
+    program = "def f():\n    buffer = bytearray(400 * 2**20)\n    return len(buffer)\n"
+    execution = {key: value for key, value in merged_config()["execution"].items() if key != "workers"}
+    verdicts = {}
+    for memory_mb in (256, 1024):
+        with Executor(workers=1, limits=ExecutionLimits(**{**execution, "memory_mb": memory_mb})) as executor:
+            verdicts[memory_mb] = executor.run(problem, program)
+    assert verdicts[1024].status == "pass", verdicts[1024]
+    assert (verdicts[256].status, verdicts[256].error_type) == ("error", "MemoryError"), verdicts[256]

@@ -14,11 +14,13 @@ REDUCED = {
     "experiment": {"name": "reduced", "methods": ["base"], "eval_splits": ["train", "test"]},
     "datasets": {"builtin": {"adapter": "builtin", "options": {"seed": 0, "n_warmup": 120, "n_train": 120, "n_test": 24}}},
     "tiny_model": {
+        "vocab_size": 400,
         "hidden_size": 32,
         "num_hidden_layers": 1,
         "num_attention_heads": 2,
         "num_key_value_heads": 1,
         "intermediate_size": 64,
+        "max_position_embeddings": 1024,
         "sft": {"num_train_epochs": 1, "per_device_train_batch_size": 32},
     },
     "generation": {"num_samples": 4, "max_new_tokens": 24},
@@ -113,6 +115,18 @@ def test_run_produces_report_from_its_own_numbers(finished_run):
     ],
     ids=["temperature", "top-k", "timeout", "k", "sft-learning-rate", "plus-tests-seed", "plus-tests-hash-seeds"],
 )
+def test_the_tiny_model_is_built_to_the_configs_shape(finished_run):
+    """Every `tiny_model` shape key (none of them TinyModelConfig's default here) is the built model's."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    (model,) = (finished_run / "results" / "models").glob("builtin-*/tiny-*/base")
+    built = AutoConfig.from_pretrained(model)
+    shape = {key: value for key, value in REDUCED["tiny_model"].items() if key != "sft"}
+    assert {key: getattr(built, key) for key in shape if key != "vocab_size"} == {
+        key: value for key, value in shape.items() if key != "vocab_size"}
+    assert len(AutoTokenizer.from_pretrained(model)) == built.vocab_size == shape["vocab_size"]
+
+
 def test_config_change_reruns_only_what_it_invalidates(finished_run, overlay, must_run, must_not_run):
     planned = set(planned_jobs(finished_run, overlay))
     assert must_run <= planned
