@@ -272,3 +272,7 @@ def test_game_prompts_fill_the_templates():
     assert "Task: Reverse a list." in prompt and "assert" not in prompt
     assert rewards.opponent_prompt("print(1)").startswith("What does this Python program print?")
     assert "print(1)" in rewards.opponent_prompt("print(1)")
+    # `code_game.program_template` and `opponent_template` are the prompts' text.
+    own, _ = game(None, {}, program_template="Make it hard: {prompt}", opponent_template="Guess:\n{code}")
+    assert "Make it hard: Reverse a list." in own.prompt(problem, PromptConfig(chat_template="never"), tokenizer=None)
+    assert "Guess:\nprint(1)" in own.opponent_prompt("print(1)") and "What does" not in own.opponent_prompt("print(1)")
