@@ -101,13 +101,25 @@ def test_a_resumed_run_does_not_evaluate_step_0_again_and_the_last_step_only_onc
     assert interval.steps == [6]
 
 
-def test_a_real_dpo_run_evaluates_before_its_first_step_every_n_steps_and_after_its_last(tmp_path):
+def test_a_real_dpo_run_evaluates_before_its_first_step_every_n_steps_and_after_its_last(tmp_path, monkeypatch):
     """DPO through its training job (one process, in this process): the adapter as trained so far samples
-    the held-out problems with transformers and the sandbox runs them, into DPO's own metrics file."""
+    the held-out problems with transformers and the sandbox runs them, into DPO's own metrics file;
+    `eval_problems`, `eval_samples` and `eval_max_new_tokens` size what each evaluation samples."""
     import json
 
     from conftest import build_tiny_model
+    from execrl.generation.policy_sampling import TransformersPolicySampler
     from execrl.training import train_job
+
+    sampled = []  # (prompts, the longest completion in tokens) of each evaluation's sampling
+    original = TransformersPolicySampler.__call__
+
+    def recorded(self, prompt_texts, temperature=None):
+        samples = original(self, prompt_texts, temperature)
+        sampled.append((len(prompt_texts), max(len(sample[1]) for sample in samples)))
+        return samples
+
+    monkeypatch.setattr(TransformersPolicySampler, "__call__", recorded)
 
     tasks = [(f"Write f(x) returning x + {i}.", f"def f(x):\n    return x + {i}\n") for i in range(8)]
     model = build_tiny_model(tmp_path / "tiny", [prompt + "\n" + code for prompt, code in tasks] * 20)
@@ -145,6 +157,8 @@ def test_a_real_dpo_run_evaluates_before_its_first_step_every_n_steps_and_after_
         assert round(r["interval_eval/pass_at_1"] * 6, 6) == round(r["interval_eval/pass_at_1"] * 6)
         assert r["interval_eval/pass_at_1_low"] <= r["interval_eval/pass_at_1"] <= r["interval_eval/pass_at_1_high"]
         assert 0 <= r["interval_eval/problems_passed"] <= 3
+    # Each of the 4 evaluations sampled 3 problems x 2 samples, the longest cut at 12 tokens.
+    assert sampled == [(6, 12)] * 4, sampled
     # DPO's own per-step records are all there beside them.
     assert sorted({r["step"] for r in records if "loss" in r}) == list(range(1, 9))
     assert (tmp_path / "trained" / "adapter_config.json").is_file()

@@ -256,6 +256,9 @@ def test_report_and_summary_json_agree(finished_run):
         run = segments(finished_run, EMBEDDED, "config/report-test.yaml").run("builtin", "tiny", attrs["data-method"])
         evaluation = json.loads((results / f"eval/{run}/0/test.json").read_text())
         assert record["n_problems"] == evaluation["n_problems"] and record["n_samples"] == evaluation["n_samples"]
+        # evaluation.max_problems (32) cuts the 120 train problems and leaves the 24 test problems whole.
+        train = json.loads((results / f"eval/{run}/0/train.json").read_text())
+        assert (train["n_problems"], evaluation["n_problems"]) == (32, 24)
         for k, value in record["pass_at_k"].items():
             assert value["mean"] == pytest.approx(evaluation["pass_at_k"][k])
             assert shown[f"pass@{k}"] == f"{value['mean']:.3f}"  # one seed: no ± sd
