@@ -76,6 +76,18 @@ def test_mutation_keeps_types_and_bounds_and_is_seeded():
     assert inputs and ([1, 2], "ab") not in inputs and len(set(map(repr, inputs))) == len(inputs)
 
 
+def test_the_size_and_integer_bounds_cap_what_mutation_makes():
+    """`plus_tests.max_collection_size` and `max_abs_int`: a list at 6 items and the integer 40 grow
+    past 6 items and 50 under the defaults, and never under bounds of 6 and 50."""
+    def outcomes(value, settings):
+        return [mutate(value, random.Random(seed), settings) for seed in range(300)]
+
+    lists = {size: max(map(len, outcomes(list(range(6)), PlusTestSettings(max_collection_size=size)))) for size in (6, 20)}
+    assert lists == {6: 6, 20: 7}
+    ints = {bound: max(map(abs, outcomes(40, PlusTestSettings(max_abs_int=bound)))) for bound in (50, 1000)}
+    assert ints == {50: 50, 1000: 80}  # 40 doubled, cut at the bound
+
+
 def test_candidates_per_test_sets_how_many_inputs_are_drawn():
     """`plus_tests.candidates_per_test`: inputs drawn per held-out test wanted (the spare ones cover
     references that fail, disagree or split correct solutions on some)."""
@@ -191,6 +203,19 @@ def test_outputs_that_depend_on_the_hash_seed_are_dropped(executor):
         with Executor(workers=1, limits=ExecutionLimits(timeout_s=2, memory_mb=512), hash_seed=seed) as other:
             verdict = other.run(held_out, dedupe.reference)
         assert verdict.status == "pass", (seed, verdict.test_outcomes)
+
+
+def test_hash_seeds_are_the_reruns_of_every_reference_input(executor):
+    """`plus_tests.hash_seeds`: each planned input of the reference runs once under the judge's seed
+    and once more under each listed seed."""
+    double = Problem(id="double", prompt="Double x.", test_type="assert", entry_point="f",
+                     tests=["assert f(3) == 6"], reference="def f(x):\n    return 2 * x\n")  # fmt: skip
+    runs = {}
+    for seeds in ((1,), (1, 2, 3)):
+        _, report = make_plus_tests([double], executor, PlusTestSettings(tests_per_problem=2, hash_seeds=seeds))
+        runs[seeds] = report.reference_runs
+    planned = runs[(1,)] // 2
+    assert planned > 0 and runs == {(1,): 2 * planned, (1, 2, 3): 4 * planned}
 
 
 def test_hash_seeds_leave_out_the_judges_seed():
