@@ -386,6 +386,11 @@ def test_separate_groups_give_c1s_grpos_advantages_whatever_the_refinements_did(
     assert torch.allclose(two[:4], torch.tensor([0.5, -0.5, -0.5, 0.5])) and torch.equal(two[12:], torch.zeros(4))
     nan = subgroup_advantages(torch.tensor([1.0, float("nan"), 0.0, 1.0]), ["c1", "c1", "c1", "c2"], 4, "none")
     assert torch.allclose(nan, torch.tensor([0.5, 0.0, -0.5, 0.0]))
+    # `batch` centres in each subgroup, then divides by the whole batch's standard deviation
+    rewards = torch.cat([easy, hard])
+    batch = subgroup_advantages(rewards, kinds * 2, 8, "batch")
+    assert torch.allclose(batch, two / (rewards.std() + 1e-4))
+    assert not torch.allclose(batch, two) and not torch.allclose(batch, subgroup_advantages(rewards, kinds * 2, 8, "group"))
 
 
 def test_grouping_is_a_checked_setting():
