@@ -471,6 +471,15 @@ def test_grpo_without_gradient_checkpointing_keeps_every_layers_activations(ship
     assert without.activations_gb - plan_training(arch, eight).activations_gb == pytest.approx(112, abs=2)
 
 
+def test_dpo_without_gradient_checkpointing_is_planned_with_every_layers_activations(shipped_config):
+    """`dpo.gradient_checkpointing` reaches DPO's plan as GRPO's setting reaches GRPO's."""
+    checkpointed = training_job_layout(shipped_config, "qwen2.5-3b-instruct", "dpo")
+    shipped_config["dpo"]["gradient_checkpointing"] = False
+    kept = training_job_layout(shipped_config, "qwen2.5-3b-instruct", "dpo")
+    per_sequence = lambda layout: layout.plan.terms["saved_activations"] / layout.micro_batch  # noqa: E731
+    assert per_sequence(kept) > 10 * per_sequence(checkpointed)
+
+
 def test_code_games_opponent_is_counted_whole_on_every_gpu(shipped_config):
     shipped_config["models"]["qwen2.5-3b-instruct"]["training_processes"] = 2
     shipped_config["code_game"]["opponent"] = "base"
