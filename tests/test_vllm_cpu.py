@@ -79,6 +79,8 @@ def test_vllm_sampling_through_the_generation_backend(tiny, monkeypatch):
     assert all(len(set(completions[i:i + 4])) > 1 for i in range(0, len(completions), 4))  # a problem's samples differ
     config = backend.llm.llm_engine.model_config
     assert config.max_model_len == 256 and str(config.dtype) == "torch.float32"
+    # generation.vllm.gpu_memory_utilization is the engine's (vLLM's own default is 0.9)
+    assert backend.llm.llm_engine.vllm_config.cache_config.gpu_memory_utilization == MEMORY_SHARE
     # More prompt tokens than one engine step prefills (the embedded default's 200 problems × 8 samples
     # are): seeded sampling on vLLM's CPU build then fails unless prefills stay whole.
     many = candidate_records(problems * 8, backend, dataclasses.replace(settings, num_samples=64, max_new_tokens=2),

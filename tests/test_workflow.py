@@ -82,6 +82,18 @@ def test_run_produces_report_from_its_own_numbers(finished_run):
     assert planned_jobs(finished_run) == {}
 
 
+def test_the_tiny_model_is_built_to_the_configs_shape(finished_run):
+    """Every `tiny_model` shape key (none of them TinyModelConfig's default here) is the built model's."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    (model,) = (finished_run / "results" / "models").glob("builtin-*/tiny-*/base")
+    built = AutoConfig.from_pretrained(model)
+    shape = {key: value for key, value in REDUCED["tiny_model"].items() if key != "sft"}
+    assert {key: getattr(built, key) for key in shape if key != "vocab_size"} == {
+        key: value for key, value in shape.items() if key != "vocab_size"}
+    assert len(AutoTokenizer.from_pretrained(model)) == built.vocab_size == shape["vocab_size"]
+
+
 @pytest.mark.parametrize(
     "overlay, must_run, must_not_run",
     [
@@ -115,18 +127,6 @@ def test_run_produces_report_from_its_own_numbers(finished_run):
     ],
     ids=["temperature", "top-k", "timeout", "k", "sft-learning-rate", "plus-tests-seed", "plus-tests-hash-seeds"],
 )
-def test_the_tiny_model_is_built_to_the_configs_shape(finished_run):
-    """Every `tiny_model` shape key (none of them TinyModelConfig's default here) is the built model's."""
-    from transformers import AutoConfig, AutoTokenizer
-
-    (model,) = (finished_run / "results" / "models").glob("builtin-*/tiny-*/base")
-    built = AutoConfig.from_pretrained(model)
-    shape = {key: value for key, value in REDUCED["tiny_model"].items() if key != "sft"}
-    assert {key: getattr(built, key) for key in shape if key != "vocab_size"} == {
-        key: value for key, value in shape.items() if key != "vocab_size"}
-    assert len(AutoTokenizer.from_pretrained(model)) == built.vocab_size == shape["vocab_size"]
-
-
 def test_config_change_reruns_only_what_it_invalidates(finished_run, overlay, must_run, must_not_run):
     planned = set(planned_jobs(finished_run, overlay))
     assert must_run <= planned
