@@ -14,7 +14,8 @@
 # Everything lands in $OUT (or results/gpu-check): preflight-MODE.json, logs/JOB.log per job,
 # gpu-tests.log, gpu-tests.xml and gpu-check.json (each part's time and exit status): 6 files, at
 # most 1 folder deep, so a remote run brings all of it back. The preflight's report is rewritten
-# after each job and the tests' log as each test ends, so a run cut short still returns what finished. Exit status: the preflight's, else the tests'.
+# after each job and the tests' log as each test ends, so a run cut short still returns what
+# finished. Exit status: the preflight's, else the tests'.
 #
 # --budget-s (default 570): the whole call, install included; the tests keep at least
 # TESTS_MIN_S (default 90) of it, the preflight gets the rest less its 60 s hard stop and 30 s for
