@@ -162,3 +162,51 @@ def test_a_real_dpo_run_evaluates_before_its_first_step_every_n_steps_and_after_
     # DPO's own per-step records are all there beside them.
     assert sorted({r["step"] for r in records if "loss" in r}) == list(range(1, 9))
     assert (tmp_path / "trained" / "adapter_config.json").is_file()
+
+
+def test_a_real_grpo_run_evaluates_eval_problems_at_its_completion_length(tmp_path, monkeypatch):
+    """GRPO through its training job (one process, in this process): its interval evaluation samples
+    `eval_problems` of the held-out problems, `eval_samples` each, cut at `max_completion_length`;
+    its rollouts (TRL's own sampling) are not the evaluation's sampler."""
+    import json
+
+    from conftest import build_tiny_model
+    from execrl.training import grpo as grpo_module
+    from execrl.training import train_job
+
+    sampled = []  # (prompts, the longest completion in tokens) of each evaluation's sampling
+    original = grpo_module.PolicySampler.__call__
+
+    def recorded(self, prompt_texts, temperature=None):
+        samples = original(self, prompt_texts, temperature)
+        sampled.append((len(prompt_texts), max(len(sample[1]) for sample in samples)))
+        return samples
+
+    monkeypatch.setattr(grpo_module.PolicySampler, "__call__", recorded)
+    tasks = [(f"Write f(x) returning x + {i}.", f"def f(x):\n    return x + {i}\n") for i in range(6)]
+    model = build_tiny_model(tmp_path / "tiny", [prompt + "\n" + code for prompt, code in tasks] * 20)
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text("".join(
+        json.dumps({"id": f"t/{i}", "prompt": prompt, "test_type": "assert", "tests": [f"assert f(1) == {1 + i}"],
+                    "entry_point": "f", "reference": code}) + "\n"
+        for i, (prompt, code) in enumerate(tasks)
+    ))  # fmt: skip
+    settings = {
+        "grpo": {"num_generations": 2, "prompts_per_step": 2, "max_steps": 1, "max_completion_length": 10,
+                 "save_steps": 100, "gradient_checkpointing": False, "learning_rate": 1e-3, "eval_every": 1,
+                 "eval_problems": 4, "eval_samples": 2, "use_vllm": False, "temperature": 1.0, "seed": 0},
+        "rewards": {"binary": 1.0},
+        "lora": {"r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": ["q_proj", "v_proj"]},
+        "prompt": {"template": "{prompt}\n", "num_tests_shown": 0},
+        "execution": {"timeout_s": 2, "memory_mb": 512},
+        "watch": {"sample_size": 4},
+    }  # fmt: skip
+    train_job.main([
+        "grpo", "--model", model, "--settings", json.dumps(settings), "--problems", str(problems),
+        "--eval-problems", str(problems), "--output", str(tmp_path / "trained"), "--metrics", str(tmp_path / "metrics.jsonl"),
+        "--checkpoint-root", str(tmp_path / "checkpoints"), "--run-name", "grpo/run", "--sandbox-workers", "1",
+    ])  # fmt: skip
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "interval_eval/pass_at_1" in r] == [0, 1]
+    # Before the step and after it: 4 of the 6 problems x 2 samples, the longest cut at 10 tokens.
+    assert sampled == [(8, 10)] * 2, sampled
