@@ -36,7 +36,10 @@ $(BIN)/snakemake: pyproject.toml
 
 env: $(BIN)/snakemake
 
+# The config files are read first by execrl.config, whose errors name the file and line (Snakemake's
+# own message for a file that is not YAML names neither).
 report: env
+	$(BIN)/python -m execrl.config --configfile $(EMBEDDED) $(OVERLAYS) > /dev/null
 	$(BIN)/snakemake --profile profiles/local results/report.html --configfile $(EMBEDDED) $(OVERLAYS)
 
 # One worker per core; a test file stays on one worker, so a module's fixture (a finished

@@ -127,3 +127,36 @@ def test_a_builtin_data_set_without_options_beside_another_keeps_its_defaults_to
     config = merged_config([overlay])
     assert config["datasets"]["suite"]["options"] == {"holdout": "task"}
     assert config["datasets"]["mbpp"]["options"] == {}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("generation:\n  num_samples: 8\n    temperature: 0.7\n", r"not valid YAML: line 3, column 16: mapping values are not allowed here"),
+        ("generation:\n\tnum_samples: 8\n", r"not valid YAML: line 2, column 1: .* \(YAML indents with spaces, not tabs\)"),
+        ("- experiment\n- datasets\n", r"the top level must be a mapping of sections .*, got a list"),
+    ],
+    ids=["syntax", "tab", "list"],
+)
+def test_a_config_file_that_is_not_a_mapping_of_sections_is_named(tmp_path, text, message):
+    from execrl.config import ConfigError, merged_config
+
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(text)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(overlay))}: {message}"):
+        merged_config([overlay])
+
+
+def test_the_merged_config_command_names_a_missing_file_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    missing = tmp_path / "missing.yaml"
+    result = subprocess.run([sys.executable, "-m", "execrl.config", "--configfile", str(missing)],
+                            cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"python -m execrl.config: error: {missing}: no such config file"
+    elsewhere = subprocess.run([sys.executable, "-m", "execrl.config"], cwd=tmp_path, capture_output=True, text=True)
+    assert elsewhere.returncode == 2 and "config/config.yaml: no such config file (relative to" in elsewhere.stderr

@@ -529,6 +529,35 @@ def test_jsonl_validates_every_row(tmp_path):
     assert "duplicate problem id 't/2'" in result.manifest["skipped"][3]["error"]
 
 
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"tests": ["assert f(1) == 2", "assert f(1,"]}, r"assert test 1 is not valid Python \('\(' was never closed\)"),
+        ({"entry_point": 7}, "entry_point must be a string or null, got 7"),
+        ({"reference": 5}, "reference must be a string or null, got 5"),
+        ({"metadata": "easy"}, "metadata must be an object, got 'easy'"),
+    ],
+    ids=["test-not-python", "entry-point-int", "reference-int", "metadata-str"],
+)
+def test_a_row_the_format_refuses_is_named_by_its_line(tmp_path, change, message):
+    """docs/formats.md's types, and assert tests that compile: a row that breaks them would make a
+    problem no program can solve, or fail later far from the file."""
+    good = [p.to_dict() for p in _sample_problems()]
+    path = write_jsonl(tmp_path / "rows.jsonl", [good[0], {**good[0], "id": "t/9", **change}])
+    with pytest.raises(DatasetError, match=rf"rows.jsonl: line 2 \(id 't/9'\): .*{message}"):
+        load_split("jsonl", "test", source=str(path))
+
+
+def test_a_split_without_problems_is_an_error_naming_the_file(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n")
+    with pytest.raises(DatasetError, match=r"jsonl .*empty.jsonl: split 'test' has no problems$"):
+        load_split("jsonl", "test", source=str(empty))
+    bad = write_jsonl(tmp_path / "bad.jsonl", ["oops", "nope"])
+    with pytest.raises(DatasetError, match=r"bad.jsonl: split 'test' has no problems \(2 malformed row\(s\) skipped\)"):
+        load_split("jsonl", "test", source=str(bad), on_malformed="skip")
+
+
 def test_builtin_through_dispatcher_and_jsonl_round_trip(tmp_path):
     result = load_split("builtin", "test", options={"n_test": 30, "seed": 3})
     assert result.manifest["n_problems"] == 30 and result.manifest["source"] is None

@@ -294,12 +294,11 @@ def validated(config: dict[str, Any], validate) -> None:
 
 def merged_config(configfiles: list[str | Path] = (), base: str | Path = DEFAULT_CONFIG) -> dict[str, Any]:
     """The config a run with these `--configfile`s gets: validated, defaults filled in."""
-    import yaml
     from snakemake.utils import update_config, validate
 
     config: dict[str, Any] = {}
     for path in [base, *configfiles]:
-        update_config(config, yaml.safe_load(Path(path).read_text()) or {})
+        update_config(config, read_config_file(path))
     validated(config, lambda c: validate(c, schema=str(SCHEMA)))
     config = plain_dicts(config)
     check_references(config)
@@ -330,14 +329,36 @@ def load_config(configfiles: list[Path], base: Path) -> dict:
 
 
 def merged_without_snakemake(configfiles: list[Path], base: Path) -> dict:
-    import yaml
-
     config: dict = {}
     for path in [base, *configfiles]:
-        _lay_over(config, yaml.safe_load(Path(path).read_text()) or {})
+        _lay_over(config, read_config_file(path))
     fill_defaults(config, json.loads(SCHEMA.read_text()))
     check_references(config)
     return config
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """One config file's sections; a file that is missing, not YAML, or not a mapping of sections
+    raises ConfigError naming the file (and the line where YAML stopped)."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        where = "" if path.is_absolute() else f" (relative to {Path.cwd()}: run from the repository root)"
+        raise ConfigError(f"{path}: no such config file{where}")
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        tab = " (YAML indents with spaces, not tabs)" if "'\\t'" in str(getattr(error, "problem", "")) else ""
+        raise ConfigError(f"{path}: not valid YAML: {at}{getattr(error, 'problem', None) or error}{tab}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections (experiment:, datasets:, ...), "
+                          f"got a {type(loaded).__name__}")
+    return loaded
 
 
 def _lay_over(config: dict, overlay: dict) -> None:
@@ -390,7 +411,11 @@ def main(argv: list[str] | None = None) -> None:
     if repeated:
         parser.error(repeated)
     args = parser.parse_args(argv)
-    yaml.safe_dump(merged_config(args.configfile), sys.stdout, sort_keys=False, allow_unicode=True, width=100)
+    try:
+        merged = merged_config(args.configfile)
+    except ConfigError as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
+    yaml.safe_dump(merged, sys.stdout, sort_keys=False, allow_unicode=True, width=100)
 
 
 if __name__ == "__main__":

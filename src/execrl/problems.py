@@ -83,6 +83,14 @@ def validation_errors(problem: Problem) -> list[str]:
     if problem.test_type == "assert":
         if not all(isinstance(t, str) and t.strip() for t in problem.tests):
             errors.append("assert tests must be non-empty strings")
+        else:
+            # A test that does not compile fails every candidate: the problem could never be solved.
+            for i, test in enumerate(problem.tests):
+                try:
+                    compile(test, f"<test {i}>", "exec")
+                except (SyntaxError, ValueError) as error:
+                    errors.append(f"assert test {i} is not valid Python ({getattr(error, 'msg', error)})")
+                    break
     elif problem.test_type == "stdio":
         for i, t in enumerate(problem.tests):
             if not (isinstance(t, dict) and isinstance(t.get("input"), str) and isinstance(t.get("output"), str)):
@@ -103,6 +111,12 @@ def validation_errors(problem: Problem) -> list[str]:
         errors.extend(f"plus_tests: {e}" for e in validation_errors(shadow) if "tests" in e)
     if not isinstance(problem.setup_code, str):
         errors.append("setup_code must be a string")
+    for name in ("entry_point", "reference"):
+        value = getattr(problem, name)
+        if value is not None and not isinstance(value, str):
+            errors.append(f"{name} must be a string or null, got {value!r}")
+    if not isinstance(problem.metadata, dict):
+        errors.append(f"metadata must be an object, got {problem.metadata!r}")
     return errors
 
 

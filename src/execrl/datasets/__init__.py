@@ -75,6 +75,14 @@ def load_split(
     source_text = None if source is None else str(source)
 
     result = module.load(split=split, source=source_text, subset=subset, options=resolved, on_malformed=on_malformed)
+    # A file or hub split without one problem is a mistake found here, not when evaluation has nothing to
+    # average (the builtin suite's sizes are asked for, and 0 is allowed).
+    if not result.problems and adapter != "builtin":
+        skipped = len(result.manifest.get("skipped", []))
+        raise DatasetError(
+            f"{adapter} {source_text or '(default source)'}: split {split!r} has no problems"
+            + (f" ({skipped} malformed row(s) skipped)" if skipped else "")
+        )
     manifest = {
         "adapter": adapter,
         "source": source_text,
