@@ -471,6 +471,13 @@ def test_grpo_without_gradient_checkpointing_keeps_every_layers_activations(ship
     assert without.activations_gb - plan_training(arch, eight).activations_gb == pytest.approx(112, abs=2)
 
 
+def test_a_grpo_round_no_process_count_splits_names_the_setting(shipped_config):
+    shipped_config["grpo"].update(num_generations=7, prompts_per_step=3, steps_per_generation=8)
+    with pytest.raises(ValueError, match=r"split over none of \[1, .*\] training processes \(with 1: "
+                                         r"grpo.steps_per_generation \(8\) must divide .* \(21 = "):
+        training_job_layout(shipped_config, "qwen2.5-3b-instruct", "grpo")
+
+
 def test_dpo_without_gradient_checkpointing_is_planned_with_every_layers_activations(shipped_config):
     """`dpo.gradient_checkpointing` reaches DPO's plan as GRPO's setting reaches GRPO's."""
     checkpointed = training_job_layout(shipped_config, "qwen2.5-3b-instruct", "dpo")

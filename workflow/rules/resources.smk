@@ -115,7 +115,7 @@ def training_layout(model, method):
     except UnknownShape as error:
         print(f"no memory plan for {model}/{method}: {error}", file=sys.stderr)
         return None
-    except (DoesNotFit, ClusterError) as error:
+    except (DoesNotFit, ClusterError, ValueError) as error:
         raise WorkflowError(
             f"models.{model} ({config['models'][model]['source']}), method {method}: {error}"
         ) from None

@@ -162,13 +162,15 @@ def plan_training_layout(
     counts = [processes] if processes is not None else list(range(1, room + 1))
     stages = [3] if job.finetune == "full" else [0, 3]
     splittable = []
+    reasons = []
     for count in counts:
         try:
             splittable.append((count, completions_for(count)))
-        except ValueError:
-            continue
+        except ValueError as error:
+            reasons.append(f"{count}: {error}")
     if not splittable:
-        raise ValueError(f"the step's sequences split over none of {counts} training processes")
+        # The fewest processes' reason names the setting (grpo.prompts_per_step, steps_per_generation, ...).
+        raise ValueError(f"the step's sequences split over none of {counts} training processes (with {reasons[0]})")
     last_error: DoesNotFit | None = None
     host_error: DoesNotFit | None = None
     # Without offload the fewest GPUs that fit; with it, the most (more GPUs share the host's optimizer work).
