@@ -725,3 +725,11 @@ def test_an_edited_local_dataset_reruns_its_prepare_dataset_job(tmp_path, monkey
     replanned = run_snakemake(workdir, "-n", target, *configs).stdout
     assert "rule prepare_dataset:" in replanned and "input: data/test.jsonl" in replanned
     assert "Updated input files: data/test.jsonl" in replanned
+
+
+def test_a_missing_folder_that_reads_like_a_hub_id_says_how_to_write_a_local_one(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(DatasetError, match=r"cannot load 'data/mbpp-copy' .*a local folder is written as a path "
+                                           r"\(\./data/mbpp-copy or an absolute path; nothing is at '.*data/mbpp-copy'\)"):
+        load_split("mbpp", "test", source="data/mbpp-copy", subset="full")

@@ -224,8 +224,13 @@ def read_hub(hub_id: str, config: str | None, split: str, revision: str | None) 
     try:
         loaded = datasets.load_dataset(hub_id, config, split=split, revision=revision)
     except Exception as error:  # noqa: BLE001
+        # A local folder that is not there reads like a hub id ("data/mbpp"): say how to write one.
+        local_hint = (
+            f"; a local folder is written as a path (./{hub_id} or an absolute path; nothing is at "
+            f"{str(Path(hub_id).absolute())!r})"
+        )
         raise DatasetError(
-            f"cannot load {hub_id!r} (config {config!r}, split {split!r}) from the Hugging Face hub: {error}"
+            f"cannot load {hub_id!r} (config {config!r}, split {split!r}) from the Hugging Face hub: {error}{local_hint}"
         ) from error
     return [RawRow(f"index {i}", row) for i, row in enumerate(loaded)]
 
