@@ -453,15 +453,23 @@ def shipped_config():
     return config
 
 
+def with_and_without_checkpointing(config: dict, method: str) -> tuple:
+    """The 3B job's plan with its section's gradient checkpointing on, then off."""
+    checkpointed = training_job_layout(config, "qwen2.5-3b-instruct", method)
+    config[method]["gradient_checkpointing"] = False
+    return checkpointed, training_job_layout(config, "qwen2.5-3b-instruct", method)
+
+
+def saved_per_sequence(layout) -> float:
+    return layout.plan.terms["saved_activations"] / layout.micro_batch
+
+
 def test_grpo_without_gradient_checkpointing_keeps_every_layers_activations(shipped_config):
     """`grpo.gradient_checkpointing: false` is allowed and must be planned as such."""
-    checkpointed = training_job_layout(shipped_config, "qwen2.5-3b-instruct", "grpo")
-    shipped_config["grpo"]["gradient_checkpointing"] = False
-    kept = training_job_layout(shipped_config, "qwen2.5-3b-instruct", "grpo")
+    checkpointed, kept = with_and_without_checkpointing(shipped_config, "grpo")
     # Every layer's activations instead of 37 hidden states: over 10 times as much per sequence, so
     # the plan takes a smaller micro-batch.
-    per_sequence = lambda layout: layout.plan.terms["saved_activations"] / layout.micro_batch  # noqa: E731
-    assert per_sequence(kept) > 10 * per_sequence(checkpointed)
+    assert saved_per_sequence(kept) > 10 * saved_per_sequence(checkpointed)
     assert (kept.micro_batch, checkpointed.micro_batch) == (2, 8)
     arch = architecture("Qwen/Qwen2.5-3B-Instruct")
     eight = TrainingJob(finetune="lora", zero_stage=0, micro_batch=8, sequence_length=2048, scored_length=1024,
@@ -480,11 +488,8 @@ def test_a_grpo_round_no_process_count_splits_names_the_setting(shipped_config):
 
 def test_dpo_without_gradient_checkpointing_is_planned_with_every_layers_activations(shipped_config):
     """`dpo.gradient_checkpointing` reaches DPO's plan as GRPO's setting reaches GRPO's."""
-    checkpointed = training_job_layout(shipped_config, "qwen2.5-3b-instruct", "dpo")
-    shipped_config["dpo"]["gradient_checkpointing"] = False
-    kept = training_job_layout(shipped_config, "qwen2.5-3b-instruct", "dpo")
-    per_sequence = lambda layout: layout.plan.terms["saved_activations"] / layout.micro_batch  # noqa: E731
-    assert per_sequence(kept) > 10 * per_sequence(checkpointed)
+    checkpointed, kept = with_and_without_checkpointing(shipped_config, "dpo")
+    assert saved_per_sequence(kept) > 10 * saved_per_sequence(checkpointed)
 
 
 def test_code_games_opponent_is_counted_whole_on_every_gpu(shipped_config):
