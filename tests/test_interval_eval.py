@@ -164,7 +164,7 @@ def test_a_real_dpo_run_evaluates_before_its_first_step_every_n_steps_and_after_
     assert (tmp_path / "trained" / "adapter_config.json").is_file()
 
 
-def test_a_real_grpo_run_evaluates_eval_problems_at_its_completion_length(tmp_path, monkeypatch):
+def test_a_real_grpo_run_evaluates_eval_problems_at_its_completion_length(tmp_path, monkeypatch, capsys):
     """GRPO through its training job (one process, in this process): its interval evaluation samples
     `eval_problems` of the held-out problems, `eval_samples` each, cut at `max_completion_length`;
     its rollouts (TRL's own sampling) are not the evaluation's sampler."""
@@ -192,7 +192,7 @@ def test_a_real_grpo_run_evaluates_eval_problems_at_its_completion_length(tmp_pa
         for i, (prompt, code) in enumerate(tasks)
     ))  # fmt: skip
     settings = {
-        "grpo": {"num_generations": 2, "prompts_per_step": 2, "max_steps": 1, "max_completion_length": 10,
+        "grpo": {"num_generations": 2, "prompts_per_step": 2, "max_steps": 1, "max_completion_length": 10, "train_problems": 100,
                  "save_steps": 100, "gradient_checkpointing": False, "learning_rate": 1e-3, "eval_every": 1,
                  "eval_problems": 4, "eval_samples": 2, "use_vllm": False, "temperature": 1.0, "seed": 0},
         "rewards": {"binary": 1.0},
@@ -210,3 +210,5 @@ def test_a_real_grpo_run_evaluates_eval_problems_at_its_completion_length(tmp_pa
     assert [r["step"] for r in records if "interval_eval/pass_at_1" in r] == [0, 1]
     # Before the step and after it: 4 of the 6 problems x 2 samples, the longest cut at 10 tokens.
     assert sampled == [(8, 10)] * 2, sampled
+    # More training problems asked for than the file has: the job says it trains on all of them.
+    assert f"grpo.train_problems is 100, but {problems} has 6 problems: training on all 6" in capsys.readouterr().err

@@ -289,11 +289,15 @@ def main(argv: list[str] | None = None) -> None:
     from execrl.training.grpo import train_grpo
 
     grpo = settings["grpo"]
+    problems = read_problems(args.data)
+    if grpo.train_problems is not None and grpo.train_problems > len(problems):
+        print(f"grpo.train_problems is {grpo.train_problems}, but {args.data} has {len(problems)} problems: "
+              f"training on all {len(problems)}", file=sys.stderr, flush=True)  # fmt: skip
     # Each training process rewards its own completions with its own sandbox workers.
     with Executor(workers=args.sandbox_workers, limits=settings["execution"]) as executor:
         train_grpo(
             model_path=args.model,
-            problems=read_problems(args.data)[: grpo.train_problems],
+            problems=problems[: grpo.train_problems],
             eval_problems=read_problems(args.eval_problems)[: grpo.eval_problems],
             prompt_config=settings["prompt"],
             settings=grpo,
