@@ -181,42 +181,41 @@ def test_sampling_settings_refuse_values_out_of_range():
     assert SamplingSettings(top_k=5).describe().startswith("temperature 0.8, top-k 5, top-p off (1.0), min-p off")
 
 
+def recorded_generate_calls(backend) -> list[tuple[int, int]]:
+    """(sequences in, new tokens out) of each `generate` call the backend's model makes from now on."""
+    calls = []
+    original = backend.model.generate
+
+    def recorded(**kwargs):
+        out = original(**kwargs)
+        calls.append((kwargs["input_ids"].shape[0], out.shape[1] - kwargs["input_ids"].shape[1]))
+        return out
+
+    backend.model.generate = recorded
+    return calls
+
+
 def test_max_new_tokens_caps_every_completion(tiny_model):
     """`generation.max_new_tokens`: no completion gets more new tokens than the cap, and a larger cap
     lets them run longer."""
     backend = get_backend("transformers", tiny_model)
-    new_tokens = []
-    original = backend.model.generate
-
-    def measured(**kwargs):
-        out = original(**kwargs)
-        new_tokens.append(out.shape[1] - kwargs["input_ids"].shape[1])
-        return out
-
-    backend.model.generate = measured
+    calls = recorded_generate_calls(backend)
     longest = {}
     for cap in (2, 12):
-        new_tokens.clear()
+        calls.clear()
         backend.generate([p.prompt for p in PROBLEMS], GenerationSettings(num_samples=4, max_new_tokens=cap, seed=3, batch_size=8))
-        longest[cap] = max(new_tokens)
+        longest[cap] = max(new for _, new in calls)
     assert longest[2] == 2 and 2 < longest[12] <= 12, longest
 
 
 def test_batch_size_sets_the_prompts_each_generate_call_takes(tiny_model):
     """`generation.batch_size` counts sequences: batch_size // num_samples prompts per `generate` call."""
     backend = get_backend("transformers", tiny_model)
-    calls = []
-    original = backend.model.generate
-
-    def counted(**kwargs):
-        calls.append(kwargs["input_ids"].shape[0])
-        return original(**kwargs)
-
-    backend.model.generate = counted
+    calls = recorded_generate_calls(backend)
     prompts = [p.prompt for p in PROBLEMS]  # 5
     per_call = {}
     for batch_size in (4, 10):
         calls.clear()
         backend.generate(prompts, GenerationSettings(num_samples=2, max_new_tokens=2, seed=0, batch_size=batch_size))
-        per_call[batch_size] = list(calls)
+        per_call[batch_size] = [rows for rows, _ in calls]
     assert per_call == {4: [2, 2, 1], 10: [5]}

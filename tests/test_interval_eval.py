@@ -101,6 +101,20 @@ def test_a_resumed_run_does_not_evaluate_step_0_again_and_the_last_step_only_onc
     assert interval.steps == [6]
 
 
+def record_sampling(monkeypatch, sampler_class) -> list[tuple[int, int]]:
+    """(prompts, the longest completion in tokens) of each call of `sampler_class`, which still samples."""
+    sampled = []
+    original = sampler_class.__call__
+
+    def recorded(self, prompt_texts, temperature=None):
+        samples = original(self, prompt_texts, temperature)
+        sampled.append((len(prompt_texts), max(len(sample[1]) for sample in samples)))
+        return samples
+
+    monkeypatch.setattr(sampler_class, "__call__", recorded)
+    return sampled
+
+
 def test_a_real_dpo_run_evaluates_before_its_first_step_every_n_steps_and_after_its_last(tmp_path, monkeypatch):
     """DPO through its training job (one process, in this process): the adapter as trained so far samples
     the held-out problems with transformers and the sandbox runs them, into DPO's own metrics file;
@@ -111,15 +125,7 @@ def test_a_real_dpo_run_evaluates_before_its_first_step_every_n_steps_and_after_
     from execrl.generation.policy_sampling import TransformersPolicySampler
     from execrl.training import train_job
 
-    sampled = []  # (prompts, the longest completion in tokens) of each evaluation's sampling
-    original = TransformersPolicySampler.__call__
-
-    def recorded(self, prompt_texts, temperature=None):
-        samples = original(self, prompt_texts, temperature)
-        sampled.append((len(prompt_texts), max(len(sample[1]) for sample in samples)))
-        return samples
-
-    monkeypatch.setattr(TransformersPolicySampler, "__call__", recorded)
+    sampled = record_sampling(monkeypatch, TransformersPolicySampler)
 
     tasks = [(f"Write f(x) returning x + {i}.", f"def f(x):\n    return x + {i}\n") for i in range(8)]
     model = build_tiny_model(tmp_path / "tiny", [prompt + "\n" + code for prompt, code in tasks] * 20)
@@ -174,15 +180,7 @@ def test_a_real_grpo_run_evaluates_eval_problems_at_its_completion_length(tmp_pa
     from execrl.training import grpo as grpo_module
     from execrl.training import train_job
 
-    sampled = []  # (prompts, the longest completion in tokens) of each evaluation's sampling
-    original = grpo_module.PolicySampler.__call__
-
-    def recorded(self, prompt_texts, temperature=None):
-        samples = original(self, prompt_texts, temperature)
-        sampled.append((len(prompt_texts), max(len(sample[1]) for sample in samples)))
-        return samples
-
-    monkeypatch.setattr(grpo_module.PolicySampler, "__call__", recorded)
+    sampled = record_sampling(monkeypatch, grpo_module.PolicySampler)
     tasks = [(f"Write f(x) returning x + {i}.", f"def f(x):\n    return x + {i}\n") for i in range(6)]
     model = build_tiny_model(tmp_path / "tiny", [prompt + "\n" + code for prompt, code in tasks] * 20)
     problems = tmp_path / "problems.jsonl"

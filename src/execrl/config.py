@@ -104,8 +104,8 @@ def _check_overrides(config: dict, where: str, method, sections: dict) -> None:
         if unknown:
             raise ConfigError(f"{where}.{section}: unknown key(s) {', '.join(unknown)}")
         # One vLLM server setup per run: the plan, the job's resources and the server's command read it from `grpo`.
-        server = sorted(key for key in values if section == "grpo" and key.startswith("vllm_server_"))
-        if server:
+        server = sorted(key for key in values if key.startswith("vllm_server_"))
+        if section == "grpo" and server:
             raise ConfigError(
                 f"{where}.grpo: {', '.join(server)} cannot differ between methods (the vLLM server's GPUs, "
                 f"memory share and start-up wait are the run's): set grpo.{server[0]}"

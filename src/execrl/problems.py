@@ -83,14 +83,6 @@ def validation_errors(problem: Problem) -> list[str]:
     if problem.test_type == "assert":
         if not all(isinstance(t, str) and t.strip() for t in problem.tests):
             errors.append("assert tests must be non-empty strings")
-        else:
-            # A test that does not compile fails every candidate: the problem could never be solved.
-            for i, test in enumerate(problem.tests):
-                try:
-                    compile(test, f"<test {i}>", "exec")
-                except (SyntaxError, ValueError) as error:
-                    errors.append(f"assert test {i} is not valid Python ({getattr(error, 'msg', error)})")
-                    break
     elif problem.test_type == "stdio":
         for i, t in enumerate(problem.tests):
             if not (isinstance(t, dict) and isinstance(t.get("input"), str) and isinstance(t.get("output"), str)):
@@ -118,6 +110,20 @@ def validation_errors(problem: Problem) -> list[str]:
     if not isinstance(problem.metadata, dict):
         errors.append(f"metadata must be an object, got {problem.metadata!r}")
     return errors
+
+
+def uncompilable_test(problem: Problem) -> str | None:
+    """Why one of `problem`'s assert tests does not compile, or None. Such a test fails every
+    candidate, so the problem could never be solved. Checked where data sets are read, not in
+    every Problem made (rewards and the watch make them per completion)."""
+    if problem.test_type != "assert":
+        return None
+    for i, test in enumerate(problem.tests):
+        try:
+            compile(test, f"<test {i}>", "exec")
+        except (SyntaxError, ValueError) as error:
+            return f"assert test {i} is not valid Python ({getattr(error, 'msg', error)})"
+    return None
 
 
 def read_problems(path: str | Path) -> list[Problem]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from execrl.problems import Problem
+from execrl.problems import Problem, uncompilable_test
 
 ON_MALFORMED = ("error", "skip")
 
@@ -82,6 +82,9 @@ class Collector:
         else:
             if problem.id in self._ids:
                 self.malformed(label, f"duplicate problem id {problem.id!r}")
+                return
+            if reason := uncompilable_test(problem):
+                self.malformed(label, f"problem {problem.id!r}: {reason}")
                 return
             self._ids.add(problem.id)
             self.problems.append(problem)

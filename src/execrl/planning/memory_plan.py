@@ -162,15 +162,14 @@ def plan_training_layout(
     counts = [processes] if processes is not None else list(range(1, room + 1))
     stages = [3] if job.finetune == "full" else [0, 3]
     splittable = []
-    reasons = []
+    first_reason = None  # the fewest processes' reason names the setting (grpo.steps_per_generation, ...)
     for count in counts:
         try:
             splittable.append((count, completions_for(count)))
         except ValueError as error:
-            reasons.append(f"{count}: {error}")
+            first_reason = first_reason or f"{count}: {error}"
     if not splittable:
-        # The fewest processes' reason names the setting (grpo.prompts_per_step, steps_per_generation, ...).
-        raise ValueError(f"the step's sequences split over none of {counts} training processes (with {reasons[0]})")
+        raise ValueError(f"the step's sequences split over none of {counts} training processes (with {first_reason})")
     last_error: DoesNotFit | None = None
     host_error: DoesNotFit | None = None
     # Without offload the fewest GPUs that fit; with it, the most (more GPUs share the host's optimizer work).
