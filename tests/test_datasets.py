@@ -458,6 +458,30 @@ def test_taco_hub_path_reads_train(monkeypatch):
     assert len(train.problems) + len(test.problems) == 7
     assert train.manifest["source"] == "likaixin/TACO-verified"
 
+    # `source_split` and `revision` choose what the hub is asked for.
+    calls.clear()
+    load_split("taco", "train", options={"test_fraction": 0.5, "source_split": "test", "revision": "v1.0"})
+    assert calls == [("likaixin/TACO-verified", None, "test", "v1.0")]
+
+
+def test_taco_source_split_chooses_the_split_of_a_saved_dataset_dict(tmp_path):
+    import datasets
+
+    rows = _uniform_fixture_rows()
+    folder = tmp_path / "taco_saved"
+    datasets.DatasetDict(
+        {"train": datasets.Dataset.from_list(rows[:5]), "test": datasets.Dataset.from_list(rows[5:])}
+    ).save_to_disk(str(folder))
+
+    def questions(**options):
+        result = load_split("taco", "train", source=str(folder), options={"test_fraction": 0.0, **options})
+        return [p.prompt for p in result.problems]
+
+    assert len(questions()) == 5 and len(questions(source_split="test")) == 2
+    assert not set(questions()) & set(questions(source_split="test"))
+    with pytest.raises(DatasetError, match=r"has no split 'validation' \(it has \['test', 'train'\]\)"):
+        questions(source_split="validation")
+
 
 @pytest.fixture
 def broken_taco(tmp_path) -> Path:
@@ -603,6 +627,25 @@ def test_humaneval_local_copies_and_malformed_rows(tmp_path):
         "entry_point must be a Python identifier, got 'not an identifier'", "test defines no check(candidate) function"]
     with pytest.raises(DatasetError, match="neither an existing path nor a hub dataset id"):
         load_split("humaneval", "test", source=str(tmp_path / "missing.jsonl"))
+
+
+def test_humaneval_hub_path_asks_for_the_revision(monkeypatch):
+    import gzip
+
+    import datasets
+
+    rows = [json.loads(line) for line in gzip.open(humaneval.package_data_file(), "rt")][:2]
+    calls = []
+
+    def fake_load_dataset(path, name=None, split=None, revision=None, **kwargs):
+        calls.append((path, name, split, revision))
+        return datasets.Dataset.from_list(rows)
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    for revision in (None, "abc123"):
+        result = load_split("humaneval", "test", source=humaneval.HUB_ID, options={"revision": revision})
+        assert [p.id for p in result.problems] == ["humaneval/0", "humaneval/1"]
+    assert calls == [("openai_humaneval", None, "test", None), ("openai_humaneval", None, "test", "abc123")]
 
 
 def test_a_datasets_split_names_choose_the_split_each_role_reads(tmp_path):
