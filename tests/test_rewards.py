@@ -65,6 +65,17 @@ def test_outcome_shaping_orders_failures():
     assert custom["outcome"] == [0.25, -1.0]
 
 
+@pytest.mark.parametrize("status", ["syntax_error", "error", "timeout", "fail", "pass"])
+def test_each_outcome_value_sets_its_own_status_alone(status):
+    """Every key of `rewards.outcome_values` moves the reward of its status and of no other."""
+    results = [SYNTAX, CRASH, TIMEOUT, WRONG, PASS]
+    default, _, _ = rewards_for(RewardSettings(binary=0.0, outcome=1.0), results)
+    custom, _, _ = rewards_for(RewardSettings(binary=0.0, outcome=1.0, outcome_values={status: 7.5}), results)
+    changed = [r["status"] for r, before, after in zip(results, default["outcome"], custom["outcome"]) if before != after]
+    assert changed == [status]
+    assert custom["outcome"][[r["status"] for r in results].index(status)] == 7.5
+
+
 def test_format_reward_reads_the_completion():
     executor = CountingExecutor({"def f(): return 1": PASS, "def f(): return 1\n": PASS})
     rewards = ExecutionRewards({"p": object()}, executor, RewardSettings(binary=0.0, format=1.0), reasoning_format=True)
