@@ -147,6 +147,22 @@ CASES = {
         "class Stack:\n    def __init__(self):\n        self.items = []\n    def push(self, x):\n"
         "        self.items.append(x)\n    def pop(self):\n        return self.items.pop()\n"
         "    def size(self):\n        return len(self.items)\n"),
+    # 4. the program's code never decides a check, nor does the handle answer for the program
+    "docstring_asked_of_the_program": (
+        problem(["assert add.__doc__ is not None and len(add.__doc__) > 0", "assert add(2, 3) == 5"]),
+        "def add(a, b):\n    return a + b\n", {"fail"}, "def add(a, b):\n    'The sum.'\n    return a + b\n"),
+    "context_manager_swallows_a_failing_assert": (
+        problem(["with Timer():\n    assert square(3) == 9", "with Timer() as t:\n    assert square(5) == 25"]),
+        "class Timer:\n    def __enter__(self):\n        return self\n    def __exit__(self, *exc):\n        return True\n"
+        "def square(x):\n    return x + 1\n", {"fail"},
+        "class Timer:\n    def __enter__(self):\n        return self\n    def __exit__(self, *exc):\n        return True\n"
+        "def square(x):\n    return x * x\n"),
+    "context_manager_swallows_the_programs_error": (
+        problem(["with Timer():\n    assert square(3) == 9"]),
+        "class Timer:\n    def __enter__(self):\n        return self\n    def __exit__(self, *exc):\n        return True\n"
+        "def square(x):\n    raise ValueError(x)\n", {"error"},
+        "class Timer:\n    def __enter__(self):\n        return self\n    def __exit__(self, *exc):\n        return None\n"
+        "def square(x):\n    return x * x\n"),
     # 3. judge work on the program's values is charged to the program
     "colliding_integers_hashed_by_the_test": (
         problem(["assert set(f(1)) == {0}"]),

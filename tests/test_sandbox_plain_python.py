@@ -30,7 +30,12 @@ CLASSES = ["values/dict_keys_returned", "values/dict_items_returned", "values/or
            "values/program_attributes_named_as_the_judges_own",
            # the interpreter's finalization of ``__main__``: a collection with every global still bound
            "stdio/finalizers_at_exit_read_globals", "stdio/finalizers_at_exit_of_objects_in_cycles",
-           "stdio/finalizer_after_exit_zero_and_atexit", "stdio/weakref_callback_not_run_at_exit"]
+           "stdio/finalizer_after_exit_zero_and_atexit", "stdio/weakref_callback_not_run_at_exit",
+           # values of the standard library a test passes, and what the program's objects say of themselves
+           "values/tz_aware_datetime_and_slice_arguments", "values/decimal_and_fraction_arguments",
+           "values/standard_library_objects_the_test_passes", "values/private_attribute_of_a_test_object",
+           "values/docstring_and_module_of_a_wrapped_function", "values/program_reads_its_own_source",
+           "values/context_manager_suppresses_the_tests_own_exception"]
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ import weakref
 
 from execrl.sandbox._child_exit import (_end_forked_child, _exit_as_python_does, _exit_status, _finalize_main,
                                         _flush)
-from execrl.sandbox._child_program import _emit, _exc_name, _format_exc, _load_program
+from execrl.sandbox._child_program import _emit, _exc_name, _format_exc, _load_program, register_source
 from execrl.sandbox._child_side import _ChildSide, _global_kinds
 from execrl.sandbox._exchange import _STRUCT_LEN, _dict, _dumps, _getpid, _len, _os_exit, _str, _text, _tuple, _type
 
@@ -140,6 +140,7 @@ def _run_stdio(code: str, compiled, token: str) -> None:
     module.__builtins__ = builtins
     module.__file__ = "solution.py"
     sys.modules["__main__"] = module
+    register_source(sources)
     run_pid = _getpid()
     try:
         exec(compiled, module.__dict__)

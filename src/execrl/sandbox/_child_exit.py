@@ -112,11 +112,16 @@ def _finalize_main(main) -> None:
         pass
 
 
+PROGRAM_FILE_MARKERS = ("multiprocessing", "ProcessPool", "__file__", "inspect", "linecache")
+"""Words of a program that may read its own file (``_write_program_file``)."""
+
+
 def _write_program_file(code: str) -> None:
     """Put the program at ``solution.py`` in its working directory, the ``__file__`` it runs
     as: ``multiprocessing``'s ``spawn`` and ``forkserver`` start methods run the main module's
-    file again in every new process (as ``__mp_main__``), as they do for ``python solution.py``.
-    Only for programs that mention the module: other runs do not pay for the file."""
+    file again in every new process (as ``__mp_main__``), as they do for ``python solution.py``;
+    ``inspect.getsource`` and ``open(__file__)`` read it. Only for programs that name one of
+    ``PROGRAM_FILE_MARKERS``: other runs do not pay for the file."""
     try:
         fd = os.open("solution.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:

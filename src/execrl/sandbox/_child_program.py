@@ -74,6 +74,16 @@ def compile_candidate(code: str):
         return None, ["c", _exc_name(e), _text(getattr(e, "msg", e)), _syntax_trace(e)]
 
 
+def register_source(sources: dict) -> None:
+    """``inspect.getsource`` of the program's own functions, for a program that names
+    ``inspect`` or ``linecache``: its lines in ``linecache`` under the name it was compiled with
+    (no other run pays for the import)."""
+    code = sources.get("<solution>")
+    if code is not None and ("inspect" in code or "linecache" in code):
+        import linecache
+        linecache.cache["<solution>"] = (len(code), None, code.splitlines(True), "<solution>")
+
+
 def _load_program(compiled, sources: dict):
     """Execute the compiled candidate as ``__main__``: (its globals, None), or (None, its
     exception as ``[type, message, trace]``) when loading raised (``SystemExit`` too)."""
@@ -81,6 +91,7 @@ def _load_program(compiled, sources: dict):
     module.__builtins__ = builtins
     module.__file__ = "solution.py"  # as for ``python solution.py``
     sys.modules["__main__"] = module
+    register_source(sources)
     g = module.__dict__
     try:
         exec(compiled, g)

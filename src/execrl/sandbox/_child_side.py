@@ -144,10 +144,6 @@ class _ChildSide(_KeptInStep, _Side):
             item = v.item()
             if _type(item) is not t:  # (a longdouble's item is itself: it stays a handle)
                 return self.enc(item, ex, depth)
-        if mod == "fractions" and t is _getattr(sys.modules.get("fractions"), "Fraction", None):
-            return {"F": [self.enc(v.numerator, ex, depth), self.enc(v.denominator, ex, depth)]}
-        if mod == "decimal" and t is _getattr(sys.modules.get("decimal"), "Decimal", None):
-            return {"M": _str(v)}
         if depth > _MAX_DEPTH and _isinstance(v, _DEEP_CONTAINERS):
             return {"h": [self.lend(v), _type_name(t), TOO_DEEP]}
         return {"h": [self.lend(v), _type_name(t)]}

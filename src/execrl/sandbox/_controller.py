@@ -18,7 +18,7 @@ import time
 import _socket
 
 from execrl.sandbox._child import SOCK_FD, _run_served, _run_stdio
-from execrl.sandbox._child_exit import _write_program_file
+from execrl.sandbox._child_exit import PROGRAM_FILE_MARKERS, _write_program_file
 from execrl.sandbox._child_program import _emit, compile_candidate
 from execrl.sandbox._exchange import _FD, RESULT_FD, PeerGone, _os_exit, _text, cpu_timer
 from execrl.sandbox._files import _pwrite_all, _read_exact, _read_memfd, _rmtree
@@ -363,7 +363,7 @@ class Worker(_ForkerControl, _JudgeLink):
         if self.workdir is None:
             os.environ["HOME"] = workdir
             os.environ["TMPDIR"] = workdir
-        if "multiprocessing" in code or "ProcessPool" in code:
+        if any(marker in code for marker in PROGRAM_FILE_MARKERS):
             _write_program_file(code)
         signal.setitimer(signal.ITIMER_PROF, cpu_timer(timeout))
         mode = spec["mode"]

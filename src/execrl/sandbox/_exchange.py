@@ -57,7 +57,9 @@ def _text(x, limit=_MSG_LIMIT) -> str:
 #   {"i": hex} large int, {"r": [start, stop, step]} range, {"C": pairs} Counter,
 #   {"O": pairs} OrderedDict, {"D": [factory, pairs]} defaultdict, {"Q": [items, maxlen]}
 #   deque, {"K": [...]}, {"V": [...]}, {"I": pairs} a dict's keys, values, items (views of
-#   a copy), {"T": [kind, fields]} a date, naive datetime or time, or timedelta,
+#   a copy), {"T": [kind, fields]} a date, naive datetime or time, or timedelta ({"T": [kind,
+#   fields, [days, seconds, microseconds, name]]} a datetime or time with a fixed-offset
+#   ``timezone``), {"Z": [start, stop, step]} a slice,
 #   {"A": [typecode, items]} array.array, {"F": [num, den]} Fraction, {"M": text} Decimal, {"N": [dtype, value]} a numpy
 #   scalar (bool, integer, float or complex: the same numpy type on the other side),
 #   {"@": k} the k-th container of this exchange again (identity: aliasing, cycles, and a
@@ -84,6 +86,7 @@ _type, _isinstance, _len, _format, _repr, _id = type, isinstance, len, format, r
 _int, _float, _str, _bytes, _bool = int, float, str, bytes, bool
 _list, _tuple, _dict, _set, _frozenset, _bytearray, _complex = list, tuple, dict, set, frozenset, bytearray, complex
 _range, _getattr, _setattr, _hasattr, _callable = range, getattr, setattr, hasattr, callable
+_slice = slice
 _NoneType = type(None)
 _list_iter, _tuple_iter, _set_iter, _fset_iter = list.__iter__, tuple.__iter__, set.__iter__, frozenset.__iter__
 _dict_items = dict.items
@@ -379,6 +382,8 @@ class _Side:
             return {"c": [v.real, v.imag]}
         if t is _range:
             return {"r": [v.start, v.stop, v.step]}
+        if t is _slice:
+            return {"Z": [enc(v.start, ex, d), enc(v.stop, ex, d), enc(v.step, ex, d)]}
         if t is _Counter:
             self._number(v, ex)
             return {"C": self._keyed([[enc(a, ex, d), enc(b, ex, d)] for a, b in _dict_items(v)], v)}
@@ -399,6 +404,10 @@ class _Side:
                 return when
         if module == "array" and t is _getattr(sys.modules.get("array"), "array", None):
             return {"A": [v.typecode, [enc(x, ex, d) for x in v.tolist()]]}
+        if module == "fractions" and t is _getattr(sys.modules.get("fractions"), "Fraction", None):
+            return {"F": [enc(v.numerator, ex, d), enc(v.denominator, ex, d)]}
+        if module == "decimal" and t is _getattr(sys.modules.get("decimal"), "Decimal", None):
+            return {"M": _str(v)}
         # a dict's view, as a view of a copy of the dict: ``f().keys() == {...}`` compares as a
         # set, as in Python (the copy does not follow later changes of the program's dict)
         if t is _KEYS_VIEW:
@@ -528,6 +537,9 @@ class _Side:
                 if _type(a) is not _int or _type(b) is not _int or _type(c) is not _int:
                     raise ProtocolError("bad range")
                 return _range(a, b, c)
+            if tag == "Z":
+                a, b, c = _chk_list(val)
+                return _slice(dec(a, ex), dec(b, ex), dec(c, ex))
             if tag == "D":
                 factory, pairs = _chk_list(val)
                 out = _defaultdict()
@@ -564,16 +576,20 @@ class _Side:
                 import array
                 return array.array(code, [dec(i, ex) for i in _chk_list(items)])
             if tag == "T":
-                kind, fields = _chk_list(val)
-                fields = _chk_list(fields)
+                parts = _chk_list(val)
+                if _len(parts) not in (2, 3):
+                    raise ProtocolError("bad date or time")
+                kind, fields = parts[0], _chk_list(parts[1])
                 if kind not in _DATETIME_FIELDS or _len(fields) != _DATETIME_FIELDS[kind] \
-                        or not all(_type(x) is _int for x in fields):
+                        or not all(_type(x) is _int for x in fields) \
+                        or (_len(parts) == 3 and kind not in ("datetime", "time")):
                     raise ProtocolError("bad date or time")
                 import datetime
+                tz = _timezone(datetime, parts[2]) if _len(parts) == 3 else None
                 if kind == "datetime":
-                    return datetime.datetime(*fields[:7], fold=fields[7])
+                    return datetime.datetime(*fields[:7], tzinfo=tz, fold=fields[7])
                 if kind == "time":
-                    return datetime.time(*fields[:4], fold=fields[4])
+                    return datetime.time(*fields[:4], tzinfo=tz, fold=fields[4])
                 return _getattr(datetime, kind)(*fields)
             if tag == "F":
                 from fractions import Fraction
@@ -680,7 +696,8 @@ _ARRAY_CODES = frozenset("bBuhHiIlLqQfdw")
 
 def _datetime_value(v, t):
     """``{"T": [kind, fields]}`` for a ``datetime`` date, naive datetime or time, or timedelta
-    (exactly those classes), else None."""
+    (exactly those classes), ``{"T": [kind, fields, zone]}`` for a datetime or time whose
+    ``tzinfo`` is a ``timezone`` (a fixed offset), else None."""
     dt = sys.modules.get("datetime")
     if dt is None:
         return None
@@ -688,11 +705,31 @@ def _datetime_value(v, t):
         return {"T": ["date", [v.year, v.month, v.day]]}
     if t is dt.timedelta:
         return {"T": ["timedelta", [v.days, v.seconds, v.microseconds]]}
-    if t is dt.datetime and v.tzinfo is None:
-        return {"T": ["datetime", [v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond, v.fold]]}
-    if t is dt.time and v.tzinfo is None:
-        return {"T": ["time", [v.hour, v.minute, v.second, v.microsecond, v.fold]]}
+    if t is dt.datetime or t is dt.time:
+        tz = v.tzinfo
+        if tz is None:
+            zone = None
+        elif _type(tz) is dt.timezone:  # a fixed offset (``timezone.utc``), its name if it was given one
+            offset, *name = tz.__getinitargs__()
+            zone = [offset.days, offset.seconds, offset.microseconds, name[0] if name else None]
+        else:
+            return None  # another tzinfo (``zoneinfo``) has rules no value carries
+        if t is dt.datetime:
+            fields = [v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond, v.fold]
+        else:
+            fields = [v.hour, v.minute, v.second, v.microsecond, v.fold]
+        return {"T": [t.__name__, fields] if zone is None else [t.__name__, fields, zone]}
     return None
+
+
+def _timezone(datetime, zone):
+    """The fixed-offset ``timezone`` of ``[days, seconds, microseconds, name]`` (``_datetime_value``)."""
+    days, seconds, microseconds, name = _chk_list(zone)
+    if not (_type(days) is _int and _type(seconds) is _int and _type(microseconds) is _int) \
+            or not (name is None or _type(name) is _str):
+        raise ProtocolError("bad time zone")
+    offset = datetime.timedelta(days, seconds, microseconds)
+    return datetime.timezone(offset) if name is None else datetime.timezone(offset, name)
 
 
 def _chk_list(v) -> list:

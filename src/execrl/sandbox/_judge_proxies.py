@@ -232,14 +232,26 @@ class Remote(LentObject):
     def __enter__(self) -> Any:
         return self.__getattr__("__enter__")()
 
-    def __exit__(self, *exc: Any) -> Any:
-        return self.__getattr__("__exit__")(*exc)
+    def __exit__(self, etype: Any, value: Any, tb: Any) -> Any:
+        suppress = self.__getattr__("__exit__")(etype, value, tb)
+        if etype is not None and (isinstance(value, AssertionError) or hasattr(value, "execrl_candidate")):
+            # the program's ``__exit__`` never decides a check: a failing assert of the test's,
+            # or the program's own exception, leaves the ``with`` block whatever it answers
+            return False
+        return suppress
 
     def __reversed__(self) -> Any:
         return self._execrl_op("reversed", self)
 
     def __round__(self, ndigits: Any = None) -> Any:
         return self._execrl_op("round", self) if ndigits is None else self._execrl_op("round", self, ndigits)
+
+
+# The handle's own class attributes would answer for the program's object: its ``__doc__`` and
+# ``__module__`` are asked of the run like any other attribute (a function without a docstring
+# has None, as in Python).
+Remote.__doc__ = property(lambda self: self.__getattr__("__doc__"))
+Remote.__module__ = property(lambda self: self.__getattr__("__module__"))
 
 
 def _binary(op: str):

@@ -5,8 +5,11 @@ program's calls and operations, decodes what the run sends back.
 from __future__ import annotations
 
 import builtins
+import io
 import json
+import re
 import sys
+import types
 from collections import Counter, OrderedDict, defaultdict, deque
 
 from execrl.sandbox._exchange import (_MAX_DEPTH, _STRUCT_LEN, PeerGone, ProtocolError, _dumps, _Exchange, _shallow,
@@ -21,6 +24,25 @@ __builtins__ = dict(builtins.__dict__)  # a private snapshot, as in ``_exchange`
 
 _PLAIN_CONTAINERS = frozenset({list, tuple, dict, set, frozenset, deque, Counter, OrderedDict, defaultdict})
 """The test's containers that, past ``_MAX_DEPTH``, are refused rather than lent to the program."""
+
+_SHOWN_STDLIB = frozenset({types.SimpleNamespace, re.Pattern, re.Match, io.StringIO, io.BytesIO})
+"""Classes of the standard library whose objects, lent by a test, show the program their public
+attributes and methods (a pattern's ``findall``, a ``StringIO``'s ``read``, a namespace's
+fields): they hold only what the test put in them. A ``SimpleNamespace`` takes the program's
+assignments too."""
+
+
+def _shown_attribute(target, name: str, assigned: bool) -> bool:
+    """Whether the program may read (or, ``assigned``, set or delete) attribute ``name`` of the
+    test's object ``target``: any name but a dunder of the test's own objects (a class of the
+    test's or the setup's: ``_items`` as in Python; ``__globals__`` and the like never), a public
+    one of ``_SHOWN_STDLIB``'s. Nothing else of the judge's shows its attributes."""
+    t = type(target)
+    if getattr(t, "__module__", None) == "__main__":
+        return not name.startswith("__")
+    if t in _SHOWN_STDLIB and not name.startswith("_"):
+        return t is types.SimpleNamespace or not assigned
+    return False
 
 # --------------------------------------------------------------------------------------
 # The judge's side of the conversation with one run
@@ -464,14 +486,14 @@ class _JudgeSide(_Side):
         if op == "a" and len(req) == 3:
             target = self.dec(req[1], ex)
             name = str(req[2])
-            if name.startswith("_") or getattr(type(target), "__module__", None) != "__main__":
-                raise AttributeError(name)  # only a test's own objects show their attributes
+            if not _shown_attribute(target, name, assigned=False):
+                raise AttributeError(name)
             return getattr(target, name)
         if op in ("s", "d") and len(req) == (4 if op == "s" else 3):  # ``node.next = head`` in the program
             target = self.dec(req[1], ex)
             name = str(req[2])
-            if name.startswith("_") or getattr(type(target), "__module__", None) != "__main__":
-                raise AttributeError(name)  # only a test's own objects, and their public attributes
+            if not _shown_attribute(target, name, assigned=True):
+                raise AttributeError(name)
             if op == "s":
                 setattr(target, name, self.dec(req[3], ex))
             else:

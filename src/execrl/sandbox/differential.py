@@ -64,10 +64,12 @@ INTENDED: dict[str, str] = {
         "process (its methods run there, the test's subclass would run in the judge): the test errs with a "
         "TypeError that says so, where plain Python runs the subclass"),
     "program_decides_a_check": (
-        "the program's own __contains__ and __bool__ never decide a test's check: `x in obj` would hand the "
-        "test's value (often the expected one) to the program's __contains__, and an object whose __bool__ "
-        "the program defines has no truth value in the judge, as an always-true __eq__ decides no `==`; "
-        "plain Python lets such an object pass any membership or truth test, the sandbox makes it an error"),
+        "the program's own __contains__, __bool__ and __exit__ never decide a test's check: `x in obj` would "
+        "hand the test's value (often the expected one) to the program's __contains__, an object whose __bool__ "
+        "the program defines has no truth value in the judge, as an always-true __eq__ decides no `==`, and a "
+        "failing assert or the program's own exception leaves a `with` block of the program's context manager "
+        "whatever its __exit__ answers; plain Python lets such an object pass any membership or truth test, "
+        "and a suppressing __exit__ pass the asserts it wraps; the sandbox makes it an error or a fail"),
 }
 """Disagreements the sandbox has on purpose, by name, with the reason (docs/sandbox.md lists
 the same). A program of the feature corpus may name one (``intended=``); ``cpu_near_limit``
