@@ -405,6 +405,47 @@ def statuses(r) -> list[str]:
     return [o["status"] for o in r.test_outcomes]
 
 
+# The program makes the judge build an object whose methods are the program's, by sending its
+# own request to call a builtin class of the judge's: `type("X", (), {"__eq__": always})`, then
+# an instance of it, returned as its result; the test's `==` would run the program's `always`
+# with the expected value. The program finds its side of the socket in its callers' frames.
+JUDGE_TYPE_FORGER = """import sys
+def _side():
+    f = sys._getframe(1)
+    while f is not None:
+        for v in f.f_locals.values():
+            if type(v).__name__ == "_ChildSide":
+                return v
+        f = f.f_back
+def _exchange(side):
+    for klass in type(side).__mro__:
+        for v in vars(klass).values():
+            g = getattr(v, "__globals__", None)
+            if g and "_Exchange" in g:
+                return g["_Exchange"]()
+def always(other):
+    return True
+def f(x):
+    side = _side()
+    ex = _exchange(side)
+    args = [side.enc(a, ex) for a in ("X", (), {"__module__": "__main__", "__eq__": always})]
+    reply = side.call_peer(["c", {"B": BUILTIN}, args, []])
+    if reply[0] == "e":
+        raise RuntimeError("refused: " + str(reply[2]))
+    return side.dec(reply[1], ex.follow())()
+"""
+
+
+@pytest.mark.parametrize("builtin", ["type", "object", "property"])
+def test_the_program_cannot_call_a_builtin_class_of_the_judges(ex, builtin):
+    """The forgery's request reaches the judge (its refusal comes back as the program's error):
+    no judge object whose `__eq__` is the program's is made, and the tests do not pass."""
+    r = ex.run(problem(["assert f(1) == 2", "assert f(5) == 10"]), JUDGE_TYPE_FORGER.replace("BUILTIN", repr(builtin)))
+    assert r.status == "error", (r.status, r.error_message)
+    assert f"refused: the program may not call the judge's {builtin}" in r.error_message
+    assert ex.run(problem(["assert f(1) == 2"]), DOUBLE).status == "pass"
+
+
 # Operators between the program's object and a test's value: the program's operator would
 # receive the test's value (often the expected one) and could answer whatever passes.
 OPERATOR_FORGERIES = {

@@ -480,6 +480,12 @@ class _JudgeSide(_Side):
         op = req[0]
         if op == "c" and len(req) == 4:
             target = self.dec(req[1], ex)
+            if isinstance(target, type) and getattr(builtins, target.__name__, None) is target:
+                # the judge's own ``type``, ``property``, ``object``: called with the program's
+                # arguments they would make objects of the judge's whose methods are the
+                # program's (a class with an always-true ``__eq__``), which then decide a test's
+                # check; the program has builtins of its own, and never needs the judge's
+                raise TypeError(f"the program may not call the judge's {target.__name__}")
             args = [self.dec(a, ex) for a in req[2]]
             kwargs = {str(k): self.dec(v, ex) for k, v in req[3]}
             return target(*args, **kwargs)
