@@ -51,6 +51,8 @@ def write_overlay(workdir, overlay):
             {"experiment": {"datasets": ["mine"]}, "datasets": {"mine": {"adapter": "jsonl", "source": "./config/config.yaml"}}},
             "datasets.mine.source: './config/config.yaml' is one .jsonl file, which is every split at once",
         ),
+        # DPO's pairs need a passing and a failing sample of one problem
+        ({"generation": {"num_samples": 1}}, "generation.num_samples: 1 sample per problem gives DPO no preference pair"),
         ({"experiment": {"methods": ["ppo"]}}, "ppo"),
         ({"prompt": {"template": "{prompt} {solution}"}}, "solution"),
         ({"datasets": {"builtin": {"adapter": "csv"}}}, "csv"),

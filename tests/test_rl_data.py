@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from execrl.training_data.rl_data import PairSettings, build_rl_datasets
+from execrl.training_data.rl_data import PairSettings, build_rl_datasets, no_pairs_message
 
 
 def candidate(problem, index, code, status, passed, total=3):
@@ -84,3 +84,17 @@ def test_cap_and_partial_pairs(annotations):
 def test_nbest_size_limits_list(annotations):
     nbest, _, _ = build_rl_datasets(annotations, PairSettings(nbest_size=2))
     assert all(len(entry["candidates"]) <= 2 for entry in nbest)
+
+
+def test_an_empty_pairs_file_says_why_from_its_manifest(annotations, tmp_path):
+    """DPO's train job stops on an empty pairs file with the manifest's reasons and both paths."""
+    without_mixed = [a for a in annotations if a["problem_id"] != "mixed"]
+    _, pairs, manifest = build_rl_datasets(without_mixed, PairSettings(include_partial=False))
+    assert pairs == []
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    message = no_pairs_message(tmp_path / "pairs.jsonl")
+    assert message.startswith(f"no preference pairs to train DPO on in {tmp_path / 'pairs.jsonl'}: of its 2 problems: ")
+    assert "1 where every sample passes (e.g. easy); 1 where no sample passes (e.g. hard)" in message
+    assert f"({tmp_path / 'manifest.json'})" in message
+    (tmp_path / "manifest.json").unlink()
+    assert "its manifest could not be read" in no_pairs_message(tmp_path / "pairs.jsonl")

@@ -230,6 +230,14 @@ def check_references(config: dict[str, Any]) -> None:
     learns = any(METHODS[variants.get(name, {}).get("method", name)].trained for name in experiment["methods"]) or any(
         model_kind(config["models"][name]["source"]) == "tiny" for name in experiment["models"] if name in config["models"]
     )
+    # DPO's pairs are a passing and a failing candidate of one problem, from the base model's samples.
+    if any(variants.get(name, {}).get("method", name) == "dpo" for name in experiment["methods"]):
+        samples = config["generation"]["num_samples"]
+        if samples < 2:
+            raise ConfigError(
+                f"generation.num_samples: {samples} sample per problem gives DPO no preference pair (a pair is a "
+                f"passing and a failing sample of one problem, from the base model's samples); DPO needs at least 2"
+            )
     for name in experiment["datasets"]:
         # What the first job (prepare_dataset) would refuse; its split names are checked as the
         # DAG asks for them (workflow: get_dataset_source_files), since unused splits may be absent.
@@ -249,14 +257,45 @@ def check_references(config: dict[str, Any]) -> None:
                 f"models.{name}.source: {source!r}: `~` is not expanded; give the folder as "
                 f"{str(Path(source).expanduser())!r}"
             )
-        if model_kind(source) == "local" and not (Path(source) / "config.json").is_file():
-            what = "has no config.json" if Path(source).is_dir() else "does not exist"
-            raise ConfigError(
-                f"models.{name}.source: the local model folder {source!r} {what} (a local model is a "
-                f"folder saved by save_pretrained; a hub model is named as organization/name)"
-            )
+        if model_kind(source) == "local":
+            check_local_model(name, model)
         if model.get("finetuning") == "full" and model_kind(source) == "tiny":
             raise ConfigError(f"models.{name}.finetuning: full is for hub or local models; tiny models train LoRA adapters")
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
+"""Files of which a saved tokenizer holds at least one (``save_pretrained``'s, or a vocabulary)."""
+
+
+def check_local_model(name: str, model: dict) -> None:
+    """A local model folder holds what sampling and training read: its config and its tokenizer
+    (transformers builds an empty tokenizer from a folder without one, and sampling then fails
+    on empty prompts). A hub revision means nothing for it."""
+    source = model["source"]
+    folder = Path(source)
+    hint = "a local model is a folder saved by save_pretrained, the tokenizer's beside the model's"
+    if not (folder / "config.json").is_file():
+        what = "has no config.json" if folder.is_dir() else "does not exist"
+        raise ConfigError(
+            f"models.{name}.source: the local model folder {source!r} {what} ({hint}; a hub model is "
+            f"named as organization/name)"
+        )
+    if not any((folder / file).is_file() for file in TOKENIZER_FILES):
+        raise ConfigError(
+            f"models.{name}.source: the local model folder {source!r} holds no tokenizer (none of "
+            f"{', '.join(TOKENIZER_FILES)}; {hint}: `tokenizer.save_pretrained(folder)`)"
+        )
+    if model.get("revision") is not None:
+        raise ConfigError(
+            f"models.{name}.revision: {model['revision']!r} names a hub revision, and {source!r} is a local "
+            f"folder, read as it is: remove the revision (its files are the jobs' inputs, so new weights rerun them)"
+        )
+
+
+def local_model_files(folder: str) -> list[str]:
+    """The files of a local model folder (its top level, hidden files left out): the inputs of the
+    jobs that read it, so that new weights or a new tokenizer in the same folder rerun them."""
+    return sorted(str(path) for path in Path(folder).iterdir() if path.is_file() and not path.name.startswith("."))
 
 
 def schema_error(error: BaseException) -> ConfigError | None:

@@ -7,6 +7,7 @@ from execrl.compute import pin_cpu_kernels
 from execrl.config import (
     check_references,
     check_retired,
+    local_model_files,
     model_kind,
     plain_dicts,
     repeated_configfile_flags,
@@ -330,10 +331,11 @@ def get_base_model(wildcards):
 
 
 def get_base_model_input(wildcards):
-    """The base model as an input: a folder the workflow makes, or nothing for a local folder."""
+    """The base model as an input: a folder the workflow makes, or a local folder's files (new
+    weights in the same folder rerun what read the old ones)."""
     if is_tiny_model(model_name(wildcards)) or is_hub_model(model_name(wildcards)):
         return get_base_model(wildcards)
-    return []
+    return local_model_files(get_base_model(wildcards))
 
 
 def get_policy_model(wildcards):

@@ -263,6 +263,11 @@ def main(argv: list[str] | None = None) -> None:
 
         from execrl.training.dpo import train_dpo
         from execrl.jsonl import read_jsonl
+        from execrl.training_data.rl_data import no_pairs_message
+
+        pairs = read_jsonl(args.data)
+        if not pairs:
+            raise SystemExit(no_pairs_message(args.data))
 
         dpo = settings["dpo"]
         # Only the interval evaluation runs code: without it, no sandbox.
@@ -270,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
         with Executor(workers=args.sandbox_workers, limits=settings["execution"]) if evaluates else nullcontext() as executor:
             train_dpo(
                 model_path=args.model,
-                pairs=read_jsonl(args.data),
+                pairs=pairs,
                 settings=dpo,
                 lora=settings["lora"],
                 checkpoint_dir=where,

@@ -8,6 +8,7 @@ identical after whitespace normalisation count once (the best-ranked copy is kep
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -129,3 +130,23 @@ def file_digest(path: str | Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+NO_PAIR_REASONS = {"all_pass": "where every sample passes", "none_pass": "where no sample passes"}
+
+
+def no_pairs_message(pairs_path: str | Path) -> str:
+    """Why a pairs file is empty, from the manifest beside it (``build_rl_datasets``): what DPO's
+    train job says before it stops, naming both files."""
+    manifest_path = Path(pairs_path).with_name("manifest.json")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        reasons = "; ".join(
+            f"{entry['count']} {NO_PAIR_REASONS.get(reason, reason)} (e.g. {', '.join(entry['examples'][:3])})"
+            for reason, entry in manifest["problems_without_pairs"].items()
+        )
+        why = f"of its {manifest['n_problems']} problems: {reasons or 'none'}"
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        why = f"its manifest could not be read ({error})"
+    return (f"no preference pairs to train DPO on in {pairs_path}: {why} ({manifest_path}); a pair needs a "
+            f"passing and a failing sample of one problem from the base model")
