@@ -553,6 +553,21 @@ def test_jsonl_validates_every_row(tmp_path):
     assert "duplicate problem id 't/2'" in result.manifest["skipped"][3]["error"]
 
 
+def test_one_error_names_every_malformed_row(tmp_path):
+    """A file with several bad rows is fixed in one go: the error gives the first in full and lists
+    the others (up to ten; the rest counted)."""
+    good = [p.to_dict() for p in _sample_problems()]
+    few = write_jsonl(tmp_path / "few.jsonl", [good[0], {**good[0], "id": "t/4", "tests": []}, "oops", good[1], good[1]])
+    with pytest.raises(DatasetError) as caught:
+        load_split("jsonl", "test", source=str(few))
+    assert str(caught.value).startswith(f"{few}: line 2 (id 't/4'): ")
+    assert str(caught.value).endswith(" (and 2 more malformed row(s): line 3: not valid JSON (Expecting value); "
+                                      "line 5 (id 't/2'): duplicate problem id 't/2')")
+    many = write_jsonl(tmp_path / "many.jsonl", [good[0]] + ["oops"] * 13)
+    with pytest.raises(DatasetError, match=r"\(and 12 more malformed row\(s\): line 3: .*line 12: not valid JSON \(Expecting value\); and 2 more\)$"):
+        load_split("jsonl", "test", source=str(many))
+
+
 @pytest.mark.parametrize(
     "change, message",
     [

@@ -20,3 +20,5 @@ result = load_split(
 write_problems(result.problems, snakemake.output.problems)
 write_json(result.manifest, snakemake.output.manifest)
 print(f"{len(result.problems)} problems", file=sys.stderr)
+for row in result.manifest["skipped"]:
+    print(f"skipped (on_malformed: skip) {row['row']}: {row['error']}", file=sys.stderr)

@@ -57,6 +57,10 @@ class RawSource:
     digest: str | None = None
 
 
+LISTED_ROWS = 10
+"""Malformed rows a DatasetError lists beyond the first (``Collector.finished``)."""
+
+
 @dataclass
 class Collector:
     """Turns rows into problems, applying the ``on_malformed`` policy."""
@@ -66,11 +70,25 @@ class Collector:
     problems: list[Problem] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     _ids: set[str] = field(default_factory=set)
+    _first_cause: BaseException | None = None
 
     def malformed(self, label: str, reason: str, cause: BaseException | None = None) -> None:
-        if self.on_malformed == "error":
-            raise DatasetError(f"{self.origin}: {label}: {reason}") from cause
+        if not self.skipped:
+            self._first_cause = cause
         self.skipped.append({"row": label, "error": reason})
+
+    def finished(self) -> list[Problem]:
+        """The problems; with ``on_malformed="error"``, a DatasetError naming every malformed row
+        (the first in full, up to ``LISTED_ROWS`` more), so that one run shows what to fix."""
+        if self.on_malformed == "error" and self.skipped:
+            first, *rest = self.skipped
+            message = f"{self.origin}: {first['row']}: {first['error']}"
+            if rest:
+                listed = "; ".join(f"{row['row']}: {row['error']}" for row in rest[:LISTED_ROWS])
+                more = f"; and {len(rest) - LISTED_ROWS} more" if len(rest) > LISTED_ROWS else ""
+                message += f" (and {len(rest)} more malformed row(s): {listed}{more})"
+            raise DatasetError(message) from self._first_cause
+        return self.problems
 
     def add(self, label: str, convert: Callable[[], Problem]) -> None:
         try:

@@ -79,7 +79,7 @@ def load(*, split: str, source: str | None, subset: str | None, options: dict, o
         label = f"{row.label} ({task})" if isinstance(task, str) else row.label
         collector.add(label, lambda data=row.data: convert_row(data))
     return LoadResult(
-        problems=collector.problems,
+        problems=collector.finished(),
         manifest={
             "source": source or (str(raw.path) if raw.path else HUB_ID),
             "source_path": None if raw.path is None else str(raw.path),

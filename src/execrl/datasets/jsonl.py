@@ -29,7 +29,7 @@ def load(*, split: str, source: str | None, subset: str | None, options: dict, o
             continue
         collector.add(_labelled(row.label, row.data), lambda data=row.data: _to_problem(data))
     return LoadResult(
-        problems=collector.problems,
+        problems=collector.finished(),
         manifest={
             "source_path": str(path),
             "source_digest": path_digest(path),

@@ -82,7 +82,7 @@ def load(*, split: str, source: str | None, subset: str | None, options: dict, o
         collector.add(f"{row.label} (task_id {task_id})", lambda data=row.data, tid=task_id: convert_row(data, tid))
 
     return LoadResult(
-        problems=collector.problems,
+        problems=collector.finished(),
         manifest={
             "source": source or HUB_ID,
             "subset": subset,

@@ -116,7 +116,7 @@ def load(*, split: str, source: str | None, subset: str | None, options: dict, o
             lambda data=data, key=problem_key, index=index: convert_row(data, key, index),
         )
     return LoadResult(
-        problems=collector.problems,
+        problems=collector.finished(),
         manifest={
             "source": source or HUB_ID,
             "source_path": None if raw.path is None else str(raw.path),
