@@ -1,5 +1,6 @@
 from execrl.problems import Problem
-from execrl.prompting import PromptConfig, build_prompt, extract_code, follows_reasoning_format, user_message
+from execrl.prompting import (PromptConfig, build_prompt, extract_code, follows_reasoning_format, prompt_format,
+                              user_message)
 
 
 def problem(**overrides):
@@ -43,6 +44,17 @@ def test_chat_template_used_only_when_available():
         "Write a function add(a, b)."
     )
     assert build_prompt(problem(), config, object()) == "Write a function add(a, b)."
+
+
+def test_the_prompt_format_a_job_logs_is_the_one_its_prompts_have():
+    """`prompt_format` (the generate job's log line) says what `build_prompt` did, for each case."""
+    cases = [(PromptConfig(template="{prompt}"), ChatTokenizer(), "the tokenizer's chat template"),
+             (PromptConfig(template="{prompt}", chat_template="never"), ChatTokenizer(), "plain text (prompt.chat_template: never)"),
+             (PromptConfig(template="{prompt}"), object(), "plain text (the tokenizer has no chat template)")]
+    for config, tokenizer, said in cases:
+        assert prompt_format(config, tokenizer).startswith(said)
+        templated = build_prompt(problem(), config, tokenizer) != "Write a function add(a, b)."
+        assert templated == said.startswith("the tokenizer's")
 
 
 def test_extract_code_from_fences_and_raw():

@@ -63,6 +63,15 @@ def build_prompt(problem: Problem, config: PromptConfig, tokenizer=None) -> str:
     return chat_prompt(user_message(problem, config), config, tokenizer)
 
 
+def prompt_format(config: PromptConfig, tokenizer=None) -> str:
+    """How prompts reach the model, in words for a job's log: chat-templated or plain text, and why."""
+    if config.chat_template == "never":
+        return "plain text (prompt.chat_template: never)"
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        return "plain text (the tokenizer has no chat template)"
+    return "the tokenizer's chat template (prompt.chat_template: auto)"
+
+
 def chat_prompt(message: str, config: PromptConfig, tokenizer=None) -> str:
     """`message` as the user's turn, chat-templated as `config` says when the tokenizer has a template."""
     if config.chat_template == "never" or tokenizer is None or not getattr(tokenizer, "chat_template", None):
