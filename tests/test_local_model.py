@@ -86,3 +86,23 @@ def test_config_readmes_local_model_example_is_a_config_the_workflow_accepts(tmp
     os.remove(f"{folder}/tokenizer.json")
     with pytest.raises(ConfigError, match="holds no tokenizer"):
         merged_config([repo / EMBEDDED, overlay], base=repo / "config" / "config.yaml")
+
+
+def test_the_reports_configuration_shows_only_what_the_experiment_runs(tmp_path):
+    """An overlay naming its own data set and model: the report's configuration holds those, not
+    the data sets, models and tiny-model shape of the config laid under it."""
+    from pathlib import Path
+
+    from execrl.config import merged_config, shown_in_report, without_runtime_settings
+
+    repo = Path(__file__).resolve().parents[1]
+    overlay = tmp_path / "mine.yaml"
+    overlay.write_text(yaml.safe_dump({"experiment": {"models": ["mine"], "methods": ["base"]},
+                                       "models": {"mine": {"source": _folder(tmp_path, "config.json", "tokenizer.json"),
+                                                           "params_b": 1.5}}}))
+    base = repo / "config" / "config.yaml"
+    embedded = shown_in_report(without_runtime_settings(merged_config([repo / EMBEDDED], base=base)))
+    assert set(embedded["models"]) == {"tiny"} and set(embedded["datasets"]) == {"builtin"} and "tiny_model" in embedded
+    mine = shown_in_report(without_runtime_settings(merged_config([repo / EMBEDDED, overlay], base=base)))
+    assert set(mine["models"]) == {"mine"} and set(mine["datasets"]) == {"builtin"} and "tiny_model" not in mine
+    assert "staging" not in mine and "cluster" not in mine

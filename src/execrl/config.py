@@ -68,8 +68,16 @@ plan's command (micro-batch, ZeRO stage, dtype, process count), which is in that
 
 def shown_in_report(result_config: dict[str, Any]) -> dict[str, Any]:
     """The configuration the report prints: the result config less PLACEMENT_SECTIONS, so that
-    moving the download cache or editing the partition file rewrites no report."""
-    return {section: value for section, value in result_config.items() if section not in PLACEMENT_SECTIONS}
+    moving the download cache or editing the partition file rewrites no report, and less what the
+    experiment does not run (data sets and models its grid does not name, `tiny_model` without a
+    tiny model), which an overlay inherits from the config laid under it."""
+    shown = {section: value for section, value in result_config.items() if section not in PLACEMENT_SECTIONS}
+    experiment = shown["experiment"]
+    for section in ("datasets", "models"):
+        shown[section] = {name: value for name, value in shown[section].items() if name in experiment[section]}
+    if not any(model_kind(model["source"]) == "tiny" for model in shown["models"].values()):
+        shown.pop("tiny_model", None)
+    return shown
 
 
 def model_kind(source: str) -> str:
