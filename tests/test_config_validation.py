@@ -162,3 +162,19 @@ def test_the_merged_config_command_names_a_missing_file_in_one_line(tmp_path):
     assert result.stderr.strip() == f"python -m execrl.config: error: {missing}: no such config file"
     elsewhere = subprocess.run([sys.executable, "-m", "execrl.config"], cwd=tmp_path, capture_output=True, text=True)
     assert elsewhere.returncode == 2 and "config/config.yaml: no such config file (relative to" in elsewhere.stderr
+
+
+def test_a_k_above_the_samples_per_problem_is_said_when_the_dag_is_built(workflow_copy):
+    """pass@k needs k samples per problem: a k above them is named in the dry run (the report
+    leaves it out), and the embedded default, whose ks its samples cover, says nothing."""
+    from execrl.config import merged_config, unestimated_ks
+
+    overlay_path = write_overlay(workflow_copy, {"evaluation": {"k": [1, 12, 16]}})
+    note = ("evaluation.k: pass@12, pass@16 cannot be estimated from 8 samples per problem "
+            "(generation.num_samples); the report leaves them out")
+    planned = run_snakemake(workflow_copy, "-n", "results/report.html", "--configfile", EMBEDDED, overlay_path)
+    assert note in planned.stdout + planned.stderr
+    embedded = merged_config([workflow_copy / EMBEDDED], base=workflow_copy / "config" / "config.yaml")
+    assert unestimated_ks(embedded) is None
+    assert unestimated_ks({**embedded, "evaluation": {**embedded["evaluation"], "k": [1, 9]}}).startswith(
+        "evaluation.k: pass@9 cannot be estimated from 8 samples")

@@ -306,6 +306,19 @@ def local_model_files(folder: str) -> list[str]:
     return sorted(str(path) for path in Path(folder).iterdir() if path.is_file() and not path.name.startswith("."))
 
 
+def unestimated_ks(config: dict[str, Any]) -> str | None:
+    """A note when `evaluation.k` asks for more than the samples every method draws per problem
+    (one `generation.num_samples` for all): pass@k needs k samples, so the report leaves such a k
+    out. Said when the DAG is built."""
+    samples = config["generation"]["num_samples"]
+    above = [k for k in config["evaluation"]["k"] if k > samples]
+    if not above:
+        return None
+    named = ", ".join(f"pass@{k}" for k in above)
+    return (f"evaluation.k: {named} cannot be estimated from {samples} samples per problem "
+            f"(generation.num_samples); the report leaves {'it' if len(above) == 1 else 'them'} out")
+
+
 def schema_error(error: BaseException) -> ConfigError | None:
     """A schema violation as one line naming the key, or None where `error` (jsonschema's
     ValidationError, or Snakemake's WorkflowError raised over one) is not one. jsonschema's own text,

@@ -1,6 +1,7 @@
 import sys
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 from execrl.compute import pin_cpu_kernels
@@ -11,6 +12,7 @@ from execrl.config import (
     model_kind,
     plain_dicts,
     repeated_configfile_flags,
+    unestimated_ks,
     validated,
 )
 from execrl.datasets import SettingError, source_files
@@ -32,6 +34,8 @@ validated(config, lambda c: validate(c, schema="../schemas/config.schema.json"))
 # The schema's defaults arrive as OrderedDicts: plain dicts keep params' reprs as recorded.
 config.update(plain_dicts(config))
 check_references(config)
+if note := unestimated_ks(config):
+    logger.warning(note)
 # Before any job starts: every job inherits the CPU kernel pin (execrl.compute), whoever runs
 # Snakemake and wherever (a cluster node's Snakemake parses this again).
 pin_cpu_kernels(config["compute"]["cpu_kernels"])
