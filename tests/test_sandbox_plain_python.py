@@ -34,7 +34,8 @@ CLASSES = ["values/dict_keys_returned", "values/dict_items_returned", "values/or
            # values of the standard library a test passes, and what the program's objects say of themselves
            "values/tz_aware_datetime_and_slice_arguments", "values/decimal_and_fraction_arguments",
            "values/standard_library_objects_the_test_passes", "values/private_attribute_of_a_test_object",
-           "values/docstring_and_module_of_a_wrapped_function", "values/program_reads_its_own_source",
+           "values/docstring_and_module_of_a_wrapped_function", "values/decorator_of_a_test_function",
+           "values/program_reads_its_own_source",
            "values/context_manager_suppresses_the_tests_own_exception"]
 
 

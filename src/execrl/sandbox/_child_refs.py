@@ -146,3 +146,9 @@ class _JudgeRef:
 
     def __hash__(self):
         return _JudgeRef._execrl_op(self, "hash")
+
+
+# The handle's own class attributes would answer for the test's object: its ``__doc__`` and
+# ``__module__`` are asked of the judge (``functools.wraps`` of a test's function reads them).
+_JudgeRef.__doc__ = property(lambda self: _JudgeRef.__getattr__(self, "__doc__"))
+_JudgeRef.__module__ = property(lambda self: _JudgeRef.__getattr__(self, "__module__"))

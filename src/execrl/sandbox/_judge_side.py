@@ -32,11 +32,19 @@ fields): they hold only what the test put in them. A ``SimpleNamespace`` takes t
 assignments too."""
 
 
+_DESCRIPTIVE = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})
+"""What any object of the test's tells the program of itself (a decorator of the program's
+names the test's function, ``functools.wraps`` copies them): names and text, nothing to call."""
+
+
 def _shown_attribute(target, name: str, assigned: bool) -> bool:
     """Whether the program may read (or, ``assigned``, set or delete) attribute ``name`` of the
-    test's object ``target``: any name but a dunder of the test's own objects (a class of the
-    test's or the setup's: ``_items`` as in Python; ``__globals__`` and the like never), a public
-    one of ``_SHOWN_STDLIB``'s. Nothing else of the judge's shows its attributes."""
+    test's object ``target``: its ``_DESCRIPTIVE`` names; any name but a dunder of the test's own
+    objects (a class of the test's or the setup's: ``_items`` as in Python; ``__globals__`` and
+    the like never); a public one of ``_SHOWN_STDLIB``'s. Nothing else of the judge's shows its
+    attributes."""
+    if name in _DESCRIPTIVE:
+        return not assigned
     t = type(target)
     if getattr(t, "__module__", None) == "__main__":
         return not name.startswith("__")
