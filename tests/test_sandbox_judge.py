@@ -163,6 +163,14 @@ CASES = {
         "def square(x):\n    raise ValueError(x)\n", {"error"},
         "class Timer:\n    def __enter__(self):\n        return self\n    def __exit__(self, *exc):\n        return None\n"
         "def square(x):\n    return x * x\n"),
+    "context_manager_swallows_the_sandboxs_refusal": (
+        problem(["with make() as c:\n    assert abs(c.double(2) - 4) < 1e-9"]),
+        "class Box:\n    pass\nclass Calc:\n    def __enter__(self):\n        return self\n"
+        "    def __exit__(self, *exc):\n        return True\n    def double(self, x):\n        return Box()\n"
+        "def make():\n    return Calc()\n", {"error"},
+        "class Calc:\n    def __enter__(self):\n        return self\n"
+        "    def __exit__(self, *exc):\n        return True\n    def double(self, x):\n        return 2 * x\n"
+        "def make():\n    return Calc()\n"),
     # 3. judge work on the program's values is charged to the program
     "colliding_integers_hashed_by_the_test": (
         problem(["assert set(f(1)) == {0}"]),
@@ -240,18 +248,27 @@ def test_forged_value_record_on_the_programs_socket_is_charged(ex):
     assert ex.run(prob, OBSERVER + DOUBLE).status == "pass"
 
 
-def test_set_of_strings_keeps_the_sandboxs_hash_order(ex):
-    """A test that depends on a set's order gets the order of ``PYTHONHASHSEED=0``, the
-    sandbox's, on every run: the same verdict as ``python`` with that seed."""
-    words = ["pear", "apple", "fig", "kiwi", "plum", "date", "lime", "yam"]
-    order = subprocess.run([sys.executable, "-c", f"print(list(set({words!r})))"], capture_output=True, text=True,
-                           env={"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin"}, check=True).stdout.strip()
-    assert order != repr(words)  # the test below depends on the hash order
-    prob = problem([f"assert list(f()) == {order}", f"assert str(sorted(f())) == {str(sorted(words))!r}"])
-    program = f"def f():\n    return set({words!r})\n"
-    assert [ex.run(prob, program).status for _ in range(4)] == ["pass"] * 4
-    in_list_order = f"def f():\n    return {words!r}\n"
-    assert ex.run(prob, in_list_order).status == "fail"
+def _plain_orders(expression: str) -> list:
+    """`[list(s), list(set(list(s)))]` of the set `expression` under `PYTHONHASHSEED=0`: the set's
+    order in plain Python, and the order the judge's construction from that listing gives."""
+    code = f"s = {expression}\nprint(repr([list(s), list(set(list(s)))]))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin"}, check=True).stdout
+    return eval(out)  # noqa: S307 - our own subprocess's repr of two lists
+
+
+@pytest.mark.parametrize("expression", ["{5, 1, 3}", "set(['pear', 'apple', 'fig', 'kiwi', 'plum', 'date', 'lime', 'yam'])"])
+def test_a_set_from_the_program_iterates_in_the_judges_order(ex, expression):
+    """A set the program returns iterates in the order the judge's own construction of its items
+    gives (`PYTHONHASHSEED=0` on both sides), never in an order the run claims (a program could
+    list the items as a test wants): a test depending on the order passes where that is plain
+    Python's order ({5, 1, 3}), and fails where the program's history gave the set another (the
+    eight words: a stated difference); a test that does not depend on it passes."""
+    plain, judges = _plain_orders(expression)
+    prob = problem([f"assert list(f()) == {plain!r}", f"assert sorted(f()) == {sorted(plain)!r}"])
+    r = ex.run(prob, f"def f():\n    return {expression}\n")
+    assert [o["status"] for o in r.test_outcomes] == ["pass" if judges == plain else "fail", "pass"]
+    assert (expression == "{5, 1, 3}") == (judges == plain)  # one case of each
 
 
 def test_calls_sent_ahead_stop_before_an_earlier_expected_value():
@@ -405,15 +422,14 @@ def statuses(r) -> list[str]:
     return [o["status"] for o in r.test_outcomes]
 
 
-# The program makes the judge build an object whose methods are the program's, by sending its
-# own request to call a builtin class of the judge's: `type("X", (), {"__eq__": always})`, then
-# an instance of it, returned as its result; the test's `==` would run the program's `always`
-# with the expected value. The program finds its side of the socket in its callers' frames.
-JUDGE_TYPE_FORGER = """import sys
+# Programs that speak the protocol themselves: the harness shares their process, so a program can
+# find its side of the socket in its callers' frames and send the judge any request, or list an
+# answer's values as it likes. `ask` sends a request and raises with the judge's refusal.
+PROTOCOL_PRELUDE = """import sys
 def _side():
     f = sys._getframe(1)
     while f is not None:
-        for v in f.f_locals.values():
+        for v in list(f.f_locals.values()):
             if type(v).__name__ == "_ChildSide":
                 return v
         f = f.f_back
@@ -423,26 +439,67 @@ def _exchange(side):
             g = getattr(v, "__globals__", None)
             if g and "_Exchange" in g:
                 return g["_Exchange"]()
-def always(other):
-    return True
-def f(x):
+def ask(msg):
     side = _side()
     ex = _exchange(side)
-    args = [side.enc(a, ex) for a in ("X", (), {"__module__": "__main__", "__eq__": always})]
-    reply = side.call_peer(["c", {"B": BUILTIN}, args, []])
+    reply = side.call_peer(msg)
     if reply[0] == "e":
         raise RuntimeError("refused: " + str(reply[2]))
-    return side.dec(reply[1], ex.follow())()
+    return side.dec(reply[1], ex.follow())
+def enc(v):
+    side = _side()
+    return side.enc(v, _exchange(side))
+def always(other):
+    return True
 """
 
+# name: (tests, program, status, the refusal it meets (None: no request))
+PROTOCOL_FORGERIES = {
+    # the judge's builtin class called with the program's arguments: a class whose `__eq__` is
+    # the program's `always`, an instance returned; the test's `==` would run `always(expected)`
+    **{f"calls_the_judges_{name}": (
+        ["assert f(1) == 2", "assert f(5) == 10"],
+        "def f(x):\n    cls = ask(['c', {'B': %r}, [enc('X'), enc(()), enc({'__module__': '__main__', '__eq__': always})], []])"
+        "\n    return cls()\n" % name,
+        "error", "the program may only use the judge's objects the tests handed it") for name in ("type", "object", "property")},
+    # the same class made by calling what an operation on builtins gives (`type[int]`)
+    "calls_an_alias_of_type": (
+        ["assert f(1) == 2"],
+        "def f(x):\n    alias = ask(['o', 'getitem', [{'B': 'type'}, {'B': 'int'}]])\n"
+        "    return alias('X', (), {'__eq__': always, '__hash__': None})()\n",
+        "error", "the program may only use the judge's objects the tests handed it"),
+    # `str.format` of a string of the program's, run in the judge, walks from a handle to the tests'
+    # expected values: the program sends its string as the judge's copy of a str subclass and asks
+    # for its `format`
+    "formats_the_judges_memory": (
+        ["assert f(1) == 2"],
+        "class S(str):\n    pass\n"
+        "def f(x):\n"
+        "    path = '{0._execrl_side.setup_ns[__execrl_resolve__].__self__.problem.tests[0].plain.expected!r}'\n"
+        "    fmt = ask(['a', enc(S(path)), 'format'])\n    return int(fmt(always))\n",
+        "error", "the program may only use the judge's objects the tests handed it"),
+    # an answer listing a set's items in the order the test wants, which no set of them has
+    "lists_a_set_in_the_tests_order": (
+        ["assert list(f(123)) == [3, 2, 1]", "assert [d for d in f(971)] == [9, 7, 1]"],
+        "def f(n):\n    side = _side()\n    plain = type(side).enc\n"
+        "    def forged(v, ex, depth=0):\n        if type(v) is set and depth == 0:\n"
+        "            ex.table.append(v)\n            ex.seen[id(v)] = len(ex.table) - 1\n"
+        "            return {'s': [plain(side, x, ex, 1) for x in sorted(v, reverse=True)]}\n"
+        "        return plain(side, v, ex, depth)\n"
+        "    side.enc = forged\n    return set(int(c) for c in str(n))\n",
+        "fail", None),
+}
 
-@pytest.mark.parametrize("builtin", ["type", "object", "property"])
-def test_the_program_cannot_call_a_builtin_class_of_the_judges(ex, builtin):
-    """The forgery's request reaches the judge (its refusal comes back as the program's error):
-    no judge object whose `__eq__` is the program's is made, and the tests do not pass."""
-    r = ex.run(problem(["assert f(1) == 2", "assert f(5) == 10"]), JUDGE_TYPE_FORGER.replace("BUILTIN", repr(builtin)))
-    assert r.status == "error", (r.status, r.error_message)
-    assert f"refused: the program may not call the judge's {builtin}" in r.error_message
+
+@pytest.mark.parametrize("name", PROTOCOL_FORGERIES)
+def test_a_program_speaking_the_protocol_does_not_pass(ex, name):
+    """Each forgery's request reaches the judge (its refusal comes back as the program's error),
+    or its forged answer is read as plain values: the tests do not pass."""
+    tests, program, status, refusal = PROTOCOL_FORGERIES[name]
+    r = ex.run(problem(tests), PROTOCOL_PRELUDE + program)
+    assert r.status == status, (r.status, r.error_type, r.error_message)
+    if refusal is not None:
+        assert f"refused: {refusal}" in r.error_message
     assert ex.run(problem(["assert f(1) == 2"]), DOUBLE).status == "pass"
 
 

@@ -234,9 +234,11 @@ class Remote(LentObject):
 
     def __exit__(self, etype: Any, value: Any, tb: Any) -> Any:
         suppress = self.__getattr__("__exit__")(etype, value, tb)
-        if etype is not None and (isinstance(value, AssertionError) or hasattr(value, "execrl_candidate")):
+        if etype is not None and (isinstance(value, (AssertionError, ValueTooLarge, ValueTooDeep))
+                                  or hasattr(value, "execrl_candidate") or hasattr(value, "execrl_refusal")):
             # the program's ``__exit__`` never decides a check: a failing assert of the test's,
-            # or the program's own exception, leaves the ``with`` block whatever it answers
+            # the program's own exception, or the sandbox's refusal to compute with the
+            # program's object leaves the ``with`` block whatever it answers
             return False
         return suppress
 
@@ -276,8 +278,10 @@ def _binary(op: str):
 
 
 def _refused(op: str, remote: Remote, other: Any) -> TypeError:
-    return TypeError(f"operator {op.rstrip('_')!r} between the program's {Remote._execrl_tname.__get__(remote)} object "
-                     f"and the test's {type(other).__name__} value is not computed by the program")
+    error = TypeError(f"operator {op.rstrip('_')!r} between the program's {Remote._execrl_tname.__get__(remote)} object "
+                      f"and the test's {type(other).__name__} value is not computed by the program")
+    error.execrl_refusal = True  # never the program's ``__exit__`` to suppress (``Remote.__exit__``)
+    return error
 
 
 for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "and", "or", "xor",
@@ -332,6 +336,10 @@ def _shadow_type(base: type, name: str | None = None) -> type:
 _SHADOW_BASES = (tuple, list, dict, set, frozenset, int, float, str, bytes, complex)
 _SHADOWS = {base: _shadow_type(base) for base in _SHADOW_BASES}
 _SHADOW_TYPES = set(_SHADOWS.values())
+JUDGE_MADE: set = set(_SHADOW_TYPES) | set(_CANDIDATE_EXITS.values())
+"""Classes the judge makes and names as the program's (``__module__`` ``__main__``): shadows, the
+program's exception stand-ins (``_JudgeSide.exception_class``), its exits. Not the test's own
+classes, so their objects show the program no attribute (``_judge_side._shown_attribute``)."""
 _NAMED_SHADOWS: dict = {}  # (base, the program's class name) -> its shadow type
 
 
@@ -344,6 +352,7 @@ def shadow_type(base: type, name: str) -> type:
             return _SHADOWS[base]
         cls = _NAMED_SHADOWS[key] = _shadow_type(base, name)
         _SHADOW_TYPES.add(cls)
+        JUDGE_MADE.add(cls)
     return cls
 
 
@@ -357,28 +366,6 @@ def _assign(container: Any, value: Any) -> None:
     else:
         container.clear()
         container.update(value)
-
-
-class _SetInRunOrder(set):
-    """A set whose iteration order is the one the run's set had (the judge's own insertion
-    order cannot always reproduce it), as long as its content is unchanged."""
-
-    def __iter__(self):
-        order = self.__dict__.get("_execrl_order")
-        if order is not None and len(order) == len(self) and all(x in self for x in order):
-            return iter(order)
-        return set.__iter__(self)
-
-    def __repr__(self):
-        return "{" + ", ".join(repr(x) for x in self) + "}" if self else "set()"
-
-
-class _FrozenSetInRunOrder(frozenset):
-    def __iter__(self):
-        return iter(self.__dict__["_execrl_order"])
-
-    def __repr__(self):
-        return "frozenset({" + ", ".join(repr(x) for x in self) + "})" if self else "frozenset()"
 
 
 def describe(v: Any) -> str:

@@ -16,8 +16,8 @@ from execrl.sandbox._exchange import (_MAX_DEPTH, _STRUCT_LEN, PeerGone, Protoco
                                       _Side, _unchanged)
 from execrl.sandbox._judge_compare import _short
 from execrl.sandbox._judge_generators import _GENERATOR, _SCALAR_ITERATORS, _TUPLE_ITERATOR, _unseen_iterator
-from execrl.sandbox._judge_proxies import (_CANDIDATE_EXITS, _KEPT_DICTS, _SHADOW_TYPES, _SHADOWS,
-                                           CandidateExit, Remote, _assign, _FrozenSetInRunOrder, _SetInRunOrder,
+from execrl.sandbox._judge_proxies import (_CANDIDATE_EXITS, _KEPT_DICTS, _SHADOW_TYPES, _SHADOWS, JUDGE_MADE,
+                                           CandidateExit, Remote, _assign,
                                            shadow_type, too_deep)
 
 __builtins__ = dict(builtins.__dict__)  # a private snapshot, as in ``_exchange``
@@ -46,6 +46,8 @@ def _shown_attribute(target, name: str, assigned: bool) -> bool:
     if name in _DESCRIPTIVE:
         return not assigned
     t = type(target)
+    if t in JUDGE_MADE:  # named as the program's classes (``__main__``), made by the judge
+        return False
     if getattr(t, "__module__", None) == "__main__":
         return not name.startswith("__")
     if t in _SHOWN_STDLIB and not name.startswith("_"):
@@ -88,9 +90,6 @@ class _JudgeSide(_Side):
             return Remote._execrl_ref.__get__(v)
         if t in _SHADOW_TYPES:
             return Remote._execrl_ref.__get__(v.__dict__["_execrl_remote"])
-        if t is _SetInRunOrder or t is _FrozenSetInRunOrder:
-            base = set if t is _SetInRunOrder else frozenset
-            return self.enc(base(v), ex, depth)
         if t is type(sys):
             return {"m": v.__name__}
         scalar = self.numpy_scalar(v, t)
@@ -168,14 +167,6 @@ class _JudgeSide(_Side):
                 if left:
                     signal.setitimer(signal.ITIMER_PROF, left)
         return numpy
-
-    @staticmethod
-    def make_set(items, frozen):
-        out = frozenset(items) if frozen else set(items)
-        if len(out) > 1 and len(out) == len(items) and any(a is not b for a, b in zip(out, items)):
-            out = (_FrozenSetInRunOrder if frozen else _SetInRunOrder)(items)
-            out.__dict__["_execrl_order"] = list(items)
-        return out
 
     def refresh(self, entries, rex) -> None:
         """New content of the program's containers whose copies the judge holds (its container
@@ -401,6 +392,7 @@ class _JudgeSide(_Side):
                 b = Exception
             name = key.rpartition(".")[2] or "Exception"
             cls = self.exceptions[key] = type(name, (b,), {"__module__": "__main__", "__qualname__": key})
+            JUDGE_MADE.add(cls)
         return cls
 
     @staticmethod
@@ -486,14 +478,18 @@ class _JudgeSide(_Side):
 
     def _perform(self, req, ex):
         op = req[0]
+        # What the program calls, reads, sets or operates on is an object the judge lent it (a
+        # test's function, object or iterator): never a value it sends, nor what an operation on
+        # one makes. The judge's ``type`` called with the program's arguments (or ``type[int]``)
+        # would make a class whose ``__eq__`` is the program's, deciding a test's check; a string
+        # the judge holds as a copy of the program's has a ``format`` that walks any attribute
+        # path from a handle to the tests' expected values.
+        if op in ("c", "a", "s", "d") and len(req) >= 2 and not _lent(req[1]):
+            raise TypeError("the program may only use the judge's objects the tests handed it")
+        if op == "o" and len(req) == 3 and not (type(req[2]) is list and req[2] and _lent(req[2][0])):
+            raise TypeError("the program may only use the judge's objects the tests handed it")
         if op == "c" and len(req) == 4:
             target = self.dec(req[1], ex)
-            if isinstance(target, type) and getattr(builtins, target.__name__, None) is target:
-                # the judge's own ``type``, ``property``, ``object``: called with the program's
-                # arguments they would make objects of the judge's whose methods are the
-                # program's (a class with an always-true ``__eq__``), which then decide a test's
-                # check; the program has builtins of its own, and never needs the judge's
-                raise TypeError(f"the program may not call the judge's {target.__name__}")
             args = [self.dec(a, ex) for a in req[2]]
             kwargs = {str(k): self.dec(v, ex) for k, v in req[3]}
             return target(*args, **kwargs)
@@ -547,6 +543,11 @@ class _JudgeSide(_Side):
 
 
 _DETAIL_TYPES = frozenset({type(None), bool, int, float, str})
+
+def _lent(encoded) -> bool:
+    """Whether an encoded value names an object the judge lent the run (``{"j": n}``)."""
+    return type(encoded) is dict and len(encoded) == 1 and "j" in encoded
+
 
 _REVERSE_OPS = {"iter": iter, "next": next, "len": len, "repr": repr, "hash": hash, "truth": bool,
                 "getitem": lambda a, b: a[b], "contains": lambda a, b: b in a, "eq": lambda a, b: a == b,
