@@ -163,6 +163,16 @@ CASES = {
         "def square(x):\n    raise ValueError(x)\n", {"error"},
         "class Timer:\n    def __enter__(self):\n        return self\n    def __exit__(self, *exc):\n        return None\n"
         "def square(x):\n    return x * x\n"),
+    "context_manager_swallows_an_ordering_refusal": (
+        problem(["with make() as c:\n    assert 3.14 < c.area(1) < 3.15",
+                 "with make() as c:\n    assert max(c.area(3), 28.0) > 28.2"]),
+        "class Box:\n    def __lt__(self, o):\n        return False\n    def __gt__(self, o):\n        return False\n"
+        "class Calc:\n    def __enter__(self):\n        return self\n    def __exit__(self, *exc):\n        return True\n"
+        "    def area(self, r):\n        return Box()\n"
+        "def make():\n    return Calc()\n", {"error"},
+        "class Calc:\n    def __enter__(self):\n        return self\n    def __exit__(self, *exc):\n        return True\n"
+        "    def area(self, r):\n        return 3.14159 * r * r\n"
+        "def make():\n    return Calc()\n"),
     "context_manager_swallows_the_sandboxs_refusal": (
         problem(["with make() as c:\n    assert abs(c.double(2) - 4) < 1e-9"]),
         "class Box:\n    pass\nclass Calc:\n    def __enter__(self):\n        return self\n"
@@ -501,6 +511,86 @@ def test_a_program_speaking_the_protocol_does_not_pass(ex, name):
     if refusal is not None:
         assert f"refused: {refusal}" in r.error_message
     assert ex.run(problem(["assert f(1) == 2"]), DOUBLE).status == "pass"
+
+
+# A program that reads the calls sent ahead with it (`serve_batch`'s `calls`, in its callers'
+# frames) and answers the first test from a later test's argument that converts to its expected
+# value; the batch stops before such an argument, so the program finds none and fails.
+BATCH_READER = """import sys
+SEEN = []
+def _later():
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "serve_batch" and "calls" in f.f_locals:
+            return [c[2][0] for c in f.f_locals["calls"]]
+        f = f.f_back
+    return []
+"""
+BATCH_CONVERSIONS = {
+    # a list of ints carrying expected bytes, and bytes carrying an expected list of ints
+    "bytes_from_a_later_list": (
+        ["assert unshift(b'jk', 1) == b'ij'", "assert unshift([105, 106], 255) == b'jk'"],
+        "def unshift(data, k):\n    later = [a['l'] for a in _later() if isinstance(a, dict) and 'l' in a]\n"
+        "    return bytes(later[0]) if later else data\n"),
+    "list_from_later_bytes": (
+        ["assert shift([104, 105], 1) == [105, 106]", "assert shift(b'ij', 255) == [104, 105]"],
+        "def shift(data, k):\n    later = [a['b'] for a in _later() if isinstance(a, dict) and 'b' in a]\n"
+        "    return list(bytes.fromhex(later[0])) if later else []\n"),
+    # a float carrying the int it rounds to
+    "int_from_a_later_float": (
+        ["assert floor_half(85) == 42", "assert floor_half(42.9) == 21"],
+        "def floor_half(x):\n    later = [a for a in _later() if isinstance(a, float)]\n"
+        "    return int(later[0]) if later else 0\n"),
+    # one item of an earlier expected value, given whole
+    "item_of_an_expected_value": (
+        ["assert pairs([1, 2, 3, 4]) == [[1, 2], [3, 4]]", "assert pairs([3, 4]) == [[3, 4]]"],
+        "def pairs(xs):\n    later = [a['l'] for a in _later() if isinstance(a, dict) and 'l' in a and a['l'] != xs]\n"
+        "    return [xs[:len(xs) - len(later[0])], later[0]] if later else [xs]\n"),
+}
+
+
+@pytest.mark.parametrize("name", BATCH_CONVERSIONS)
+def test_calls_sent_ahead_carry_no_conversion_of_an_earlier_expected_value(ex, name):
+    tests, program = BATCH_CONVERSIONS[name]
+    r = ex.run(problem(tests), BATCH_READER + program)
+    assert r.test_outcomes[0]["status"] == "fail", (r.status, r.error_message)
+
+
+def test_a_setups_class_data_does_not_reach_the_program_through_an_instance(ex):
+    """The setup's classes are the program's names (it makes their objects), but a table of
+    answers the class keeps is not read through one of them (`Case(0, 0).registry`); the
+    instance's own attributes, methods and a class-level None default are."""
+    setup = ("class Case:\n    registry = []\n    left = None\n"
+             "    def __init__(self, arg, want):\n        self.arg, self.want = arg, want\n        Case.registry.append(self)\n"
+             "    def doubled(self):\n        return 2 * self.arg\n"
+             "CASES = [Case(1, 2), Case(5, 10)]\n"
+             "def check(candidate):\n    for c in CASES:\n        assert candidate(c.arg) == c.want\n")
+    reader = "def f(x):\n    for c in Case(0, 0).registry:\n        if c.arg == x:\n            return c.want\n"
+    r = ex.run(problem(["check(f)"], setup=setup), reader)
+    assert (r.status, r.error_type, r.error_message) == ("error", "AttributeError", "registry")
+    honest = "def f(x):\n    c = Case(x, None)\n    assert c.left is None and c.want is None\n    return c.doubled()\n"
+    assert ex.run(problem(["check(f)"], setup=setup), honest).status == "pass"
+
+
+def test_numpy_the_tests_use_unimported_is_the_judges(ex):
+    """`np` the tests use without importing it, bound by the program's `import numpy as np`, is the
+    judge's numpy: a program that patches its own `np.allclose` decides no test."""
+    tests = ["assert np.allclose(solve(1), [1.0, 2.0])"]
+    patched = "import numpy as np\nnp.allclose = lambda *a, **k: True\ndef solve(x):\n    return np.array([0.0])\n"
+    assert ex.run(problem(tests), patched).status == "fail"
+    honest = "import numpy as np\ndef solve(x):\n    return np.array([1.0 * x, 2.0 * x])\n"
+    assert ex.run(problem(tests), honest).status == "pass"
+
+
+def test_call_mode_compares_a_str_subclass_by_its_content(ex):
+    """Call mode compares a returned str subclass by the text it holds, not by what its
+    `__str__` says."""
+    def run(body):
+        prob = Problem(id="c", prompt="t", test_type="call", entry_point="rev",
+                       tests=[{"args": ["hello"], "expected": "olleh"}])
+        return ex.run(prob, f"class S(str):\n    def __str__(self):\n        return {body!r}\ndef rev(s):\n    return S(s[::-1] if {body!r} == 'zzz' else 'zzz')\n")
+    assert run("olleh").status == "fail"  # content 'zzz', its __str__ the expected text
+    assert run("zzz").status == "pass"  # content right, its __str__ otherwise
 
 
 # Operators between the program's object and a test's value: the program's operator would

@@ -37,7 +37,8 @@ def _normalize(v: Any) -> Any:
             return v.item()
         for base in _EXACT_SCALARS[1:]:
             if isinstance(v, base):
-                return base(v)
+                # a str subclass by its content: `str(v)` would ask the program's `__str__`
+                return str.__str__(v) if base is str else base(v)
     return v
 
 

@@ -104,10 +104,15 @@ class _Candidate:
     def module(self, name: str) -> Any:
         """The judge's own copy of a module the program imported: a module of the standard
         library the judge loaded when it started, or one the tests import themselves, under
-        that very name (any other stays the program's). The judge never imports a module
-        because the program names it: importing runs the module's code (a module object the
-        program names ``unittest.__main__`` would make the judge run test discovery)."""
-        if name not in self.problem.imported and not (
+        that very name, or numpy (any other stays the program's). The judge never imports a
+        module because the program names it: importing runs the module's code (a module object
+        the program names ``unittest.__main__`` would make the judge run test discovery); numpy
+        is the one it imports (outside the candidate's budget, as for a returned array), since
+        tests use it unimported (``np.allclose(f(x), expected)``) and the program's own would
+        be handed the expected value."""
+        if name.split(".")[0] == "numpy" and name not in self.modules:
+            self.side.numpy()
+        if name not in self.problem.imported and name.split(".")[0] != "numpy" and not (
                 name in _STARTUP_MODULES and name.split(".")[0] in getattr(sys, "stdlib_module_names", ())):
             return None
         if name not in self.modules:

@@ -196,16 +196,24 @@ class Remote(LentObject):
         raise NotPlainValue(f"compared {describe(self)} with != to a plain value")
 
     def __lt__(self, other: Any) -> Any:
-        return self._execrl_op("lt", self, other) if isinstance(other, Remote) else NotImplemented
+        if not isinstance(other, Remote):
+            raise _refused("<", self, other)
+        return self._execrl_op("lt", self, other)
 
     def __le__(self, other: Any) -> Any:
-        return self._execrl_op("le", self, other) if isinstance(other, Remote) else NotImplemented
+        if not isinstance(other, Remote):
+            raise _refused("<=", self, other)
+        return self._execrl_op("le", self, other)
 
     def __gt__(self, other: Any) -> Any:
-        return self._execrl_op("gt", self, other) if isinstance(other, Remote) else NotImplemented
+        if not isinstance(other, Remote):
+            raise _refused(">", self, other)
+        return self._execrl_op("gt", self, other)
 
     def __ge__(self, other: Any) -> Any:
-        return self._execrl_op("ge", self, other) if isinstance(other, Remote) else NotImplemented
+        if not isinstance(other, Remote):
+            raise _refused(">=", self, other)
+        return self._execrl_op("ge", self, other)
 
     def __hash__(self) -> int:
         """The program's hash of its object (sent with it as an item of a set or a dict key,

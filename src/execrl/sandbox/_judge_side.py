@@ -37,6 +37,22 @@ _DESCRIPTIVE = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})
 names the test's function, ``functools.wraps`` copies them): names and text, nothing to call."""
 
 
+def _class_data(t: type, target, name: str) -> bool:
+    """Whether ``name`` read on ``target`` would be a data attribute of its class (not its own,
+    not a method, property or slot, not None): a setup's table of answers read through an
+    instance (``Case(0, 0).registry``), which the rule that no attribute of the setup's classes
+    reaches the run covers too."""
+    own = getattr(target, "__dict__", None)
+    if type(own) is dict and name in own:
+        return False
+    for klass in t.__mro__:
+        if name in vars(klass):
+            value = vars(klass)[name]
+            # a class-level default of None (``left = None`` of a tree's node) tells nothing
+            return not (value is None or callable(value) or hasattr(type(value), "__get__"))
+    return False
+
+
 def _shown_attribute(target, name: str, assigned: bool) -> bool:
     """Whether the program may read (or, ``assigned``, set or delete) attribute ``name`` of the
     test's object ``target``: its ``_DESCRIPTIVE`` names; any name but a dunder of the test's own
@@ -49,7 +65,7 @@ def _shown_attribute(target, name: str, assigned: bool) -> bool:
     if t in JUDGE_MADE:  # named as the program's classes (``__main__``), made by the judge
         return False
     if getattr(t, "__module__", None) == "__main__":
-        return not name.startswith("__")
+        return not name.startswith("__") and (assigned or not _class_data(t, target, name))
     if t in _SHOWN_STDLIB and not name.startswith("_"):
         return t is types.SimpleNamespace or not assigned
     return False

@@ -5,6 +5,7 @@ instrumented for messages, plain calls found and batched.
 from __future__ import annotations
 
 import ast
+import math
 import builtins
 from typing import Any
 
@@ -249,7 +250,8 @@ def _contents(v: Any, out: list) -> Any:
 
 
 def _number_forms(x: float | int) -> set[str]:
-    """A number's text forms: ``3`` → {"3", "3.0"}; ``2.5`` → {"2.5"}."""
+    """A number's text forms, and those of the ints it rounds to: ``3`` → {"3", "3.0"}; ``2.5`` →
+    {"2.5", "2", "3"}."""
     forms = {str(x), repr(x)}
     try:
         f = float(x)
@@ -257,8 +259,8 @@ def _number_forms(x: float | int) -> set[str]:
         return forms
     if f == f and f not in (float("inf"), float("-inf")):
         forms.add(repr(f))
-        if f.is_integer():
-            forms.add(str(int(f)))
+        # the ints a program's `int`, `round`, `math.floor` or `math.ceil` makes of it (42.9: 42, 43)
+        forms.update(str(n) for n in {math.floor(f), math.ceil(f)})
     return forms
 
 
@@ -282,7 +284,7 @@ def _forms(c: Any) -> set[str]:
             pass
         return forms
     if t is tuple and len(c) == 2 and c[0] == "bytes":
-        forms = {c[1].decode("latin-1")}
+        forms = {c[1].decode("latin-1")} | _forms(("seq", tuple(c[1])))  # `list(b"ij") == [105, 106]`
         try:
             forms.add(c[1].decode("utf-8"))
         except UnicodeDecodeError:
@@ -425,8 +427,11 @@ class Problem:
                         break
                     if any(not expected_forms.isdisjoint(_forms(c)) for c in inside):
                         break
-                content = _content(plain.expected)
-                forms = _forms(content)
+                nested: list = []
+                content = _contents(plain.expected, nested)
+                # the expected value and every container inside it (`[3, 4]` in `[[1, 2], [3, 4]]`)
+                parts = [content] + [c for c in nested[:-1] if type(c) is tuple]
+                forms = set().union(*(_forms(c) for c in parts))
             except Exception:  # noqa: BLE001 - not a literal this check can hold
                 break
             size += len(plain.text)
@@ -434,7 +439,7 @@ class Problem:
                 break
             name = plain.name
             calls.append(plain.text)
-            expected.append(content)
+            expected.extend(parts)
             expected_forms |= forms
         self.batch_complete = bool(calls) and len(calls) == len(self.tests)
         if calls:
