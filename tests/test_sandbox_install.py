@@ -24,8 +24,9 @@ PROGRAMS = textwrap.dedent("""
     problem = Problem(id="p", prompt="t", test_type="assert", tests=["assert f(2) == 4"])
     good = "import probe_pkg\\ndef f(x):\\n    return probe_pkg.double(x)\\n"
     peek = ("import importlib.util, os\\ndef f(x):\\n"
-            "    top = importlib.util.find_spec('execrl').submodule_search_locations[0]\\n"
-            "    return 4 if os.listdir(os.path.join(top, 'sandbox')) else 0\\n")
+            "    spec = importlib.util.find_spec('execrl')\\n"
+            "    tops = list(spec.submodule_search_locations or []) if spec else []\\n"
+            "    return 4 if any(os.listdir(top) for top in tops if os.path.isdir(top)) else 0\\n")
     wrong = "import probe_pkg\\ndef f(x):\\n    return x\\n"
     with Executor(workers=1, limits=ExecutionLimits(timeout_s=5)) as ex:
         rs = ex.run_batch([(problem, good), (problem, peek), (problem, wrong), (problem, good)])
@@ -79,8 +80,9 @@ def test_installed_package_passes_the_self_test(tmp_path, linked, editable):
     if not editable:
         assert got["file"].startswith(str(link_home / ".venv")), got
     assert str(purelib).startswith(str(real))
-    # a correct program importing a site-packages module passes; the harness's own source
-    # directory is hidden (empty) although the site-packages around it is visible; a wrong
+    # a correct program importing a site-packages module passes; the execrl package (the
+    # harness, and the data sets' generators) is hidden although the site-packages around it
+    # is visible; a wrong
     # program fails; the next correct one passes
     assert got["status"] == ["pass", "fail", "fail", "pass"], got
     assert (got["respawns"], got["retries"]) == (0, 0), got  # one worker answered every candidate
