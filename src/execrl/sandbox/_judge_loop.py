@@ -110,10 +110,12 @@ class _Candidate:
         is the one it imports (outside the candidate's budget, as for a returned array), since
         tests use it unimported (``np.allclose(f(x), expected)``) and the program's own would
         be handed the expected value."""
-        if name.split(".")[0] == "numpy" and name not in self.modules:
-            self.side.numpy()
-        if name not in self.problem.imported and name.split(".")[0] != "numpy" and not (
-                name in _STARTUP_MODULES and name.split(".")[0] in getattr(sys, "stdlib_module_names", ())):
+        top = name.split(".")[0]
+        if top == "numpy":
+            if name not in self.modules:
+                self.side.numpy()
+        elif name not in self.problem.imported and not (
+                name in _STARTUP_MODULES and top in getattr(sys, "stdlib_module_names", ())):
             return None
         if name not in self.modules:
             try:

@@ -70,6 +70,7 @@ def _shown_attribute(target, name: str, assigned: bool) -> bool:
         return t is types.SimpleNamespace or not assigned
     return False
 
+
 # --------------------------------------------------------------------------------------
 # The judge's side of the conversation with one run
 # --------------------------------------------------------------------------------------
@@ -500,9 +501,9 @@ class _JudgeSide(_Side):
         # would make a class whose ``__eq__`` is the program's, deciding a test's check; a string
         # the judge holds as a copy of the program's has a ``format`` that walks any attribute
         # path from a handle to the tests' expected values.
-        if op in ("c", "a", "s", "d") and len(req) >= 2 and not _lent(req[1]):
-            raise TypeError("the program may only use the judge's objects the tests handed it")
-        if op == "o" and len(req) == 3 and not (type(req[2]) is list and req[2] and _lent(req[2][0])):
+        subject = req[2][0] if op == "o" and len(req) == 3 and type(req[2]) is list and req[2] else \
+            req[1] if op in ("c", "a", "s", "d") and len(req) >= 2 else None
+        if op in ("c", "a", "s", "d", "o") and not _lent(subject):
             raise TypeError("the program may only use the judge's objects the tests handed it")
         if op == "c" and len(req) == 4:
             target = self.dec(req[1], ex)
@@ -559,6 +560,7 @@ class _JudgeSide(_Side):
 
 
 _DETAIL_TYPES = frozenset({type(None), bool, int, float, str})
+
 
 def _lent(encoded) -> bool:
     """Whether an encoded value names an object the judge lent the run (``{"j": n}``)."""
