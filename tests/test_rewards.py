@@ -54,6 +54,17 @@ def test_binary_fraction_and_bonus():
     assert executor.calls == 1  # every component reads one execution of the batch
 
 
+def test_a_run_that_passed_every_test_and_did_not_pass_is_paid_one_test_short():
+    """The sandbox times out a run whose CPU time with the judging of its values went past the
+    limit after its last test passed (host_judge._judge_single): its tests_passed is all of them."""
+    over_budget = {"status": "timeout", "tests_passed": 3, "tests_total": 3}
+    stopped = {"status": "error", "tests_passed": 1, "tests_total": 1}
+    values, _, _ = rewards_for(RewardSettings(binary=0.0, fraction=1.0, fraction_perfect=1.0),
+                               [PASS, over_budget, stopped, TIMEOUT])
+    assert values["fraction"] == pytest.approx([1.0, 2 / 3, 0.0, 2 / 3])
+    assert values["fraction_perfect"] == pytest.approx([2.0, 2 / 3, 0.0, 2 / 3])
+
+
 def test_outcome_shaping_orders_failures():
     values, _, _ = rewards_for(RewardSettings(binary=0.0, outcome=1.0), [SYNTAX, CRASH, WRONG, PASS, TIMEOUT])
     syntax, crash, wrong, passed, timeout = values["outcome"]

@@ -26,7 +26,7 @@ class RewardSettings:
     binary: float = 1.0
     """1 when every test passes, else 0."""
     fraction: float = 0.0
-    """Share of tests passed."""
+    """Share of tests passed (a run that did not pass counts one test short of all of them)."""
     fraction_perfect: float = 0.0
     """Share of tests passed plus `perfect_bonus` when all pass."""
     outcome: float = 0.0
@@ -78,7 +78,14 @@ def binary_reward(result: dict, completion: str, settings: RewardSettings) -> fl
 
 
 def fraction_reward(result: dict, completion: str, settings: RewardSettings) -> float:
-    return result["tests_passed"] / result["tests_total"] if result["tests_total"] else 0.0
+    """Share of tests passed. A run can pass every test and still not pass (its CPU time with
+    the judging of its values went past the limit, or it stopped after its last test): it is
+    paid as one test short, so no run that failed earns what a passing run earns."""
+    total = result["tests_total"]
+    if not total:
+        return 0.0
+    passed = result["tests_passed"] if result["status"] == "pass" else min(result["tests_passed"], total - 1)
+    return passed / total
 
 
 def fraction_perfect_reward(result: dict, completion: str, settings: RewardSettings) -> float:
