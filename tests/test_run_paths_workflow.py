@@ -23,9 +23,9 @@ REPORT_LEVEL = ("results/tables/", "results/plots/", "results/report.html", "res
 last, by design; everything else is a result and lives under settings-named segments."""
 
 
-def plan(workdir, name):
+def plan(workdir, name, *more_overlays):
     """Output path → {rule, params, directory} of every job the config's DAG has (forced)."""
-    return planned_jobs_of(workdir, EMBEDDED, *OVERLAYS[name])
+    return planned_jobs_of(workdir, EMBEDDED, *OVERLAYS[name], *more_overlays)
 
 
 @pytest.fixture(scope="module")
@@ -98,10 +98,10 @@ def test_the_low_temperature_control_samples_the_base_model_cooler(plans):
     assert any("/base_low_temp-" in path for path in plans["default"] if path.startswith("results/eval/"))
 
 
-def materialize(workdir, name):
+def materialize(workdir, name, *more_overlays):
     """Pretend the config ran: create its outputs that are missing (empty files and folders) and let
     `snakemake --touch` record each job's metadata (params, inputs, code) as a finished run does."""
-    for path, job in plan(workdir, name).items():
+    for path, job in plan(workdir, name, *more_overlays).items():
         target = workdir / path
         if target.exists():
             continue
@@ -110,7 +110,7 @@ def materialize(workdir, name):
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.touch()
-    run_snakemake(workdir, "--touch", "results/report.html", "--configfile", EMBEDDED, *OVERLAYS[name])
+    run_snakemake(workdir, "--touch", "results/report.html", "--configfile", EMBEDDED, *OVERLAYS[name], *more_overlays)
 
 
 def planned_outputs(workdir, name, *more_overlays):
@@ -174,3 +174,21 @@ def test_settings_that_change_no_result_rerun_none(tmp_path, overlay, replanned)
     (workdir / "config" / "runtime.yaml").write_text(yaml.safe_dump(overlay))
     planned = planned_outputs(workdir, "default", "config/runtime.yaml")
     assert sorted(rule for rule, _ in planned) == sorted(replanned)
+
+
+def test_an_edited_test_split_reruns_only_the_training_that_samples_it(tmp_path):
+    """DPO without its interval evaluation (`dpo.eval_every: 0`) never reads the test split: a
+    changed test file replans GRPO's and SRRL's training (their interval evaluation samples it)
+    and the test split's own jobs, and not DPO's training."""
+    import yaml
+
+    workdir = copy_workflow(tmp_path)
+    (workdir / "config" / "no-dpo-interval.yaml").write_text(yaml.safe_dump({"dpo": {"eval_every": 0}}))
+    materialize(workdir, "default", "config/no-dpo-interval.yaml")
+    (test_split,) = (workdir / "results" / "data").glob("builtin-*/test.jsonl")
+    test_split.write_text('{"edited": true}\n')
+    planned = planned_outputs(workdir, "default", "config/no-dpo-interval.yaml")
+    trained = {re.search(r"/(\w+)-\w+/\d+/", output).group(1)
+               for rule, output in planned if rule == "train"}
+    assert trained == {"grpo", "srrl"}
+    assert any(rule == "generate_candidates" and "/test" in output for rule, output in planned)

@@ -76,7 +76,7 @@ def test_data_options_follow_the_method(capsys):
     no_eval = argv("grpo", GRPO)
     index = no_eval.index("--eval-problems")
     del no_eval[index : index + 2]
-    assert "grpo needs --eval-problems" in error_of(no_eval, capsys)
+    assert "grpo.eval_every is 25: grpo needs --eval-problems (or set grpo.eval_every: 0)" in error_of(no_eval, capsys)
 
 
 def test_dpo_evaluating_needs_held_out_problems(capsys):
@@ -224,3 +224,22 @@ def test_train_problems_takes_the_first_problems_of_the_training_data(tmp_path, 
     for n in (3, None):
         train_job.main(argv("grpo", {**GRPO, "grpo": {**GRPO["grpo"], "train_problems": n}}))
     assert seen == {3: ["p/0", "p/1", "p/2"], None: [f"p/{i}" for i in range(5)]}
+
+
+@pytest.mark.parametrize("method", ["dpo", "grpo"])
+def test_without_interval_evaluation_no_held_out_problems_are_needed(method, tmp_path, monkeypatch):
+    """`eval_every: 0`: the job runs without --eval-problems (the workflow then gives it no test split)."""
+    problem = {"id": "p", "prompt": "Add.", "test_type": "assert", "tests": ["assert add(1, 2) == 3"]}
+    pair = {"problem_id": "p", "prompt": "Add.", "chosen": "a", "rejected": "b"}
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps(pair if method == "dpo" else problem) + "\n")
+    settings = {**(DPO if method == "dpo" else GRPO)}
+    settings[method] = {**settings[method], "eval_every": 0}
+    given = {}
+    monkeypatch.setattr(f"execrl.training.{method}.train_{method}", lambda **kwargs: given.update(kwargs))
+    options = argv(method, settings)
+    at = options.index("--eval-problems")
+    del options[at : at + 2]
+    options[options.index("p.jsonl")] = str(data)
+    train_job.main(options)
+    assert given["eval_problems"] == []

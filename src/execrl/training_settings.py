@@ -114,6 +114,13 @@ def training_section(config: dict, method: str) -> str:
     return "grpo" if "grpo" in method_rows(config)[method].settings else "dpo"
 
 
+def samples_test_split(config: dict, method: str) -> bool:
+    """Whether `method`'s training job samples the test split: its interval evaluation runs
+    (`eval_every` of its training section above 0). Only then is the test file the job's input,
+    so an edited test file reruns no training that never reads it."""
+    return method_section(config, method, training_section(config, method))["eval_every"] > 0
+
+
 def training_runtime(config: dict, method: str) -> dict:
     """`save_steps` and `gradient_checkpointing` of `method`'s training section, its overrides
     applied: what the train job and the preflight run with, out of every digest."""

@@ -22,6 +22,7 @@ from execrl.training_settings import (
     method_overrides,
     method_section,
     registry_name,
+    samples_test_split,
     token_budget_source,
     training_runtime,
 )
@@ -286,6 +287,14 @@ def get_train_problems(wildcards):
 
 def get_test_problems(wildcards):
     return f"results/data/{wildcards.dataset}/test.jsonl"
+
+
+def get_interval_eval_problems(wildcards):
+    """The test split, for a training job whose interval evaluation samples it; nothing for one
+    whose `eval_every` is 0 (an edited test file then reruns no training)."""
+    if not samples_test_split(config, method_name(wildcards)):
+        return []
+    return get_test_problems(wildcards)
 
 
 ##### models #####

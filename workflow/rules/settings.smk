@@ -149,6 +149,13 @@ def get_token_budget_option(wildcards, input):
     return f"--token-budget-from {input.token_budget}"
 
 
+def get_eval_problems_option(wildcards, input):
+    """train_job's `--eval-problems`, when the job's interval evaluation reads the test split."""
+    if not input.eval_problems:
+        return ""
+    return f"--eval-problems {input.eval_problems}"
+
+
 def get_model_sizes():
     return {name: config["models"][name]["params_b"] for name in EXPERIMENT["models"]}
 

@@ -8,7 +8,7 @@
 rule train:
     input:
         data=get_training_data,
-        eval_problems=get_test_problems,
+        eval_problems=get_interval_eval_problems,
         model=get_base_model_input,
         # Under a token budget (srrl.budget), SRRL's budget is what GRPO's run used: it waits for it.
         token_budget=get_token_budget_source,
@@ -55,6 +55,7 @@ rule train:
         vllm_server=get_vllm_server_prefix,
         run=get_run_name,
         token_budget=get_token_budget_option,
+        eval_problems=get_eval_problems_option,
     shell:
         "HF_HUB_OFFLINE=1 EXECRL_VLLM_SERVER_LOG={log}.vllm-server"
         " EXECRL_VLLM_SERVER_TIMEOUT={resources.vllm_server_timeout_s}"
@@ -63,7 +64,7 @@ rule train:
         " --num_processes {resources.processes} --num_machines 1 --main_process_port 0"
         " -m execrl.training.train_job {params.method} --model {params.model:q}"
         " --settings {params.settings:q} --data {input.data}"
-        " --eval-problems {input.eval_problems} {params.token_budget} {params.micro_batching}"
+        " {params.eval_problems} {params.token_budget} {params.micro_batching}"
         " --output {output.trained}"
         " --metrics {output.metrics} --checkpoint-root results/checkpoints"
         " --run-name {params.run} --threads {threads}"

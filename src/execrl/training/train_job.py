@@ -126,7 +126,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--problems", "--pairs", "--data", dest="data", required=True, type=Path,
                         help="training data: problems (grpo, srrl) or preference pairs (dpo), JSONL")
     parser.add_argument("--eval-problems", type=Path,
-                        help="held-out problems of the interval evaluation (every method; dpo reads it only when dpo.eval_every > 0)")
+                        help="held-out problems of the interval evaluation (read only when the method's eval_every > 0)")
     parser.add_argument("--output", required=True, type=Path, help="the trained folder (adapter or full model, and tokenizer)")
     parser.add_argument("--metrics", required=True, type=Path, help="per-step training metrics (JSONL)")
     parser.add_argument("--checkpoint-root", required=True, type=Path)
@@ -210,13 +210,13 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as error:
         cli.error(str(error))
     online = REGISTRY[args.method].online
-    settings = with_runtime_options(settings, "grpo" if online else "dpo", args)
+    steps = "grpo" if online else "dpo"  # the section that steps training
+    settings = with_runtime_options(settings, steps, args)
     if online:
         settings["grpo"] = settings["grpo"].for_model(args.model)
-    if online and args.eval_problems is None:
-        cli.error(f"{args.method} needs --eval-problems")
-    if args.method == "dpo" and settings["dpo"].eval_every and args.eval_problems is None:
-        cli.error(f"dpo.eval_every is {settings['dpo'].eval_every}: dpo needs --eval-problems (or set dpo.eval_every: 0)")
+    if settings[steps].eval_every and args.eval_problems is None:
+        cli.error(f"{steps}.eval_every is {settings[steps].eval_every}: {args.method} needs --eval-problems "
+                  f"(or set {steps}.eval_every: 0)")
     try:
         tokens = token_budget(args.method, settings, args.token_budget_from)
     except OSError as error:
@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> None:
         train_grpo(
             model_path=args.model,
             problems=problems[: grpo.train_problems],
-            eval_problems=read_problems(args.eval_problems)[: grpo.eval_problems],
+            eval_problems=read_problems(args.eval_problems)[: grpo.eval_problems] if grpo.eval_every else [],
             prompt_config=settings["prompt"],
             settings=grpo,
             reward_settings=settings.get("rewards"),
