@@ -438,3 +438,38 @@ def test_separate_grouping_replaces_the_advantages_the_trainer_returns(monkeypat
     expected = subgroup_advantages(rewards.view(-1), kinds, 8, "group")
     assert torch.allclose(output["advantages"], expected[4:])
     assert torch.allclose(torch.tensor(list(trainer._logs["advantages"])), expected)
+
+
+def test_refinements_never_quote_a_held_out_test_the_reward_ran():
+    """Under `plus_tests: reward` with `max_tests` the reward runs the first tests, then the held-out
+    ones, at indices the problem's own tests also have: a refinement prompt quotes neither the
+    held-out test's error (its expected value) nor the problem's own test at that index."""
+    from execrl.sandbox import ExecutionLimits, Executor
+    from execrl.training.rewards import RewardSettings
+
+    problem = Problem(
+        id="p/2", prompt="Write f(x), twice x.", test_type="assert", entry_point="f",
+        tests=[f"assert f({x}) == {2 * x}" for x in (1, 2, 3, 4)], plus_tests=["assert f(17) == 34"],
+    )  # fmt: skip
+    hard_coded = "def f(x):\n    return {1: 2, 2: 4}.get(x, 0)"
+
+    class Sampler(FakeSampler):
+        def __call__(self, prompts):
+            self.calls.append(list(prompts))
+            return [([1], [1], hard_coded, None) for _ in prompts]
+
+    rewards = RewardSettings(max_tests=2, plus_tests="reward")
+    prompt = "Write f(x), twice x.\n"
+    sampler = Sampler()
+    for feedback in ("shown", "all"):
+        settings = SRRLSettings(refine_share=0.5, feedback_tests=feedback)
+        with Executor(workers=1, limits=ExecutionLimits(timeout_s=2)) as executor:
+            rollout = SRRLRollout({prompt: problem}, executor, settings, PromptConfig(num_tests_shown=3), None,
+                                  rewarded=rewards.rewarded)  # fmt: skip
+            output = rollout.rollout([prompt], group_size=2, sampler=sampler)
+        first = output["execution"][0]
+        assert [o["status"] for o in first["test_outcomes"]] == ["pass", "pass", "fail"]
+        assert "34" in first["error_message"]  # the held-out test failed, and its message has the value
+        (refinement,) = sampler.calls[-1]
+        assert "34" not in refinement and "17" not in refinement, refinement
+        assert "Failed test" not in refinement and "hidden test" in refinement  # f(3) == 6 passed

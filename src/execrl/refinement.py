@@ -48,11 +48,29 @@ def describe_test(problem: Problem, index: int) -> str:
     return f"{problem.entry_point}(*{test['args']!r}) expects {test['expected']!r}"
 
 
-def refinement_message(
-    problem: Problem, code: str, result: dict, settings: RefinementSettings, prompt_config: PromptConfig
-) -> str:
-    """The user message asking to fix a failed attempt, quoting only the tests feedback may show."""
+def quotable_test_indices(
+    problem: Problem, judged: Problem, settings: RefinementSettings, prompt_config: PromptConfig
+) -> set[int]:
+    """The indices of `result`'s test outcomes that feedback may quote, where the result was
+    judged on `judged`'s tests: those feedback may show of the problem's own, and only where the
+    judged test at that index is the problem's own. A reward that runs a problem's first
+    `max_tests` tests and then its held-out tests (`RewardSettings.rewarded`) puts held-out
+    tests at indices the problem's own tests also have: never quoted, nor their errors."""
     allowed = allowed_test_indices(problem, settings, prompt_config)
+    return {i for i in allowed if i < len(judged.tests) and judged.tests[i] == problem.tests[i]}
+
+
+def refinement_message(
+    problem: Problem,
+    code: str,
+    result: dict,
+    settings: RefinementSettings,
+    prompt_config: PromptConfig,
+    judged: Problem | None = None,
+) -> str:
+    """The user message asking to fix a failed attempt, quoting only the tests feedback may show.
+    `judged`: the problem whose tests `result` is indexed over, when it is not `problem` itself."""
+    allowed = quotable_test_indices(problem, judged or problem, settings, prompt_config)
     failed = [o for o in result.get("test_outcomes", []) if o.get("status") != "pass" and o.get("status") != "not_run"]
     visible_failures = [o for o in failed if o.get("index") in allowed]
     first_failure_visible = not failed or failed[0].get("index") in allowed or result["status"] == "syntax_error"
@@ -73,8 +91,8 @@ def refinement_message(
     )
 
 
-def refinement_prompt(problem, code, result, settings, prompt_config, tokenizer=None) -> str:
-    message = refinement_message(problem, code, result, settings, prompt_config)
+def refinement_prompt(problem, code, result, settings, prompt_config, tokenizer=None, judged=None) -> str:
+    message = refinement_message(problem, code, result, settings, prompt_config, judged)
     # Reuse the chat-template path of first prompts with the refinement as the user's message.
     return build_prompt(
         Problem(id=problem.id, prompt=message, test_type=problem.test_type, tests=problem.tests, entry_point=problem.entry_point),

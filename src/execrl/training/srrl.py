@@ -87,7 +87,8 @@ class SRRLRollout:
         self.problems_by_prompt = problems_by_prompt
         self.rewarded = rewarded or (lambda problem: problem)
         """problem -> the problem the reward runs (`RewardSettings.rewarded`: its first `max_tests`
-        tests); prompts and refinement prompts still quote the problem as given."""
+        tests, then under `plus_tests: reward` its held-out tests); prompts and refinement prompts
+        quote the problem as given, and a refinement prompt no outcome of a held-out test."""
         self.executor = executor
         self.settings = settings
         self.prompt_config = prompt_config
@@ -119,7 +120,13 @@ class SRRLRollout:
                 code = extract_code(text, self.prompt_config.reasoning_format)
                 second_prompts.append(
                     refinement_prompt(
-                        problems[g], code, group_results[index], self.settings, self.prompt_config, sampler.tokenizer
+                        problems[g],
+                        code,
+                        group_results[index],
+                        self.settings,
+                        self.prompt_config,
+                        sampler.tokenizer,
+                        judged=self.rewarded(problems[g]),
                     )
                 )
                 second_kinds.append("c2")
