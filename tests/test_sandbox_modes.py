@@ -285,6 +285,18 @@ def test_call_tuples_tolerance_and_argument_isolation(ex):
     assert bad.status == "fail" and bad.tests_passed == 0
 
 
+def test_call_mode_a_returned_iterator_equals_no_list(ex):
+    """As under TACO's call harness (``output == expected``, a tuple read as a list): a map, a
+    reversed list or a generator is not the list of its items."""
+    p = call_problem([([3], [0, 1, 2])], entry="f")
+    for lazy in ("def f(n):\n    return map(int, range(n))\n", "def f(n):\n    return reversed([2, 1, 0][:n])\n",
+                 "def f(n):\n    yield from range(n)\n"):
+        r = ex.run(p, lazy)
+        assert (r.status, r.error_type) == ("fail", "WrongAnswer"), (lazy, r)
+        assert "not a plain value" in r.error_message
+    assert ex.run(p, "def f(n):\n    return tuple(range(n))\n").status == "pass"
+
+
 def test_call_equal_unit():
     assert call_equal((1, 2), [1, 2])
     assert call_equal([1.0000001], [1.0])

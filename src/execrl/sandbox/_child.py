@@ -29,7 +29,7 @@ import sys
 import weakref
 
 from execrl.sandbox._child_exit import (_end_forked_child, _exit_as_python_does, _exit_status, _finalize_main,
-                                        _flush)
+                                        _flush, _flush_std_files)
 from execrl.sandbox._child_program import _emit, _exc_name, _format_exc, _load_program, register_source
 from execrl.sandbox._child_side import _ChildSide, _global_kinds
 from execrl.sandbox._exchange import _STRUCT_LEN, _dict, _dumps, _getpid, _len, _os_exit, _str, _text, _tuple, _type
@@ -165,8 +165,14 @@ def _run_stdio(code: str, compiled, token: str) -> None:
     if _getpid() != run_pid:
         _end_forked_child(0)
     _exit_as_python_does()
+    # Py_FinalizeEx flushes sys.stdout and sys.stderr before modules are finalized and again
+    # after; a failed flush makes the exit status 120, and the run did not end normally.
+    flushed = _flush_std_files()
     main = weakref.ref(module)
     del module
     _finalize_main(main)
+    flushed_again = _flush_std_files()
     _flush()
+    if not (flushed and flushed_again):
+        _os_exit(120)
     _emit(["d", 0, token])

@@ -29,6 +29,29 @@ def _flush() -> None:
             pass
 
 
+def _flush_std_files() -> bool:
+    """CPython's ``flush_std_files`` at exit: ``sys.stdout``, then ``sys.stderr``, each unless it
+    is None or closed. False when a flush failed (the program closed descriptor 1 under a
+    buffered ``print``, or set a stream whose ``flush`` raises): ``python solution.py`` then
+    exits with status 120 (``Py_RunMain``), however its output read until then."""
+    flushed = True
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name, None)
+        if stream is None:
+            continue
+        try:
+            closed = bool(stream.closed)
+        except BaseException:  # noqa: BLE001 - CPython counts a stream it cannot ask as open
+            closed = False
+        if closed:
+            continue
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001
+            flushed = False
+    return flushed
+
+
 def _exit_as_python_does() -> None:
     """What the interpreter does after ``__main__`` ends: wait for non-daemon threads (a
     common pattern runs ``main`` in a thread with a larger stack), then run ``atexit``

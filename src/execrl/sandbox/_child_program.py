@@ -128,23 +128,29 @@ def _exc_record(e, sources: dict) -> list:
     return [_exc_name(e), _text(e), _format_exc(e, sources), _builtin_base(e)]
 
 
+_BUILTIN_EXCEPTIONS = {id(c): c for c in builtins.__dict__.values() if _type(c) is _type and issubclass(c, BaseException)}
+"""The interpreter's own exception classes, by identity, taken before a program runs: a class of
+the program's is never one of them, whatever its ``__module__``, its name or its metaclass say."""
+_MRO = _type.__dict__["__mro__"].__get__
+_NAME = _type.__dict__["__name__"].__get__
+
+
 def _builtin_base(e) -> str:
-    """The nearest builtin exception class of ``e`` (the judge raises that one)."""
-    try:
-        for cls in _type(e).__mro__:
-            if cls.__module__ == "builtins":
-                return cls.__name__
-    except BaseException:  # noqa: BLE001
-        pass
-    return "Exception"
+    """The builtin exception classes ``e`` is an instance of (the judge raises its stand-in of
+    them, or the first): ``_builtin_base_of_class``."""
+    return _builtin_base_of_class(_type(e))
 
 
 def _builtin_base_of_class(cls) -> str:
+    """The nearest builtin exception classes of ``cls``, comma-separated, in its MRO's order,
+    none a base of another: ``KeyError,ValueError`` for ``class E(KeyError, ValueError)``, so
+    that the test's ``except ValueError`` catches it as under plain Python."""
+    found = []
     try:
-        for c in cls.__mro__:
-            if c.__module__ == "builtins":
-                return c.__name__
+        for c in _MRO(cls):
+            if _BUILTIN_EXCEPTIONS.get(id(c)) is c and not any(issubclass(f, c) for f in found):
+                found.append(c)
     except BaseException:  # noqa: BLE001
         pass
-    return "Exception"
+    return ",".join(_NAME(c) for c in found[:4]) or "Exception"
 

@@ -16,7 +16,7 @@ from execrl.sandbox._child_kept import (_DICT_TYPES, _ITERATORS, _KEPT_TYPES, _S
 from execrl.sandbox._child_program import (_NOT_PLAIN, _builtin_base, _builtin_base_of_class, _exc_name,
                                            _exc_record, _plain_scalar, _type_name)
 from execrl.sandbox._child_refs import _BatchResult, _JudgeRef
-from execrl.sandbox._exchange import (_GENERATOR_TYPES, _MAX_DEPTH, MAX_VALUE_BYTES, TOO_DEEP, TOO_LARGE,
+from execrl.sandbox._exchange import (_MAX_DEPTH, MAX_VALUE_BYTES, TOO_DEEP, TOO_LARGE,
                                       ProtocolError, _bool, _bytearray, _bytes, _bytes_copy, _chk_list, _chk_str,
                                       _complex, _complex_copy, _Counter, _defaultdict, _deque, _dict, _dict_items,
                                       _dumps, _Exchange, _float, _float_copy, _frozenset, _fset_iter, _getattr,
@@ -74,6 +74,12 @@ def _truth(v):
 class _ChildSide(_KeptInStep, _Side):
     """The program's side: runs what the judge asks for on the program's objects (keeping
     the containers the program holds in step with the judge's copies: ``_KeptInStep``)."""
+
+    # A level of the program's function calling a test's that calls it back costs the run's
+    # harness 7 (measured); one of them is left counted, so that with the program's own frame a
+    # level costs 2, as under plain Python, where the test's frame and the program's share one
+    # stack: 495 levels of the two calling each other before a RecursionError (plain: 498).
+    NESTED_FRAMES = 6
 
     HASHES = True
 
@@ -296,8 +302,9 @@ class _ChildSide(_KeptInStep, _Side):
         for _ in _range(n if _type(n) is _int and 0 < n <= 4096 else 1):
             try:
                 items.append(next(it))
-            except StopIteration:
-                end = "s"
+            except StopIteration as e:
+                # a generator's ``return value``: the test's ``yield from`` and ``e.value`` read it
+                end = "s" if e.value is None else _exc_record(e, self.sources) + [None, self._exc_detail(e, 3)]
                 break
             except BaseException as e:  # noqa: BLE001
                 end = _exc_record(e, self.sources) + [self._class_key(_type(e)), self._exc_detail(e, 3)]
@@ -313,10 +320,9 @@ class _ChildSide(_KeptInStep, _Side):
             fn = _getattr(sol(), name)
         else:
             fn = g[name]
-        v = fn(*args)
-        if _isinstance(v, _GENERATOR_TYPES):
-            v = _list(v)
-        return v
+        # a generator or iterator is returned as itself: it equals no expected list, as under
+        # TACO's call harness (``output == expected``, a tuple read as a list)
+        return fn(*args)
 
     def _class_key(self, t):
         """The judge's key for the program's exception class ``t``: its global name, or the
@@ -331,20 +337,29 @@ class _ChildSide(_KeptInStep, _Side):
             pass
         return None
 
-    def _exc_detail(self, e, depth: int):
+    def _exc_detail(self, e, depth: int, rex: _Exchange | None = None):
         """What the test may read of an exception besides its type and text: its arguments
-        and attributes when they are plain scalars, its class when the standard library's
-        (``json.JSONDecodeError``), the exception it was raised from (``__cause__``)."""
+        and attributes (plain scalars as themselves; with ``rex``, the exchange of the answer
+        that carries the exception, any other value encoded as a returned one is: ``"A"``,
+        ``"D"``), its class when the standard library's (``json.JSONDecodeError``), the
+        exception it was raised from (``__cause__``)."""
         try:
-            args = BaseException.args.__get__(e)
-            args = [_plain_scalar(a) for a in args] if _len(args) <= 16 else None
+            full = BaseException.args.__get__(e)
+            args = [_plain_scalar(a) for a in full] if _len(full) <= 16 else None
+            encoded_args = None
             if args is not None and _NOT_PLAIN in args:
                 args = None
-            attrs = []
+                if rex is not None:
+                    encoded_args = self.enc(_list(full), rex)
+            attrs, encoded_attrs = [], []
             for k, v in _list(_dict(object.__getattribute__(e, "__dict__")).items())[:32]:
-                v = _plain_scalar(v)
-                if _type(k) is _str and not k.startswith("_") and v is not _NOT_PLAIN:
-                    attrs.append([k, v])
+                if _type(k) is not _str or k.startswith("_"):
+                    continue
+                plain = _plain_scalar(v)
+                if plain is not _NOT_PLAIN:
+                    attrs.append([k, plain])
+                elif rex is not None:
+                    encoded_attrs.append([k, self.enc(v, rex)])
             t = _type(e)
             cls = None
             mod = t.__module__
@@ -359,8 +374,13 @@ class _ChildSide(_KeptInStep, _Side):
             c = BaseException.__cause__.__get__(e)
             if c is not None and depth > 1:
                 cause = [_exc_name(c), _text(c), "", _builtin_base(c), self._class_key(_type(c)),
-                         self._exc_detail(c, depth - 1)]
-            return {"a": args, "d": attrs, "c": cls, "k": cause}
+                         self._exc_detail(c, depth - 1, rex)]
+            detail = {"a": args, "d": attrs, "c": cls, "k": cause}
+            if encoded_args is not None:
+                detail["A"] = encoded_args
+            if encoded_attrs:
+                detail["D"] = encoded_attrs
+            return detail
         except BaseException:  # noqa: BLE001 - a candidate's exception that resists: its text only
             return None
 
@@ -407,8 +427,9 @@ class _ChildSide(_KeptInStep, _Side):
         self.tell_cpu()
         rex = ex.follow()
         try:
+            # the detail's values are encoded after the updates: the judge decodes them in this order
             return _dumps(["e", *_exc_record(e, self.sources), self.updates(snap, rex), self._refresh(rex),
-                           self._class_key(_type(e)), self._exc_detail(e, 3)])
+                           self._class_key(_type(e)), self._exc_detail(e, 3, rex)])
         except BaseException:  # noqa: BLE001 - e.g. the updates cannot be encoded
             return _dumps(["e", *_exc_record(e, self.sources), [], [], None])
 

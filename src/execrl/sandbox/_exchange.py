@@ -93,6 +93,7 @@ _dict_items = dict.items
 _dict_keys = dict.keys
 _getpid = os.getpid
 _RLock = _thread.RLock
+_getrecursionlimit, _setrecursionlimit = sys.getrecursionlimit, sys.setrecursionlimit
 _hash = hash
 _int_copy, _float_copy, _str_copy, _bytes_copy = int.__int__, float.__float__, str.__str__, bytes.__bytes__
 _complex_copy = complex.__complex__
@@ -210,6 +211,11 @@ class _Side:
     number) and the proxies of the objects the peer lends it."""
 
     EXPORT = "h"  # tag of the objects this side lends
+    NESTED_FRAMES = 0
+    """This side's frames between a frame of the program's (or a test's) that called the peer and
+    the next such frame a request of the peer's runs here: the recursion limit grows by them
+    while a nested request is served, so that code recursing through both processes (a test's
+    function memoized by the program's decorator) goes as deep as under plain Python."""
 
     def __init__(self, fd: int):
         self.fd = fd
@@ -295,7 +301,21 @@ class _Side:
             if tag == "p":
                 self.charge_peer(reply)
                 continue
-            self.send_text(self.serve_one(reply))
+            self.send_text(self.serve_nested(reply))
+
+    def serve_nested(self, req) -> str:
+        """``serve_one`` for a request that came while this side waited for an answer, with
+        ``NESTED_FRAMES`` more recursion allowed. The limit is lowered by them afterwards,
+        from whatever the code served set it to (its own ``sys.setrecursionlimit``)."""
+        bump = self.NESTED_FRAMES
+        _setrecursionlimit(_getrecursionlimit() + bump)
+        try:
+            return self.serve_one(req)
+        finally:
+            try:
+                _setrecursionlimit(_getrecursionlimit() - bump)
+            except BaseException:  # noqa: BLE001 - a limit the served code lowered below the depth
+                pass
 
     def finish(self):  # pragma: no cover - each side defines it
         raise PeerGone()

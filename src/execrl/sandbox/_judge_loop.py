@@ -230,7 +230,8 @@ class _Candidate:
         if plain.make_args is not None:
             got = self.side.request_call(self.resolve(plain.name), plain.make_args(), {})
         else:
-            got = self.side.ask(None, _Exchange(), plain.text)[0]
+            with self.side.lock:
+                got = self.side.ask(None, _Exchange(), plain.text)[0]
         self.got[plain.j] = got
         if not (got == plain.expected):
             self.failed = plain.j

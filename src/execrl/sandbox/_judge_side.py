@@ -9,6 +9,7 @@ import io
 import json
 import re
 import sys
+import threading
 import types
 from collections import Counter, OrderedDict, defaultdict, deque
 
@@ -84,6 +85,10 @@ class _Violation(BaseException):
 
 
 class _JudgeSide(_Side):
+    # What a level of a test's function calling the program's that calls it back costs the
+    # judge's harness (its frames and the C calls counted with them; measured): none of a
+    # level's recursion here is the harness's, so the run's side binds first (_ChildSide's).
+    NESTED_FRAMES = 9
     def __init__(self, fd: int, kinds: dict | None = None) -> None:
         super().__init__(fd)
         self.kinds = kinds or {}
@@ -99,6 +104,10 @@ class _JudgeSide(_Side):
         self.drain = None  # (frame, offset) of the test's call that takes every item of an iterator
         self.read_ahead: set = set()  # the test's iterators lent to the run that it may read ahead
         self.pending: dict = {}  # lent number -> the exception a read ahead met, raised when reached
+        # A test's threads call the program at once (``ThreadPoolExecutor.map(f, ...)``): one
+        # request and its answer at a time on the one socket; reentrant, for the run's calls
+        # back into a test's function that call the program again.
+        self.lock = threading.RLock()
 
     # ---- values: what only this side has -------------------------------------------------
     def other(self, v, ex, depth):
@@ -315,7 +324,7 @@ class _JudgeSide(_Side):
             if tag == "p":
                 self.charge_peer(reply)
                 continue
-            self.send_text(self.serve_one(reply))
+            self.send_text(self.serve_nested(reply))
 
     def ask(self, msg: list | None, ex, text: str | None = None) -> tuple:
         """Send a request (``msg``, or as ``text`` already encoded), serve the run's calls
@@ -334,7 +343,7 @@ class _JudgeSide(_Side):
                 self.apply_updates(reply[5], rex)
                 self.refresh(reply[6], rex)
                 # raised after this handler: a MemoryError of the program's is its own
-                raised = self.candidate_exception(reply[1:5] + reply[7:9])
+                raised = self.candidate_exception(reply[1:5] + reply[7:9], rex=rex)
             else:
                 if len(reply) < 4:
                     raise ProtocolError("malformed answer")
@@ -363,40 +372,48 @@ class _JudgeSide(_Side):
         return v
 
     def request_call(self, target, args, kwargs):
-        ex = _Exchange()
-        enc = self.enc
-        msg = ["c", enc(target, ex), [enc(a, ex) for a in args], [[k, enc(v, ex)] for k, v in kwargs.items()]]
-        return self.ask(msg, ex)[0]
+        with self.lock:
+            ex = _Exchange()
+            enc = self.enc
+            msg = ["c", enc(target, ex), [enc(a, ex) for a in args], [[k, enc(v, ex)] for k, v in kwargs.items()]]
+            return self.ask(msg, ex)[0]
 
     def request_op(self, name, operands):
-        ex = _Exchange()
-        return self.ask(["o", name, [self.enc(x, ex) for x in operands]], ex)[0]
+        with self.lock:
+            ex = _Exchange()
+            return self.ask(["o", name, [self.enc(x, ex) for x in operands]], ex)[0]
 
     def request_attr(self, target, name):
-        ex = _Exchange()
-        return self.ask(["a", self.enc(target, ex), name], ex)[0]
+        with self.lock:
+            ex = _Exchange()
+            return self.ask(["a", self.enc(target, ex), name], ex)[0]
 
     def request_set(self, target, name, value):
-        ex = _Exchange()
-        self.ask(["s", self.enc(target, ex), name, self.enc(value, ex)], ex)
+        with self.lock:
+            ex = _Exchange()
+            self.ask(["s", self.enc(target, ex), name, self.enc(value, ex)], ex)
 
     def request_del(self, target, name):
-        ex = _Exchange()
-        self.ask(["d", self.enc(target, ex), name], ex)
+        with self.lock:
+            ex = _Exchange()
+            self.ask(["d", self.enc(target, ex), name], ex)
 
     def request_batch(self, target, n):
-        ex = _Exchange()
-        items, end = self.ask(["t", self.enc(target, ex), n], ex)
+        with self.lock:
+            ex = _Exchange()
+            items, end = self.ask(["t", self.enc(target, ex), n], ex)
         if type(items) is not list:
             raise _Violation("malformed batch")
         return items, end
 
     def request_global(self, name):
-        return self.ask(["n", name], _Exchange())[0]
+        with self.lock:
+            return self.ask(["n", name], _Exchange())[0]
 
     def request_entry(self, name, args):
-        ex = _Exchange()
-        return self.ask(["k", name, [self.enc(a, ex) for a in args]], ex)[0]
+        with self.lock:
+            ex = _Exchange()
+            return self.ask(["k", name, [self.enc(a, ex) for a in args]], ex)[0]
 
     def exception_class(self, key: str, base: str) -> type:
         """The judge's stand-in for the program's exception class ``key`` (a global name, or
@@ -404,11 +421,16 @@ class _JudgeSide(_Side):
         ``base``; one per key, so that the test's ``except`` catches what the program raises."""
         cls = self.exceptions.get(key)
         if cls is None:
-            b = getattr(builtins, base, None)
-            if not (isinstance(b, type) and issubclass(b, Exception)):
-                b = Exception
+            bases = tuple(b for b in (getattr(builtins, n, None) for n in base.split(",")[:4])
+                          if isinstance(b, type) and issubclass(b, Exception)) or (Exception,)
             name = key.rpartition(".")[2] or "Exception"
-            cls = self.exceptions[key] = type(name, (b,), {"__module__": "__main__", "__qualname__": key})
+            # str(e) is the program's (its own ``__str__``), recorded when it was raised
+            namespace = {"__module__": "__main__", "__qualname__": key, "__str__": _candidate_text}
+            try:
+                cls = type(name, bases, namespace)
+            except TypeError:  # bases of conflicting layouts (``OSError`` and ``ValueError``): the first
+                cls = type(name, bases[:1], namespace)
+            self.exceptions[key] = cls
             JUDGE_MADE.add(cls)
         return cls
 
@@ -434,11 +456,12 @@ class _JudgeSide(_Side):
             return obj
         return None
 
-    def candidate_exception(self, record, depth: int = 0) -> BaseException:
+    def candidate_exception(self, record, depth: int = 0, rex=None) -> BaseException:
         """The program's exception, raised in the test as its nearest builtin class (so
         ``except ValueError`` works), as the judge's stand-in for the program's own class, or
         as the standard library's class (the judge's own ``json.JSONDecodeError``); with the
-        program's arguments and attributes when they are plain scalars, and its ``__cause__``."""
+        program's arguments and attributes (plain scalars; any value when the answer's
+        exchange ``rex`` decodes what the run encoded), and its ``__cause__``."""
         if type(record) is not list or len(record) < 4:
             return _Violation("malformed exception record")
         etype, msg, trace, base = (str(x)[:2000] for x in record[:4])
@@ -446,6 +469,7 @@ class _JudgeSide(_Side):
         detail = record[5] if len(record) > 5 and type(record[5]) is dict else {}
         cls = self.exception_class(gname[:200], base) if gname else self._stdlib_class(detail.get("c"))
         if cls is None:
+            base = base.partition(",")[0]
             cls = getattr(builtins, base, None)
             if not (isinstance(cls, type) and issubclass(cls, BaseException)):
                 cls = Exception
@@ -453,6 +477,14 @@ class _JudgeSide(_Side):
                 cls = _CANDIDATE_EXITS.get(base, CandidateExit)
         args = detail.get("a")
         args = tuple(args) if type(args) is list and all(type(a) in _DETAIL_TYPES for a in args) else (msg,)
+        # decoded in the order the run encoded them: the arguments, the attributes, the cause's
+        if rex is not None and "A" in detail:
+            decoded = self.dec(detail["A"], rex)
+            if type(decoded) is not list:
+                raise ProtocolError("malformed exception arguments")
+            args = tuple(decoded)
+        encoded_attrs = detail.get("D") if rex is not None else None
+        more_attrs = [[k, self.dec(v, rex)] for k, v in _chk_pairs(encoded_attrs)] if encoded_attrs else []
         exc = None
         if getattr(cls, "__module__", "builtins") not in ("builtins", "__main__"):
             try:  # the standard library's class, without running its ``__init__``
@@ -473,9 +505,12 @@ class _JudgeSide(_Side):
                     and not kv[0].startswith(("_", "execrl")) and type(kv[1]) in _DETAIL_TYPES
                     and not hasattr(type(exc), kv[0])):
                 exc.__dict__[kv[0]] = kv[1]
+        for k, v in more_attrs:
+            if k.isidentifier() and not k.startswith(("_", "execrl")) and not hasattr(type(exc), k):
+                exc.__dict__[k] = v
         cause = detail.get("k")
         if cause is not None and depth < 3:
-            c = self.candidate_exception(cause, depth + 1)
+            c = self.candidate_exception(cause, depth + 1, rex)
             if not isinstance(c, _Violation):
                 exc.__cause__ = c
         exc.execrl_candidate = (etype, msg, trace)
@@ -560,6 +595,19 @@ class _JudgeSide(_Side):
 
 
 _DETAIL_TYPES = frozenset({type(None), bool, int, float, str})
+
+
+def _chk_pairs(v) -> list:
+    """``[[name, encoded], ...]`` of an exception's attributes, or a ProtocolError."""
+    if type(v) is not list or not all(type(kv) is list and len(kv) == 2 and type(kv[0]) is str for kv in v):
+        raise ProtocolError("malformed exception attributes")
+    return v
+
+
+def _candidate_text(self) -> str:
+    """``str()`` of the program's exception, as the program's own ``__str__`` gave it."""
+    recorded = self.__dict__.get("execrl_candidate")
+    return recorded[1] if type(recorded) is tuple else BaseException.__str__(self)
 
 
 def _lent(encoded) -> bool:

@@ -188,8 +188,10 @@ def _death(run: _Run, limits: dict) -> tuple[str, str, str]:
         hint = {"SIGSEGV": " (segmentation fault, e.g. C-stack overflow)", "SIGKILL": " (killed)",
                 "SIGABRT": " (aborted)", "SIGXFSZ": " (file size limit)"}.get(name, "")
         return "error", name, f"the process was killed by {name}{hint}"
+    # 120: the interpreter could not flush sys.stdout or sys.stderr at exit (_child_exit._flush_std_files)
+    flush = " (the status of a failed flush of its output at exit)" if info.get("exit") == 120 else ""
     return "error", "ProcessExited", (
-        f"the process exited with code {info.get('exit')} before the tests finished "
+        f"the process exited with code {info.get('exit')}{flush} before the tests finished "
         "(no evidence of passing was produced)")
 
 
