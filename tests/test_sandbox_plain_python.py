@@ -44,7 +44,9 @@ CLASSES = ["values/dict_keys_returned", "values/dict_items_returned", "values/or
            # the program's exceptions as the test reads them
            "exceptions/own_str_of_the_programs_exception", "exceptions/arguments_and_attributes_that_are_containers",
            "exceptions/class_with_two_builtin_bases", "exceptions/unicode_decode_error_caught_by_test",
-           "generators/return_value_of_the_programs_generator"]
+           "generators/return_value_of_the_programs_generator",
+           # the script's directory first on sys.path
+           "files/program_imports_a_module_it_wrote", "stdio/program_imports_a_module_it_wrote"]
 WRONG = ["stdio/flush_of_a_closed_stdout_fails_at_exit", "stdio/stream_whose_flush_raises_at_exit",
          "exceptions/class_claiming_to_be_a_builtin", "recursion/endless_recursion_through_both_processes"]
 """Programs plain Python does not pass that the sandbox once passed (or passed a test of)."""

@@ -346,6 +346,9 @@ class Worker(_ForkerControl, _JudgeLink):
         for fd in keep:
             os.close(fd)
         os.chdir(workdir)
+        # ``python solution.py`` puts the script's directory first on sys.path (a module the
+        # program writes beside itself imports); the harness's interpreter runs with -P
+        sys.path.insert(0, os.getcwd())
         setr = resource.setrlimit
         for which, value in rlimits:
             setr(which, value)

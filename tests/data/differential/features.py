@@ -491,6 +491,12 @@ PROGRAMS = [
          code="def g():\n    yield 1\n    return 'done'\n",
          tests=["it = g()\nassert next(it) == 1\ntry:\n    next(it)\nexcept StopIteration as e:\n    assert e.value == 'done'\nelse:\n    assert False",
                 "def outer():\n    r = yield from g()\n    yield r\nassert list(outer()) == [1, 'done']"]),
+    dict(id="files/program_imports_a_module_it_wrote",
+         code="with open('helper.py', 'w') as fh:\n    fh.write('def twice(x):\\n    return 2 * x\\n')\nimport helper\n\ndef f(x):\n    return helper.twice(x)\n",
+         tests=["assert f(2) == 4"]),
+    dict(id="stdio/program_imports_a_module_it_wrote", test_type="stdio",
+         code="with open('helper.py', 'w') as fh:\n    fh.write('def twice(x):\\n    return 2 * x\\n')\nimport helper\nprint(helper.twice(int(input())))\n",
+         tests=[{"input": "2\n", "output": "4\n"}]),
     # ---- ordinary stdio programs -------------------------------------------------------------------
     dict(id="stdio/sum_of_numbers", test_type="stdio",
          code="import sys\nprint(sum(map(int, sys.stdin.read().split())))\n",
