@@ -1,10 +1,12 @@
 """The report says what an evaluated split shares with the splits training learned from."""
 
+import html
 import json
 
 from conftest import REPO
 from execrl.datasets import load_split
 from execrl.report import splits
+from execrl.report.html import skipped_rows_html
 from execrl.report.summary import markdown
 
 OPTIONS = {"n_warmup": 60, "n_train": 30, "n_test": 20}
@@ -75,3 +77,23 @@ def test_other_adapters_are_checked_for_problems_shared_between_splits(tmp_path)
     assert splits.sentence(row) == "other test split: 1 problems; none shares an id or a prompt with the train split."
     # a dataset its manifests describe (builtin) is not counted twice
     assert splits.shared_problem_rows([train, test], ["test"], covered={"mine"}) == []
+
+
+def test_a_split_that_left_malformed_rows_out_is_named_in_the_report(tmp_path):
+    good = {"id": "t/1", "prompt": "Add.", "test_type": "assert", "tests": ["assert add(1, 2) == 3"]}
+    source = tmp_path / "mine.jsonl"
+    source.write_text(json.dumps(good) + "\n" + '{"id": "t/2", "prompt": "No tests."}\n' + "not json\n")
+    test = load_split("jsonl", "test", source=str(source), on_malformed="skip")
+    [row] = splits.skipped_rows([write_manifest(tmp_path / "mine-abc123", test, "test")])
+    assert (row["dataset"], row["split"], row["problems"], row["skipped"]) == ("mine", "test", 1, 2)
+    text = splits.skipped_sentence(row)
+    assert text.startswith("mine test split: 2 malformed row(s) left out (on_malformed: skip), 1 problems kept")
+    assert "line 2" in text and "line 3" in text, text
+    summary = json.loads((REPO / "docs" / "results" / "embedded-default.summary.json").read_text())
+    assert text not in markdown(summary, [1])
+    assert text in markdown({**summary, "skipped_rows": [row]}, [1])
+    assert html.escape(text) in skipped_rows_html([row])
+    (tmp_path / "clean.jsonl").write_text(json.dumps(good) + "\n")
+    clean = load_split("jsonl", "test", source=str(tmp_path / "clean.jsonl"), on_malformed="skip")
+    assert splits.skipped_rows([write_manifest(tmp_path / "clean-abc123", clean, "test")]) == []
+    assert skipped_rows_html([]) == ""

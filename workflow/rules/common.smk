@@ -482,6 +482,14 @@ def get_prepared_split_problems():
     )
 
 
+def get_prepared_split_manifests():
+    """The manifests of every split the experiment prepares (the rows each left out)."""
+    return [
+        path.removesuffix(".jsonl") + ".manifest.json"
+        for path in get_prepared_split_problems()
+    ]
+
+
 def get_report_inputs(wildcards):
     inputs = {
         "pass_at_k": "results/tables/pass_at_k.tsv",
@@ -498,6 +506,7 @@ def get_report_inputs(wildcards):
         "refinements": get_refinement_samples(),
         "manifests": get_rl_manifests(),
         "data_manifests": get_evaluated_split_manifests(),
+        "split_manifests": get_prepared_split_manifests(),
         "split_problems": get_prepared_split_problems(),
         "metrics": get_training_metrics(),
         **{f"fig_{name}": path for name, path in get_report_figures().items()},

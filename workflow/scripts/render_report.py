@@ -27,6 +27,7 @@ page, summary, markdown = build(
         refinements=list(inputs.refinements),
         manifests=list(inputs.manifests),
         data_manifests=list(inputs.data_manifests),
+        split_manifests=list(inputs.split_manifests),
         split_problems=list(inputs.split_problems),
         metrics=list(inputs.metrics),
         plus=inputs.plus,

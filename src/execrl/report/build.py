@@ -36,6 +36,8 @@ class ReportInputs:
     manifests: list[str] = field(default_factory=list)
     data_manifests: list[str] = field(default_factory=list)
     """The evaluated splits' dataset manifests (what each shares with training's splits)."""
+    split_manifests: list[str] = field(default_factory=list)
+    """Every prepared split's dataset manifest (the malformed rows each left out)."""
     split_problems: list[str] = field(default_factory=list)
     """Every split's prepared problems (`results/data/{dataset}/{split}.jsonl`): what the
     evaluated splits share with the others, for datasets whose manifests do not say."""
@@ -155,6 +157,7 @@ def build(
     record["split_overlap"] = described + splits.shared_problem_rows(
         inputs.split_problems, experiment.get("eval_splits") or [], covered={row["dataset"] for row in described}
     )
+    record["skipped_rows"] = splits.skipped_rows(inputs.split_manifests)
     plus_made = _optional_tsv(inputs.plus_manifests)
     floors = reward_hacking.false_positive_floors(plus_made)
     record["held_out_tests"] = summary.json_safe(

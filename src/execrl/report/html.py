@@ -221,6 +221,14 @@ def split_overlap_html(rows: list[dict]) -> str:
     return f'<ul class="findings" id="split-overlap">{items}</ul>'
 
 
+def skipped_rows_html(rows: list[dict]) -> str:
+    """The prepared splits that left malformed rows out (nothing when none did)."""
+    if not rows:
+        return ""
+    items = "".join(f"<li>{html.escape(splits.skipped_sentence(row))}</li>" for row in rows)
+    return f'<ul class="findings" id="skipped-rows">{items}</ul>'
+
+
 def badge(status: str | None) -> str:
     status = status or "unknown"
     return f'<span class="badge {html.escape(status)}">{html.escape(OUTCOME_LABELS.get(status, status))}</span>'
@@ -457,6 +465,7 @@ distinct / n: distinct programs per problem as a share of the samples. Training 
 {html.escape(tables.unestimated_ks(summary["summary"], split, ks))}</p>
 {tables.html_table(columns, rows, table_id="summary-table", numeric_from=3)}
 {split_overlap_html(summary.get("split_overlap") or [])}
+{skipped_rows_html(summary.get("skipped_rows") or [])}
 <details><summary>Every split, with outcome shares</summary>{tables.frame_html(detail, table_id="all-splits", text_columns=4)}</details>
 {comparison_sections(summary, split)}
 <h2>Evaluation</h2>

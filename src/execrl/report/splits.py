@@ -2,7 +2,7 @@
 from its manifests: no task (by construction) and, often, a program shape (a template with other
 constants). For every other adapter, from the prepared problems: problems sharing an id or a
 prompt with another split the experiment prepares (a user's JSONL with a problem copied into two
-files, say)."""
+files, say). And which rows of a prepared split were left out as malformed (`on_malformed: skip`)."""
 
 from __future__ import annotations
 
@@ -92,4 +92,34 @@ def sentence(row: dict) -> str:
         f"{row['sharing_a_shape']} ({share:.0%}) share a program shape with training (the same template, "
         f"other constants): what they measure is transfer to new constants of seen shapes"
         + (f"; templates found only here: {', '.join(only)}." if only else "; no template is found only here.")
+    )
+
+
+def skipped_rows(manifest_paths: Iterable[str | Path], examples: int = 3) -> list[dict]:
+    """One row per prepared split whose data set left malformed rows out (`on_malformed: skip`),
+    from its manifest (`results/data/{dataset}/{split}.manifest.json`): how many, of how many
+    problems kept, and the first `examples` with the reason each was left out."""
+    rows = []
+    for path in manifest_paths:
+        path = Path(path)
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        if not manifest.get("n_skipped"):
+            continue
+        rows.append({
+            "dataset": readable(path.parent.name),
+            "split": path.name.split(".")[0],
+            "problems": manifest["n_problems"],
+            "skipped": manifest["n_skipped"],
+            "examples": manifest["skipped"][:examples],
+        })
+    return rows
+
+
+def skipped_sentence(row: dict) -> str:
+    """The report's line for one split that left malformed rows out."""
+    shown = "; ".join(f"{example['row']}: {example['error']}" for example in row["examples"])
+    more = f"; and {row['skipped'] - len(row['examples'])} more" if row["skipped"] > len(row["examples"]) else ""
+    return (
+        f"{row['dataset']} {row['split']} split: {row['skipped']} malformed row(s) left out (on_malformed: skip), "
+        f"{row['problems']} problems kept ({shown}{more}); the manifest lists every one."
     )
