@@ -43,6 +43,7 @@ page, summary, markdown = build(
     n_examples=snakemake.params.examples,
     grpo=snakemake.params.grpo,
     method_overrides=snakemake.params.method_overrides,
+    workflow_dir=snakemake.scriptdir,
 )
 write_json(summary, snakemake.output.summary)
 Path(snakemake.output.markdown).write_text(markdown, encoding="utf-8")

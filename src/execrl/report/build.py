@@ -94,10 +94,12 @@ def build(
     n_examples: int = 4,
     grpo: dict | None = None,
     method_overrides: dict | None = None,
+    workflow_dir: str | None = None,
 ) -> tuple[str, dict, str]:
     """The report's HTML, summary.json's record and summary.md's text. `grpo` (the GRPO settings
     the online methods trained with, under each one's `method_overrides`) turns their logged token
-    counts into per-step figures."""
+    counts into per-step figures; `workflow_dir` (a folder of the workflow's checkout) gives the
+    provenance's commit."""
     pass_at_k = read_tsv(inputs.pass_at_k)
     curves = read_tsv(inputs.curves)
     comparison = read_tsv(inputs.comparison)
@@ -144,7 +146,7 @@ def build(
         cost_per_rule=per_rule,
         cost_per_method=per_method,
         rl_data=rl_data,
-        provenance=html.provenance(config.get("compute", {}).get("cpu_kernels")),
+        provenance=html.provenance(config.get("compute", {}).get("cpu_kernels"), workflow_dir),
         pairwise=comparison_records,
         token_budget=tokens,
         token_runs=token_runs,

@@ -170,20 +170,44 @@ def sampling_section(config: dict) -> str:
     return "\n".join(lines)
 
 
-def provenance(cpu_kernels: str | None = None) -> dict:
+def checkout_root(path: str | Path | None = None) -> str | None:
+    """The top folder of the git checkout holding `path` (default: this package's source)."""
+    where = Path(path) if path else Path(__file__).resolve().parent
+    try:
+        return subprocess.run(
+            ["git", "-C", str(where), "rev-parse", "--show-toplevel"],
+            capture_output=True, text=True, check=True, timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def provenance(cpu_kernels: str | None = None, workflow_dir: str | Path | None = None) -> dict:
     """Where and with what the report was made; `compute` says what computed its numbers
-    (the report job inherits the same kernel pin as every job, execrl.compute)."""
+    (the report job inherits the same kernel pin as every job, execrl.compute). `git_commit` is
+    the commit of the workflow's checkout (`workflow_dir`: its rules and configs); where the
+    `execrl` package was imported from another checkout (a virtual environment shared between
+    clones), `package_git_commit` is that one's."""
     import datetime as dt
 
-    return {
+    record = {
         "compute": compute_provenance(cpu_kernels),
         "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "git_commit": git_commit(),
+        "git_commit": git_commit(workflow_dir),
         "host": platform.node(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "packages": package_versions(),
     }
+    if workflow_dir is not None and checkout_root(workflow_dir) != checkout_root():
+        record["package_git_commit"] = git_commit()
+    return record
+
+
+def package_commit(meta: dict) -> str:
+    """The package's own commit beside the workflow's, where they are two checkouts."""
+    commit = meta.get("package_git_commit")
+    return f" (execrl package from another checkout, git {html.escape(commit)})" if commit else ""
 
 
 def data_uri(path: str | Path) -> str:
@@ -451,7 +475,7 @@ def render(
 <body>
 <h1>{html.escape(title)}</h1>
 <p class="meta">Experiment <b>{html.escape(str(summary["experiment"]))}</b> · generated {html.escape(meta["generated"])} ·
-git {html.escape(meta["git_commit"])} · host {html.escape(meta["host"])} · Python {html.escape(meta["python"])}</p>
+git {html.escape(meta["git_commit"])}{package_commit(meta)} · host {html.escape(meta["host"])} · Python {html.escape(meta["python"])}</p>
 <p class="meta" id="compute">Computed on: {html.escape(describe_compute(meta.get("compute") or {}))}</p>
 {nav(sections)}
 {method_notes_html(summary.get("method_notes"))}

@@ -215,7 +215,8 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
     parts = [f"# {summary['title']}", ""]
     if summary.get("provenance"):
         p = summary["provenance"]
-        parts += [f"Experiment `{summary['experiment']}` · generated {p.get('generated', '')} · git {p.get('git_commit', '')}", ""]
+        parts += [f"Experiment `{summary['experiment']}` · generated {p.get('generated', '')} · git {p.get('git_commit', '')}"
+                  + (f" (execrl package from another checkout, git {p['package_git_commit']})" if p.get("package_git_commit") else ""), ""]
         parts += [f"Computed on: {describe_compute(p.get('compute') or {})}", ""]
     if summary.get("method_notes"):
         parts += ["## Method notes", "", summary["method_notes"].strip(), ""]
