@@ -488,6 +488,16 @@ PROTOCOL_FORGERIES = {
         "    path = '{0._execrl_side.setup_ns[__execrl_resolve__].__self__.problem.tests[0].plain.expected!r}'\n"
         "    fmt = ask(['a', enc(S(path)), 'format'])\n    return int(fmt(always))\n",
         "error", "the program may only use the judge's objects the tests handed it"),
+    # an exception answer whose encoded arguments make the judge's harness raise (a timedelta out
+    # of range): that error is not the program's, and the test's `except OverflowError` must not
+    # catch it
+    "sends_exception_arguments_the_judge_cannot_decode": (
+        ["try:\n    f(1)\nexcept OverflowError:\n    pass\nelse:\n    assert False"],
+        "def f(x):\n    side = _side()\n"
+        "    side._exc_detail = lambda *a: {'a': None, 'd': [], 'c': None, 'k': None,"
+        " 'A': {'l': [{'T': ['timedelta', [10 ** 10, 0, 0]]}]}}\n"
+        "    raise ValueError('not an overflow')\n",
+        "error", None),
     # an answer listing a set's items in the order the test wants, which no set of them has
     "lists_a_set_in_the_tests_order": (
         ["assert list(f(123)) == [3, 2, 1]", "assert [d for d in f(971)] == [9, 7, 1]"],
@@ -1069,3 +1079,35 @@ def test_a_program_cannot_read_the_answers_its_data_sets_hold(ex):
                f"    return found\n")
     r = ex.run(problem(["assert f(1) == []"]), program)
     assert r.status == "pass", r.error_message
+
+
+def test_stand_in_exception_classes_go_with_their_candidate():
+    """The judge's registry of classes it made is weak: a long-lived judge does not keep every
+    candidate's exception stand-ins (a program making 10^5 exception classes grew it by 200 MB)."""
+    import gc
+
+    from execrl.sandbox._judge_proxies import JUDGE_MADE
+    from execrl.sandbox._judge_side import _JudgeSide
+
+    side = _JudgeSide(-1)
+    made = side.exception_class("Stop", "ValueError,KeyError")
+    assert made in JUDGE_MADE and issubclass(made, ValueError) and issubclass(made, KeyError)
+    before = len(JUDGE_MADE)
+    del side, made
+    gc.collect()
+    assert len(JUDGE_MADE) == before - 1
+
+
+def test_a_thread_a_test_leaves_calling_the_program_does_not_reach_the_next_program():
+    """The judge closes a candidate's socket at its end and the next one's may reuse its number: a
+    thread a test left running (which swallows every error) must never write to it."""
+    left_behind = ("import threading, time\n"
+                   "def loop():\n    for i in range(400):\n        try:\n            f(i)\n"
+                   "        except BaseException:\n            pass\n        time.sleep(0.005)\n"
+                   "threading.Thread(target=loop, daemon=True).start()\ntime.sleep(0.02)\nassert f(1) == 2")
+    slow = "import time\nfor i in range(40):\n    assert g(i) == i + 1\n    time.sleep(0.01)"
+    with Executor(workers=1, limits=ExecutionLimits(timeout_s=3)) as executor:
+        for _ in range(3):
+            assert executor.run(problem([left_behind]), DOUBLE).status == "pass"
+            nxt = executor.run(problem([slow], pid="judge/y"), "def g(x):\n    return x + 1\n")
+            assert nxt.status == "pass", (nxt.error_type, nxt.error_message)

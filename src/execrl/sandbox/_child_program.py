@@ -124,8 +124,10 @@ def _plain_scalar(v):
     return _NOT_PLAIN
 
 
-def _exc_record(e, sources: dict) -> list:
-    return [_exc_name(e), _text(e), _format_exc(e, sources), _builtin_base(e)]
+def _exc_record(e, sources: dict, text: str | None = None) -> list:
+    """``[type, message, trace, builtin bases]`` of an exception (``text``: its message, when
+    already taken)."""
+    return [_exc_name(e), _text(e) if text is None else text, _format_exc(e, sources), _builtin_base(e)]
 
 
 _BUILTIN_EXCEPTIONS = {id(c): c for c in builtins.__dict__.values() if _type(c) is _type and issubclass(c, BaseException)}
@@ -152,5 +154,5 @@ def _builtin_base_of_class(cls) -> str:
                 found.append(c)
     except BaseException:  # noqa: BLE001
         pass
-    return ",".join(_NAME(c) for c in found[:4]) or "Exception"
+    return ",".join(_NAME(c) for c in found[:16]) or "Exception"
 

@@ -16,7 +16,7 @@ from execrl.sandbox._child_kept import (_DICT_TYPES, _ITERATORS, _KEPT_TYPES, _S
 from execrl.sandbox._child_program import (_NOT_PLAIN, _builtin_base, _builtin_base_of_class, _exc_name,
                                            _exc_record, _plain_scalar, _type_name)
 from execrl.sandbox._child_refs import _BatchResult, _JudgeRef
-from execrl.sandbox._exchange import (_MAX_DEPTH, MAX_VALUE_BYTES, TOO_DEEP, TOO_LARGE,
+from execrl.sandbox._exchange import (_MAX_DEPTH, _MSG_LIMIT, MAX_VALUE_BYTES, TOO_DEEP, TOO_LARGE,
                                       ProtocolError, _bool, _bytearray, _bytes, _bytes_copy, _chk_list, _chk_str,
                                       _complex, _complex_copy, _Counter, _defaultdict, _deque, _dict, _dict_items,
                                       _dumps, _Exchange, _float, _float_copy, _frozenset, _fset_iter, _getattr,
@@ -304,10 +304,10 @@ class _ChildSide(_KeptInStep, _Side):
                 items.append(next(it))
             except StopIteration as e:
                 # a generator's ``return value``: the test's ``yield from`` and ``e.value`` read it
-                end = "s" if e.value is None else _exc_record(e, self.sources) + [None, self._exc_detail(e, 3)]
+                end = "s" if e.value is None else e
                 break
             except BaseException as e:  # noqa: BLE001
-                end = _exc_record(e, self.sources) + [self._class_key(_type(e)), self._exc_detail(e, 3)]
+                end = e  # recorded with the answer (``_end``), its values encoded in its exchange
                 break
             if time.thread_time() - start > 0.002:
                 break
@@ -337,7 +337,7 @@ class _ChildSide(_KeptInStep, _Side):
             pass
         return None
 
-    def _exc_detail(self, e, depth: int, rex: _Exchange | None = None):
+    def _exc_detail(self, e, depth: int, rex: _Exchange | None = None, text: str | None = None):
         """What the test may read of an exception besides its type and text: its arguments
         and attributes (plain scalars as themselves; with ``rex``, the exchange of the answer
         that carries the exception, any other value encoded as a returned one is: ``"A"``,
@@ -349,7 +349,7 @@ class _ChildSide(_KeptInStep, _Side):
             encoded_args = None
             if args is not None and _NOT_PLAIN in args:
                 args = None
-                if rex is not None:
+                if rex is not None and _small(full):
                     encoded_args = self.enc(_list(full), rex)
             attrs, encoded_attrs = [], []
             for k, v in _list(_dict(object.__getattribute__(e, "__dict__")).items())[:32]:
@@ -358,7 +358,7 @@ class _ChildSide(_KeptInStep, _Side):
                 plain = _plain_scalar(v)
                 if plain is not _NOT_PLAIN:
                     attrs.append([k, plain])
-                elif rex is not None:
+                elif rex is not None and _small(v):
                     encoded_attrs.append([k, self.enc(v, rex)])
             t = _type(e)
             cls = None
@@ -380,6 +380,8 @@ class _ChildSide(_KeptInStep, _Side):
                 detail["A"] = encoded_args
             if encoded_attrs:
                 detail["D"] = encoded_attrs
+            if text is not None:
+                detail["s"] = text
             return detail
         except BaseException:  # noqa: BLE001 - a candidate's exception that resists: its text only
             return None
@@ -388,7 +390,8 @@ class _ChildSide(_KeptInStep, _Side):
         self.tell_cpu()
         rex = ex.follow()
         if _type(v) is _BatchResult:
-            head = ["r", self.enc(v.items, rex), self.updates(snap, rex), self._refresh(rex), v.end]
+            head = ["r", self.enc(v.items, rex), self.updates(snap, rex), self._refresh(rex)]
+            head.append(self._end(v.end, rex))
         else:
             head = ["r", self.enc(v, rex), self.updates(snap, rex), self._refresh(rex)]
             if snap and _type(v) in _ITERATORS:
@@ -415,24 +418,78 @@ class _ChildSide(_KeptInStep, _Side):
             note = TOO_LARGE if text is not None else "value not encodable"
             if _type(v) is _BatchResult:  # each item a handle: the batch stays a list of items
                 value = {"l": [{"h": [self.lend(x), _type_name(_type(x)), note]} for x in v.items]}
-                head = ["r", value, self.updates(snap, rex), self._refresh(rex), v.end]
+                head = ["r", value, self.updates(snap, rex), self._refresh(rex)]
+                head.append(self._end(v.end, rex))
             else:
                 head = ["r", {"h": [self.lend(v), _type_name(_type(v)), note]}, self.updates(snap, rex),
                         self._refresh(rex)]
             text = _dumps(head)
         return text
 
+    def _exception_head(self, e) -> tuple[list, str | None]:
+        """``[type, message, trace, builtin bases]`` of the program's exception, and its whole
+        text (up to ``EXCEPTION_TEXT_LIMIT``) where the message cut it: the test's ``str(e)``."""
+        text = _text(e, EXCEPTION_TEXT_LIMIT)
+        record = _exc_record(e, self.sources, text[:_MSG_LIMIT] + "..." if _len(text) > _MSG_LIMIT else text)
+        return record, (text if _len(text) > _MSG_LIMIT else None)
+
+    def _end(self, end, rex: _Exchange):
+        """How a batch of an iterator's items ended, as the answer carries it: None (more may
+        follow), ``"s"`` (exhausted), or the exception it raised (a ``StopIteration`` with a
+        generator's return value) recorded with its values encoded in the answer's exchange."""
+        if end is None or _type(end) is _str:
+            return end
+        record, text = self._exception_head(end)
+        return record + [self._class_key(_type(end)), self._exc_detail(end, 3, rex, text)]
+
     def _answer_error(self, e, ex: _Exchange, snap) -> str:
         self.forked_child_ends(e)
         self.tell_cpu()
         rex = ex.follow()
         try:
+            record, text = self._exception_head(e)
+            updates = self.updates(snap, rex)
+            refresh = self._refresh(rex)
             # the detail's values are encoded after the updates: the judge decodes them in this order
-            return _dumps(["e", *_exc_record(e, self.sources), self.updates(snap, rex), self._refresh(rex),
-                           self._class_key(_type(e)), self._exc_detail(e, 3, rex)])
+            return _dumps(["e", *record, updates, refresh, self._class_key(_type(e)),
+                           self._exc_detail(e, 3, rex, text)])
         except BaseException:  # noqa: BLE001 - e.g. the updates cannot be encoded
             return _dumps(["e", *_exc_record(e, self.sources), [], [], None])
 
+
+
+EXCEPTION_TEXT_LIMIT = 1 << 16
+"""Characters of the program's exception's text that reach the test's ``str(e)``."""
+EXCEPTION_VALUE_UNITS = 100_000
+"""How much of an exception's arguments and attributes is sent with it (``_small``): an item of
+a container is one unit, 64 characters of a string or bytes one more. A larger one is left out
+(its text stays): encoding it would cost the run's time and the message's size."""
+
+
+def _small(v) -> bool:
+    """Whether ``v`` holds at most ``EXCEPTION_VALUE_UNITS`` (plain containers walked, anything
+    else one unit: it crosses as a handle)."""
+    budget = EXCEPTION_VALUE_UNITS
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        t = _type(x)
+        budget -= 1
+        if t is _str or t is _bytes or t is _bytearray:
+            budget -= _len(x) // 64
+        elif t in (_list, _tuple, _set, _frozenset, _deque):
+            if _len(x) > budget:
+                return False
+            stack.extend(x)
+        elif t is _dict:
+            if 2 * _len(x) > budget:
+                return False
+            for k, item in _dict_items(x):
+                stack.append(k)
+                stack.append(item)
+        if budget < 0:
+            return False
+    return True
 
 
 def _scalar_call(call: list, target: dict) -> bool:

@@ -408,7 +408,13 @@ def judge_candidate(problem: Problem, code: str, fd: int, budget: float | None =
     finally:
         import os
 
+        # a thread a test left running that calls the program later finds the run gone, never
+        # the next candidate's socket (which may reuse this descriptor's number)
+        held = side.lock.acquire(timeout=1.0)  # not forever: such a thread may be waiting on the run
+        side.ended = _Gone()
         os.close(fd)
+        if held:
+            side.lock.release()
         _leave_run_dir()
 
 

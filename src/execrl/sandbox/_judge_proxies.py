@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import sys
+import weakref
 from collections import Counter, OrderedDict, defaultdict, deque
 from typing import Any
 
@@ -136,6 +137,8 @@ class Remote(LentObject):
         Remote._execrl_side.__get__(self).drain = None
         if end == "s" or end is None:
             raise StopIteration
+        if isinstance(end, BaseException):  # decoded with its answer (``_JudgeSide.ask``)
+            raise end
         raise Remote._execrl_side.__get__(self).candidate_exception(end)
 
     def __length_hint__(self) -> int:
@@ -344,10 +347,11 @@ def _shadow_type(base: type, name: str | None = None) -> type:
 _SHADOW_BASES = (tuple, list, dict, set, frozenset, int, float, str, bytes, complex)
 _SHADOWS = {base: _shadow_type(base) for base in _SHADOW_BASES}
 _SHADOW_TYPES = set(_SHADOWS.values())
-JUDGE_MADE: set = set(_SHADOW_TYPES) | set(_CANDIDATE_EXITS.values())
+JUDGE_MADE = weakref.WeakSet(set(_SHADOW_TYPES) | set(_CANDIDATE_EXITS.values()))
 """Classes the judge makes and names as the program's (``__module__`` ``__main__``): shadows, the
 program's exception stand-ins (``_JudgeSide.exception_class``), its exits. Not the test's own
-classes, so their objects show the program no attribute (``_judge_side._shown_attribute``)."""
+classes, so their objects show the program no attribute (``_judge_side._shown_attribute``).
+Weak: a candidate's stand-ins go with it (a judge judges many candidates)."""
 _NAMED_SHADOWS: dict = {}  # (base, the program's class name) -> its shadow type
 
 

@@ -18,7 +18,7 @@ from execrl.sandbox._exchange import (_MAX_DEPTH, _STRUCT_LEN, PeerGone, Protoco
 from execrl.sandbox._judge_compare import _short
 from execrl.sandbox._judge_generators import _GENERATOR, _SCALAR_ITERATORS, _TUPLE_ITERATOR, _unseen_iterator
 from execrl.sandbox._judge_proxies import (_CANDIDATE_EXITS, _KEPT_DICTS, _SHADOW_TYPES, _SHADOWS, JUDGE_MADE,
-                                           CandidateExit, Remote, _assign,
+                                           CandidateExit, Remote, ValueTooDeep, ValueTooLarge, _assign,
                                            shadow_type, too_deep)
 
 __builtins__ = dict(builtins.__dict__)  # a private snapshot, as in ``_exchange``
@@ -85,10 +85,11 @@ class _Violation(BaseException):
 
 
 class _JudgeSide(_Side):
-    # What a level of a test's function calling the program's that calls it back costs the
-    # judge's harness (its frames and the C calls counted with them; measured): none of a
-    # level's recursion here is the harness's, so the run's side binds first (_ChildSide's).
-    NESTED_FRAMES = 9
+    # What a level of a test's function calling the program's that calls it back costs here,
+    # the test's frame included (the harness's frames and the C calls counted with them;
+    # measured): the judge never binds first, and the run's limit decides, which the program's
+    # own ``sys.setrecursionlimit`` raises as it raises plain Python's (_ChildSide's).
+    NESTED_FRAMES = 11
     def __init__(self, fd: int, kinds: dict | None = None) -> None:
         super().__init__(fd)
         self.kinds = kinds or {}
@@ -351,13 +352,20 @@ class _JudgeSide(_Side):
                 value = self.dec(reply[1], rex)
                 self.apply_updates(reply[2], rex)
                 self.refresh(reply[3], rex)
+                end = reply[4] if len(reply) > 4 else None
+                if type(end) is list:  # a batch's end: the exception it met, its values in this exchange
+                    end = self.candidate_exception(end, rex=rex)
                 if len(reply) > 5:
                     value = self.track(reply[5], rex, value, first)
-                return value, (reply[4] if len(reply) > 4 else None)
+                return value, end
         except PeerGone:
             self.ended = _Gone()
             raise self.ended from None
-        except (ProtocolError, RecursionError, MemoryError) as e:
+        except (ValueTooLarge, ValueTooDeep):  # the sandbox's limits, named to the test
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever the run's answer made the harness raise
+            # (a malformed value, a date out of range, a class name ``type`` refuses): never
+            # the program's exception, which is raised below
             self.ended = _Violation(f"{type(e).__name__}: {e}"[:300])
             raise self.ended from None
         raise raised
@@ -421,8 +429,8 @@ class _JudgeSide(_Side):
         ``base``; one per key, so that the test's ``except`` catches what the program raises."""
         cls = self.exceptions.get(key)
         if cls is None:
-            bases = tuple(b for b in (getattr(builtins, n, None) for n in base.split(",")[:4])
-                          if isinstance(b, type) and issubclass(b, Exception)) or (Exception,)
+            bases = tuple(_exception_base(n) for n in base.split(",")[:16])
+            bases = tuple(b for b in bases if b is not None) or (Exception,)
             name = key.rpartition(".")[2] or "Exception"
             # str(e) is the program's (its own ``__str__``), recorded when it was raised
             namespace = {"__module__": "__main__", "__qualname__": key, "__str__": _candidate_text}
@@ -430,6 +438,8 @@ class _JudgeSide(_Side):
                 cls = type(name, bases, namespace)
             except TypeError:  # bases of conflicting layouts (``OSError`` and ``ValueError``): the first
                 cls = type(name, bases[:1], namespace)
+            except ValueError:  # a name ``type`` refuses (a NUL, a lone surrogate): the class keeps its bases
+                cls = type("Exception", bases[:1], {**namespace, "__qualname__": "Exception"})
             self.exceptions[key] = cls
             JUDGE_MADE.add(cls)
         return cls
@@ -514,6 +524,8 @@ class _JudgeSide(_Side):
             if not isinstance(c, _Violation):
                 exc.__cause__ = c
         exc.execrl_candidate = (etype, msg, trace)
+        long_text = detail.get("s")
+        exc.execrl_text = long_text if type(long_text) is str else msg
         return exc
 
     # ---- the run's requests (a call back into an object the test passed) --------------
@@ -544,7 +556,7 @@ class _JudgeSide(_Side):
             target = self.dec(req[1], ex)
             args = [self.dec(a, ex) for a in req[2]]
             kwargs = {str(k): self.dec(v, ex) for k, v in req[3]}
-            return target(*args, **kwargs)
+            return self.call_with_socket_free(target, args, kwargs)
         if op == "a" and len(req) == 3:
             target = self.dec(req[1], ex)
             name = str(req[2])
@@ -570,6 +582,21 @@ class _JudgeSide(_Side):
                 raise TypeError(f"unsupported operation {req[1]!r}")
             return fn(*operands)
         raise ProtocolError(f"unexpected request {op!r}")
+
+    def call_with_socket_free(self, target, args, kwargs):
+        """A test's function called for the program, other threads free to use the socket
+        meanwhile: the function may hand work to a thread that calls the program (a pool's
+        ``submit(g, x).result()``) and wait for it. That thread's request and answer come and go
+        whole before this thread takes the socket back to answer (the run serves them as
+        requests nested in its own call)."""
+        lock = self.lock
+        if not lock._is_owned():
+            return target(*args, **kwargs)
+        state = lock._release_save()
+        try:
+            return target(*args, **kwargs)
+        finally:
+            lock._acquire_restore(state)
 
     def take(self, it, n):
         """``[items, end]``: the next items of the test's iterator ``it`` that the program reads
@@ -597,6 +624,16 @@ class _JudgeSide(_Side):
 _DETAIL_TYPES = frozenset({type(None), bool, int, float, str})
 
 
+def _exception_base(name: str) -> type | None:
+    """The builtin exception class ``name`` as a stand-in's base: the judge's exits for
+    ``SystemExit``, ``KeyboardInterrupt`` and ``GeneratorExit`` (a subclass of the program's
+    ends the tests as in Python, and ``except Exception`` does not catch it)."""
+    if name in _CANDIDATE_EXITS:
+        return _CANDIDATE_EXITS[name]
+    b = getattr(builtins, name, None)
+    return b if isinstance(b, type) and issubclass(b, Exception) else None
+
+
 def _chk_pairs(v) -> list:
     """``[[name, encoded], ...]`` of an exception's attributes, or a ProtocolError."""
     if type(v) is not list or not all(type(kv) is list and len(kv) == 2 and type(kv[0]) is str for kv in v):
@@ -606,8 +643,8 @@ def _chk_pairs(v) -> list:
 
 def _candidate_text(self) -> str:
     """``str()`` of the program's exception, as the program's own ``__str__`` gave it."""
-    recorded = self.__dict__.get("execrl_candidate")
-    return recorded[1] if type(recorded) is tuple else BaseException.__str__(self)
+    recorded = self.__dict__.get("execrl_text")
+    return recorded if type(recorded) is str else BaseException.__str__(self)
 
 
 def _lent(encoded) -> bool:
