@@ -734,3 +734,12 @@ def test_a_finding_names_training_cost_only_for_a_method_that_trained():
     assert cool.startswith("base_low_temp (trains nothing: a control) scored higher than base: pass@1 0.400")
     assert trained.startswith("grpo helped: pass@1 0.350")
     assert "training took 0.250 h wall" in trained
+
+
+def test_a_run_that_passed_every_test_and_did_not_pass_is_one_test_short_in_the_mean_fraction():
+    problem = Problem(id="t/0", prompt="Write f(x).", test_type="assert", tests=["assert f(1) == 1", "assert f(2) == 2"],
+                      entry_point="f")
+    records = [{"problem_id": "t/0", "sample_index": 0, "status": "pass", "tests_passed": 2, "tests_total": 2},
+               {"problem_id": "t/0", "sample_index": 1, "status": "timeout", "tests_passed": 2, "tests_total": 2}]
+    [row] = evaluate_annotations([problem], records, ks=[1])["per_problem"]
+    assert row["c"] == 1 and row["mean_tests_passed_fraction"] == pytest.approx((1 + 0.5) / 2)

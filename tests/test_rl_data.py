@@ -98,3 +98,17 @@ def test_an_empty_pairs_file_says_why_from_its_manifest(annotations, tmp_path):
     assert f"({tmp_path / 'manifest.json'})" in message
     (tmp_path / "manifest.json").unlink()
     assert "its manifest could not be read" in no_pairs_message(tmp_path / "pairs.jsonl")
+
+
+def test_a_run_that_passed_every_test_and_did_not_pass_ranks_as_one_test_short():
+    """It ranks below a run that passed (fewer counted tests, not the tie-break) and gives no
+    partial pair over a run that failed one test."""
+    over = candidate("slow", 0, "def s(x):\n    return x  # over its CPU limit after the last test", "timeout", 3)
+    short = candidate("slow", 1, "def s(x):\n    return -x", "fail", 2)
+    passed = candidate("fast", 0, "def t(x):\n    return x", "pass", 3)
+    longer = candidate("fast", 1, "def t(x):\n    return x  # a longer program that timed out after every test", "timeout", 3)
+    nbest, pairs, _ = build_rl_datasets([over, short, passed, longer], PairSettings(include_partial=True))
+    ranked = {entry["problem_id"]: [c["sample_index"] for c in entry["candidates"]] for entry in nbest}
+    assert ranked["fast"] == [0, 1]
+    assert ranked["slow"] == [1, 0]  # equal counted tests (2): the shorter program first
+    assert [p for p in pairs if p["problem_id"] == "slow"] == []

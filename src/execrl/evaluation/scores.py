@@ -11,6 +11,7 @@ import pandas as pd
 
 from execrl.evaluation.passk import feasible_ks, pass_at_k
 from execrl.problems import Problem
+from execrl.sandbox.result import counted_tests_passed
 
 STATUSES = ("pass", "fail", "error", "timeout", "syntax_error")
 
@@ -37,7 +38,7 @@ def evaluate_annotations(problems: list[Problem], annotations: list[dict], ks: l
                 "problem_id": problem.id,
                 "n": n,
                 "c": c,
-                "mean_tests_passed_fraction": sum(r["tests_passed"] / max(r["tests_total"], 1) for r in records) / n,
+                "mean_tests_passed_fraction": sum(counted_tests_passed(r) / max(r["tests_total"], 1) for r in records) / n,
                 "pass_at_k": {str(k): pass_at_k(n, c, k) for k in usable_ks},
                 # Problems of one task (metadata.task) are resampled together by the report's intervals.
                 **({"task": str(problem.metadata["task"])} if problem.metadata.get("task") is not None else {}),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from execrl.sandbox.result import counted_tests_passed
+
 
 def refinement_summary(records: list[dict], run: dict) -> dict:
     """How often c2 passes where c1 failed: per sample and per prompt (any c2 passes)."""
@@ -16,7 +18,7 @@ def refinement_summary(records: list[dict], run: dict) -> dict:
         "c2_pass_rate": sum(c2["status"] == "pass" for c2 in samples) / len(samples) if samples else float("nan"),
         "prompts_fixed": sum(any(c2["status"] == "pass" for c2 in record["c2"]) for record in records),
         "c2_tests_passed_fraction": (
-            sum(c2["tests_passed"] / max(c2["tests_total"], 1) for c2 in samples) / len(samples) if samples else float("nan")
+            sum(counted_tests_passed(c2) / max(c2["tests_total"], 1) for c2 in samples) / len(samples) if samples else float("nan")
         ),
     }
 

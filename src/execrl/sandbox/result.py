@@ -14,6 +14,15 @@ ANNOTATION_FIELDS = (
 )
 
 
+def counted_tests_passed(record: dict[str, Any]) -> int:
+    """Tests passed as the rewards, the RL data's ranking and the scores count them: a run that
+    did not pass counts one test short of all of them. A run can pass every test and still not
+    pass (its CPU time with the judging of its values went past the limit after the last test,
+    or it stopped after it): no run that failed counts as much as a passing one."""
+    passed, total = record["tests_passed"], record["tests_total"]
+    return passed if record["status"] == "pass" else min(passed, max(total - 1, 0))
+
+
 @dataclass
 class ExecutionResult:
     """What the executor observed for one (problem, program) pair.

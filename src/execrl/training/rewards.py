@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from execrl.training.online_task import OnlineTask
 from execrl.problems import Problem
 from execrl.prompting import extract_code, follows_reasoning_format
+from execrl.sandbox.result import counted_tests_passed
 from execrl.watch.plus_tests import with_plus_tests
 
 PLUS_TEST_USES = ("eval", "reward")
@@ -78,14 +79,9 @@ def binary_reward(result: dict, completion: str, settings: RewardSettings) -> fl
 
 
 def fraction_reward(result: dict, completion: str, settings: RewardSettings) -> float:
-    """Share of tests passed. A run can pass every test and still not pass (its CPU time with
-    the judging of its values went past the limit, or it stopped after its last test): it is
-    paid as one test short, so no run that failed earns what a passing run earns."""
-    total = result["tests_total"]
-    if not total:
-        return 0.0
-    passed = result["tests_passed"] if result["status"] == "pass" else min(result["tests_passed"], total - 1)
-    return passed / total
+    """Share of tests passed, a run that did not pass one test short (`counted_tests_passed`): no
+    run that failed earns what a passing run earns."""
+    return counted_tests_passed(result) / result["tests_total"] if result["tests_total"] else 0.0
 
 
 def fraction_perfect_reward(result: dict, completion: str, settings: RewardSettings) -> float:

@@ -13,6 +13,8 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from execrl.sandbox.result import counted_tests_passed
+
 
 @dataclass(frozen=True)
 class PairSettings:
@@ -31,7 +33,7 @@ def normalized_code(code: str) -> str:
 
 
 def rank_key(record: dict) -> tuple:
-    return (-record["tests_passed"], record["status"] != "pass", len(record["code"]), record["sample_index"])
+    return (-counted_tests_passed(record), record["status"] != "pass", len(record["code"]), record["sample_index"])
 
 
 def distinct_ranked(records: list[dict]) -> list[dict]:
@@ -73,7 +75,7 @@ def problem_pairs(problem_id: str, ranked: list[dict], settings: PairSettings) -
     elif settings.include_partial and failing and not passing:
         for i, better in enumerate(failing):
             for worse in failing[i + 1 :]:
-                if better["tests_passed"] > worse["tests_passed"]:
+                if counted_tests_passed(better) > counted_tests_passed(worse):
                     pairs.append(_pair(problem_id, better, worse, "more_vs_less"))
     pairs = pairs[: settings.max_pairs_per_problem]
     if pairs:
