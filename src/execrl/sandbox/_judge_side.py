@@ -90,6 +90,7 @@ class _JudgeSide(_Side):
     # measured): the judge never binds first, and the run's limit decides, which the program's
     # own ``sys.setrecursionlimit`` raises as it raises plain Python's (_ChildSide's).
     NESTED_FRAMES = 11
+
     def __init__(self, fd: int, kinds: dict | None = None) -> None:
         super().__init__(fd)
         self.kinds = kinds or {}
