@@ -69,11 +69,41 @@ def test_plain_python_times_out_a_run_past_its_budget_on_the_limits_clock(monkey
     problem = _problem([{"input": "7\n", "output": "7\n"}], "stdio")
     limits = ExecutionLimits(timeout_s=1, memory_mb=512)
     assert plain_verdict(problem, "print(input())\n", limits).status == "pass"
-    read = time.clock_gettime
-    # limit_clock's ids are negative (the kernel's per-process CPU clocks); others read as they are
-    monkeypatch.setattr(differential.time, "clock_gettime", lambda clock: 1.05 if clock < 0 else read(clock))
+    # the shepherd reads the zombie's timer clock; made to read past the budget, it decides
+    timer_read = "limit_cpu = time.clock_gettime("
+    assert timer_read in differential._SHEPHERD
+    monkeypatch.setattr(differential, "_SHEPHERD", differential._SHEPHERD.replace(timer_read, "limit_cpu = 1.05 or " + timer_read[12:]))
     verdict = plain_verdict(problem, "print(input())\n", limits)
     assert (verdict.status, verdict.cpu_s) == ("timeout", 1.05)
+
+
+def test_plain_runs_leave_no_process_behind(tmp_path):
+    """A program's process that left the run's session (``setsid`` after a double fork, as a daemon
+    does) is killed when the plain run ends: the shepherd is the run's subreaper. Killing the run's
+    process group alone left it running."""
+    import os
+    import sys
+
+    from execrl.sandbox import differential
+
+    program = ("import os, time\n"
+               "if os.fork() == 0:\n"
+               "    os.setsid()\n"
+               "    if os.fork() == 0:\n"
+               "        os.write(1, str(os.getpid()).encode())\n"
+               "        time.sleep(120)\n"
+               "    os._exit(0)\n"
+               "os.wait()\n"
+               "time.sleep(0.3)\n")
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    (cwd / "solution.py").write_text(program)
+    status, _, wall_killed, out = differential._run([sys.executable, "solution.py"], str(cwd),
+                                                    ExecutionLimits(timeout_s=2, memory_mb=512), None)
+    assert (os.WIFEXITED(status), os.WEXITSTATUS(status), wall_killed) == (True, 0, False)
+    left = int(out)
+    with pytest.raises(ProcessLookupError):
+        os.kill(left, 0)
 
 
 def test_mutants_are_deterministic_wrong_variants():

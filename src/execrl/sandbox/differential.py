@@ -34,7 +34,6 @@ import json
 import math
 import os
 import random
-import resource
 import signal
 import subprocess
 import sys
@@ -48,7 +47,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from execrl.problems import Problem
-from execrl.sandbox._forker import limit_clock
 from execrl.sandbox._exchange import cpu_timer
 from execrl.sandbox.host_judge import stdio_equal
 from execrl.sandbox.limits import ExecutionLimits
@@ -292,61 +290,115 @@ os._exit(0)
 '''
 
 
-def _preexec(limits: ExecutionLimits, slack: bool):
-    def apply() -> None:
+_SHEPHERD = r'''
+import ctypes, json, os, signal, sys, time
+spec = json.loads(sys.argv[1])
+# The run's subreaper: whatever it leaves behind (a process that left its session with setsid, a
+# daemon's double fork) becomes this process's child when its parent ends, and is killed below.
+if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+    sys.exit("prctl(PR_SET_CHILD_SUBREAPER) failed")
+pid = os.fork()
+if pid == 0:
+    try:
+        import resource
         os.setsid()
-        # stdio: the limit's signal comes past the budget (as the sandbox's timer:
-        # CPU_TIMER_SLACK), so a program that catches it and exits 0 has used more than its
-        # budget, which ``_plain_stdio`` reads as a timeout; the assert harness stops the run in
-        # the test that exhausts the budget
-        cpu = math.ceil(cpu_timer(limits.timeout_s) if slack else limits.timeout_s)
-        mb = 1 << 20
-        for res, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)),
-                           (resource.RLIMIT_AS, (limits.memory_mb * mb,) * 2),
-                           (resource.RLIMIT_FSIZE, (limits.file_size_mb * mb,) * 2),
-                           (resource.RLIMIT_NOFILE, (limits.max_open_files,) * 2)):
-            resource.setrlimit(res, value)
-    return apply
+        out = os.open(spec["out"], os.O_WRONLY)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(out, 1)
+        os.dup2(null, 2)
+        for res, soft, hard in spec["rlimits"]:
+            resource.setrlimit(getattr(resource, res), (soft, hard))
+        os.chdir(spec["cwd"])
+        os.execve(spec["args"][0], spec["args"], spec["env"])
+    finally:
+        os._exit(127)
+deadline = time.monotonic() + spec["wall"]
+wall_killed = False
+# Wait for it to exit without reaping it (WNOWAIT): its timer clock is readable only while it
+# is a zombie, and the CPU-time limit fires on that clock, which on a loaded machine runs ahead
+# of what wait4 reports (execrl.sandbox._forker.limit_clock); the sandbox's verdict reads both.
+while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+    if time.monotonic() > deadline and not wall_killed:
+        wall_killed = True
+        os.killpg(pid, signal.SIGKILL)
+    time.sleep(0.005)
+try:
+    limit_cpu = time.clock_gettime(((~pid) << 3) | 0)  # its CPUCLOCK_PROF (limit_clock)
+except OSError:
+    limit_cpu = 0.0
+_, status, usage = os.wait4(pid, 0)
+
+
+def children():
+    me, found = str(os.getpid()), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if fields[1] == me:
+                found.append(int(entry))
+    return found
+
+
+try:
+    os.killpg(pid, signal.SIGKILL)
+except OSError:
+    pass
+while True:  # kill and reap what is left, until this process has no child
+    try:
+        if os.waitpid(-1, os.WNOHANG)[0]:
+            continue
+    except ChildProcessError:
+        break
+    for child in children():
+        try:
+            os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.002)
+json.dump([status, max(usage.ru_utime + usage.ru_stime, limit_cpu), wall_killed], sys.stdout)
+'''
+
+
+def _rlimits(limits: ExecutionLimits, slack: bool) -> list[tuple[str, int, int]]:
+    # stdio: the limit's signal comes past the budget (as the sandbox's timer: CPU_TIMER_SLACK),
+    # so a program that catches it and exits 0 has used more than its budget, which
+    # ``_plain_stdio`` reads as a timeout; the assert harness stops the run in the test that
+    # exhausts the budget
+    cpu = math.ceil(cpu_timer(limits.timeout_s) if slack else limits.timeout_s)
+    mb = 1 << 20
+    return [("RLIMIT_CPU", cpu, cpu + 1), ("RLIMIT_AS", limits.memory_mb * mb, limits.memory_mb * mb),
+            ("RLIMIT_FSIZE", limits.file_size_mb * mb, limits.file_size_mb * mb),
+            ("RLIMIT_NOFILE", limits.max_open_files, limits.max_open_files)]
 
 
 def _run(args: list[str], cwd: str, limits: ExecutionLimits, stdin: bytes | None, pass_fds=(),
          slack: bool = False) -> tuple:
-    """Run one interpreter; (wait status, CPU seconds of it and its reaped children by the
-    larger of the reported and the timer's clock, wall killed, stdout)."""
+    """Run one interpreter under a shepherd (``_SHEPHERD``: its session, limits and wall-clock
+    kill, and every process it leaves behind killed); (wait status, CPU seconds of it and its
+    reaped children by the larger of the reported and the timer's clock, wall killed, stdout)."""
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
            "PYTHONDONTWRITEBYTECODE": "1", "HOME": cwd, "TMPDIR": cwd, "PYTHONIOENCODING": "utf-8"}
     out_path = os.path.join(os.path.dirname(cwd), "stdout")
-    with open(out_path, "wb") as out, tempfile.TemporaryFile() as inp:
+    wall = limits.wall_timeout_s or 3 * limits.timeout_s + 2
+    spec = {"args": args, "cwd": cwd, "env": env, "out": out_path, "wall": wall,
+            "rlimits": _rlimits(limits, slack)}
+    with open(out_path, "wb"), tempfile.TemporaryFile() as inp:
         if stdin is not None:
             inp.write(stdin)
             inp.seek(0)
-        proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=inp if stdin is not None else subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.DEVNULL, pass_fds=pass_fds,
-                                preexec_fn=_preexec(limits, slack))
-    wall = limits.wall_timeout_s or 3 * limits.timeout_s + 2
-    deadline = time.monotonic() + wall
-    wall_killed = False
-    # Wait for it to exit without reaping it (WNOWAIT): its timer clock is readable only while it
-    # is a zombie, and the CPU-time limit fires on that clock, which on a loaded machine runs ahead
-    # of what wait4 reports (execrl.sandbox._forker.limit_clock); the sandbox's verdict reads both.
-    while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-        if time.monotonic() > deadline and not wall_killed:
-            wall_killed = True
-            os.killpg(proc.pid, signal.SIGKILL)
-        time.sleep(0.005)
-    try:
-        limit_cpu = time.clock_gettime(limit_clock(proc.pid))
-    except OSError:
-        limit_cpu = 0.0
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = 0  # reaped here (with its rusage); Popen must not wait for it again
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # whatever it left behind
-    except OSError:
-        pass
+        shepherd = subprocess.run([sys.executable, "-I", "-S", "-c", _SHEPHERD, json.dumps(spec)],
+                                  stdin=inp if stdin is not None else subprocess.DEVNULL, capture_output=True,
+                                  pass_fds=pass_fds, timeout=wall + 60, check=False)
+    if shepherd.returncode != 0:
+        raise RuntimeError(f"the plain run's shepherd failed: {shepherd.stderr.decode(errors='replace')[-2000:]}")
+    status, cpu, wall_killed = json.loads(shepherd.stdout)
     with open(out_path, "rb") as fh:
         stdout = fh.read(limits.max_output_bytes)
-    return status, max(usage.ru_utime + usage.ru_stime, limit_cpu), wall_killed, stdout
+    return status, cpu, wall_killed, stdout
 
 
 def _stopped(status: int, cpu: float, wall_killed: bool, limits: ExecutionLimits) -> tuple[str, str | None]:
