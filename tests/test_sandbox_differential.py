@@ -62,8 +62,6 @@ def test_plain_python_times_out_a_run_past_its_budget_on_the_limits_clock(monkey
     machine that clock runs ahead, and a program that caught the limit's signal and exited 0 read as
     within its budget). With the timer's clock made to read past the budget, the run that passed
     times out."""
-    import time
-
     from execrl.sandbox import differential
 
     problem = _problem([{"input": "7\n", "output": "7\n"}], "stdio")

@@ -39,7 +39,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
