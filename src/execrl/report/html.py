@@ -55,8 +55,9 @@ FIGURES = {
         "pass-at-k",
         "pass@k",
         "pass@k for k = 1…n (n samples per problem), computed per problem from its (n, c) with the unbiased estimator "
-        "and averaged over problems. Bands: 95% bootstrap intervals ({n_boot} resamples) over problems and, where "
-        "there are several, over seeds. Every method is sampled and scored the same way.",
+        "and averaged over problems. Bands are 95% intervals: a bootstrap over problems ({n_boot} resamples; over "
+        "tasks where problems share one), and with two seeds or more Student's t over the per-seed means added to "
+        "it. Every method is sampled and scored the same way.",
     ),
     "per_problem": (
         "per-problem",
