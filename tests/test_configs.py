@@ -454,8 +454,8 @@ def test_a_job_that_fits_no_node_stops_the_planning_naming_its_numbers(workdir):
     message = " ".join((result.stdout + result.stderr).split())
     assert "models.qwen2.5-32b-instruct (Qwen/Qwen2.5-32B-Instruct), method grpo" in message
     assert "does not fit even at micro-batch 1 with the optimizer offloaded" in message
-    assert "of 42.9 GB per GPU" in message and "a larger GPU (gpu_model: a100_80gb" in message  # 40960 MiB
-    assert "or training_processes: " in message
+    assert "of 42.9 GB per GPU" in message and "a larger GPU (models.qwen2.5-32b-instruct.gpu_model: a100_80gb" in message  # 40960 MiB
+    assert "or models.qwen2.5-32b-instruct.training_processes: " in message
     assert "(node: partition gpu40: 8 x a100_40gb (40 GB), host memory 1000 GB, CPUs unlimited" in message
 
 

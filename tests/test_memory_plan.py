@@ -215,9 +215,9 @@ def test_refusal_names_the_numbers_and_what_would_help():
     assert "32.8B full training on 7 processes" in message
     assert "100.9 of 85.9 GB per GPU" in message  # an A100 80GB reports 81920 MiB
     assert "master_weights 18.7" in message and "optimizer 37.4" in message and "gradients 18.7" in message
-    assert "finetune: lora" in message
+    assert "models.NAME.finetuning: lora" in message
     assert "optimizer offload to the CPU" in message
-    assert "a larger GPU (gpu_model: h200)" in message
+    assert "a larger GPU (models.NAME.gpu_model: h200)" in message
 
 
 def test_refusal_when_no_single_change_helps():
@@ -385,7 +385,7 @@ def test_layout_keeps_the_settings_accumulation_and_names_it_in_the_plan():
 def test_layout_that_fits_no_node_names_its_numbers_and_remedies():
     arch = architecture("Qwen/Qwen2.5-32B-Instruct")
     job = TrainingJob(finetune="full")
-    with pytest.raises(DoesNotFit, match=r"does not fit.*a larger GPU \(gpu_model: a100_80gb") as error:
+    with pytest.raises(DoesNotFit, match=r"does not fit.*a larger GPU \(models.NAME.gpu_model: a100_80gb") as error:
         plan_training_layout(arch, job, lambda n: 8 * n, processes=1, node=Node(gpu=A100_40GB), other_gpus=(A100_80GB,))
     assert "GB per GPU" in str(error.value)
 
@@ -419,7 +419,7 @@ def test_layout_checks_the_nodes_host_memory_and_stops_naming_its_numbers():
         plan(Node(memory_gb=512, cpus=96, partition="gpu-small"))
     message = " ".join(str(refused.value).split())
     assert "needs 783 GB of host memory (259 GB for 8 GPUs and 32.8B of weights, 524 GB of offloaded optimizer state)" in message
-    assert "of the node's 512 GB" in message and "partition gpu-small" in message and "finetune: lora" in message
+    assert "of the node's 512 GB" in message and "partition gpu-small" in message and "models.NAME.finetuning: lora" in message
     # LoRA keeps the optimizer on the GPUs: the same node holds it.
     lora = TrainingJob(finetune="lora", sequence_length=8192)
     assert plan_training_layout(arch, lora, lambda n: 8 * n, node=Node(memory_gb=512)).host_gb < 512

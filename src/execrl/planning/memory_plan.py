@@ -194,7 +194,7 @@ def plan_training_layout(
                         f"{f', {plan.host_gb:.0f} GB of offloaded optimizer state' if plan.offload_optimizer else ''}"
                         f") of the node's {_amount(node.memory_gb)} GB, and at least "
                         f"{least_gpu_job_cpus(gpus, count, sandbox_workers)} CPUs of its {_amount(node.cpus)}. "
-                        "Would help: finetune: lora, or a partition with more host memory and CPUs (cluster.partitions)"
+                        "Would help: models.NAME.finetuning: lora, or a partition with more host memory and CPUs (cluster.partitions)"
                     )
                     continue
                 return TrainingLayout(
@@ -210,7 +210,7 @@ def plan_training_layout(
                 arch, job, completions_for, None, server_gpus, server_max_model_len,
                 server_gpu_memory_utilization, node, settings_accumulation, params_b, sandbox_workers,
             )
-            more = f"; or training_processes: {other.processes}"
+            more = f"; or models.NAME.training_processes: {other.processes}"
         except (DoesNotFit, ValueError):
             pass
     raise DoesNotFit(f"{error}{more} (node: {node.describe()}; {server_gpus} of its GPUs serving vLLM)")
@@ -359,5 +359,5 @@ def training_job_layout(config: dict, model: str, method: str, model_dir: str | 
         try:
             return checked(plan(node))
         except DoesNotFit as error:
-            errors.append(str(error))
+            errors.append(str(error).replace("models.NAME.", f"models.{model}."))  # the remedies' keys, named
     raise DoesNotFit(" | ".join(errors))

@@ -268,7 +268,7 @@ def _what_would_help(
     if job.finetune == "full" and _fits(
         arch, dataclasses.replace(job, finetune="lora"), completions_per_step, allow_offload
     ):
-        remedies.append("finetune: lora")
+        remedies.append("models.NAME.finetuning: lora")
     if job.zero_stage == 0 and _fits(arch, dataclasses.replace(job, zero_stage=3), completions_per_step, True):
         remedies.append("ZeRO-3 with optimizer offload")
     elif not allow_offload and _fits(arch, job, completions_per_step, True):
@@ -280,5 +280,5 @@ def _what_would_help(
         and _fits(arch, dataclasses.replace(job, gpu=other), completions_per_step, allow_offload)
     ]
     if larger:
-        remedies.append(f"a larger GPU (gpu_model: {', '.join(larger)})")
+        remedies.append(f"a larger GPU (models.NAME.gpu_model: {', '.join(larger)})")
     return "; ".join(remedies) if remedies else "no single change (LoRA, optimizer offload, a larger GPU) suffices"
