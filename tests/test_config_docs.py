@@ -135,3 +135,14 @@ def test_the_mbpp_example_reads_the_upstream_folder(tmp_path):
     train, test = loaded(dataset, "train_split"), loaded(dataset, "test_split")
     # docs/datasets.md's table: task ids 601-974 and 11-510 of the full file.
     assert (train.manifest["subset"], train.manifest["n_problems"], test.manifest["n_problems"]) == ("full", 374, 500)
+
+
+def test_the_staging_command_of_docs_cluster_runs_every_rule_that_reaches_the_hub():
+    """docs/cluster.md's staging command (`--until ...`) names every local rule of the data and
+    model rules (the only rules that reach the hub); one left out would fail later on a compute
+    node, offline."""
+    hub_rules = re.search(r"^localrules:\n((?:    \w+,\n)+)", (REPO / "workflow/rules/data.smk").read_text(), re.M)
+    assert hub_rules, "workflow/rules/data.smk declares no localrules"
+    staged = re.search(r"results/report\.html --until ([\w ]+)`", (REPO / "docs/cluster.md").read_text())
+    assert staged, "docs/cluster.md shows no staging command"
+    assert set(staged.group(1).split()) == set(re.findall(r"\w+", hub_rules.group(1)))
