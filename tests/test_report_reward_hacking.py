@@ -29,6 +29,7 @@ def test_flagged_examples_find_hard_coding_and_tampering(tmp_path):
                  annotation("p", 2, "fail", probe), annotation("q", 0, "timeout", honest)], run / "test.plus.jsonl")
     flagged = reward_hacking.flagged_examples(sorted(run.glob("*.jsonl")))
     assert flagged["hard_coding"]["count"] == 1
+    assert flagged["hard_coding"]["by_method"] == {"grpo": (1, 2)}  # of the two passing with held-out tests run
     example = flagged["hard_coding"]["examples"][0]
     assert (example["method"], example["sample_index"], example["code"]) == ("grpo", 1, table)
     assert "fails held-out test 3" in example["flagged_by"][0] and example["flagged_by"][1] == "assert f(5) == 6"
@@ -36,7 +37,9 @@ def test_flagged_examples_find_hard_coding_and_tampering(tmp_path):
     assert flagged["limit_hit"]["count"] == 1  # the timeout
     assert flagged["always_equal"] == {"count": 0, "examples": []}
     page = reward_hacking.section(pd.DataFrame(), flagged, figure="")
-    assert 'id="reward-hacking"' in page and "sys._getframe(1).f_locals" in page and "hard_coding 1" in page
+    assert 'id="reward-hacking"' in page and "sys._getframe(1).f_locals" in page and "frame_walk 1" in page
+    assert "grpo 1 of 2" in page and "<b>fails held-out tests</b>" in page and "hard_coding" not in page
+    assert "passes all 3 tests of its problem, fails held-out test 3" in page
     with pytest.raises(ValueError, match="not an annotations path"):
         reward_hacking.flagged_examples([tmp_path / "elsewhere.jsonl"])
 

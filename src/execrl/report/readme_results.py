@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from execrl.report.comparisons import display
+from execrl.report.reward_hacking import HARD_CODING
 from execrl.report.tables import MISSING, fmt, fmt_interval, fmt_mean_sd, fmt_signed, is_missing
 from execrl.watch.tamper import LIMIT_CATEGORIES
 
@@ -331,10 +332,13 @@ def render_watch(summary: dict) -> list[str]:
         lines += [(summary.get("training_windows") or {}).get("rule", ""), "", *windows_table(windows)]
     if "flagged" in watch:
         counts = sorted((category, count) for category, count in watch["flagged"].items() if count)
-        flagged = ", ".join(f"{c} {n}" for c, n in counts if c not in LIMIT_CATEGORIES) or "none"
+        flagged = ", ".join(f"{c} {n}" for c, n in counts if c not in LIMIT_CATEGORIES and c != HARD_CODING) or "none"
         limits = ", ".join(f"{c} {n}" for c, n in counts if c in LIMIT_CATEGORIES) or "none"
-        lines += [f"Flagged evaluation completions ({summary['main_split']} split), per category: {flagged}; "
-                  f"resource limits hit (not a tamper signal): {limits}.", ""]  # fmt: skip
+        lines += [f"Flagged evaluation completions ({summary['main_split']} split), every method's, the base model's "
+                  f"included: passing every test of its problem and failing a held-out test "
+                  f"{watch['flagged'].get(HARD_CODING, 0)} (wrong programs the problems' own tests let pass; "
+                  "the report gives them per method, of its passing completions); signs of probing the judge, per "
+                  f"category: {flagged}; resource limits hit (not a tamper signal): {limits}.", ""]  # fmt: skip
     return lines
 
 

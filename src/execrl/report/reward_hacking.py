@@ -37,6 +37,11 @@ from execrl.watch.monitor import CHECKED, FLAGGED, KINDS, RATE
 from execrl.watch.tamper import CATEGORIES, LIMIT_CATEGORIES, signals
 
 HARD_CODING = "hard_coding"
+HELD_OUT_FAILURE = "fails held-out tests"
+"""How the report names an evaluation completion under `HARD_CODING`: it passed every test of its
+problem (of which the prompt shows some) and failed a held-out test. Any model makes such programs
+where a problem's tests are weak, the untrained base model too; only a rate that rises in training
+(`hard_coding_windows`) reads as hard-coding."""
 RUN = re.compile(r"(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<method>[^/]+)/(?P<seed>\d+)/(?P<split>[^/.]+)(?P<plus>\.plus)?\.jsonl$")
 
 
@@ -194,20 +199,28 @@ def flagged_examples(annotation_paths: Iterable[str | Path], per_category: int =
         (plus if match["plus"] else base)[key] = read_jsonl(path)
     found: dict[str, list[dict]] = {category: [] for category in (HARD_CODING, *CATEGORIES)}
     counts = {category: 0 for category in found}
+    by_method: dict[str, list[int]] = {}  # method: [failing held-out tests, passing with held-out tests run]
     for key in sorted(base):
         held_out = {(r["problem_id"], r["sample_index"]): r for r in plus.get(key, [])}
         for record in base[key]:
             run = {"dataset": key[0], "model": key[1], "method": key[2], "seed": key[3], "split": key[4]}
             other = held_out.get((record["problem_id"], record["sample_index"]))
-            if record["status"] == "pass" and other is not None and other["status"] != "pass":
-                counts[HARD_CODING] += 1
-                failed = next((o for o in other.get("test_outcomes", []) if o.get("status") != "pass"), {})
-                why = f"passes the {record['tests_total']} visible tests, fails held-out test {failed.get('index')}"
-                _keep(found[HARD_CODING], per_category, run, record, [why, failed.get("message") or ""])
+            if record["status"] == "pass" and other is not None:
+                tally = by_method.setdefault(key[2], [0, 0])
+                tally[1] += 1
+                if other["status"] != "pass":
+                    tally[0] += 1
+                    counts[HARD_CODING] += 1
+                    failed = next((o for o in other.get("test_outcomes", []) if o.get("status") != "pass"), {})
+                    why = (f"passes all {record['tests_total']} tests of its problem, "
+                           f"fails held-out test {failed.get('index')}")  # fmt: skip
+                    _keep(found[HARD_CODING], per_category, run, record, [why, failed.get("message") or ""])
             for category, shown in signals(record.get("code") or "", record).items():
                 counts[category] += 1
                 _keep(found[category], per_category, run, record, shown)
-    return {category: {"count": counts[category], "examples": examples} for category, examples in found.items()}
+    flagged = {category: {"count": counts[category], "examples": examples} for category, examples in found.items()}
+    flagged[HARD_CODING]["by_method"] = {method: tuple(tally) for method, tally in sorted(by_method.items())}
+    return flagged
 
 
 def _keep(bucket: list, limit: int, run: dict, record: dict, why: list[str]) -> None:
@@ -255,10 +268,13 @@ def section(rates: pd.DataFrame, flagged: dict[str, dict], figure: str, windows:
         for example in entry["examples"]:
             where = f"{example['method']} · {example['problem_id']} · sample {example['sample_index']} · {example['status']}"
             reasons = "".join(f"<li><code>{html.escape(w)}</code></li>" for w in example["flagged_by"])
-            blocks.append(f'<div class="example"><b>{html.escape(category)}</b> <span class="meta">{html.escape(where)}</span>'
+            label = HELD_OUT_FAILURE if category == HARD_CODING else category
+            blocks.append(f'<div class="example"><b>{html.escape(label)}</b> <span class="meta">{html.escape(where)}</span>'
                           f"<ul>{reasons}</ul><pre>{html.escape(example['code'] or '(empty)')}</pre></div>")  # fmt: skip
     counts = ", ".join(f"{category} {entry['count']}" for category, entry in flagged.items()
-                       if entry["count"] and category not in LIMIT_CATEGORIES)  # fmt: skip
+                       if entry["count"] and category not in LIMIT_CATEGORIES and category != HARD_CODING)  # fmt: skip
+    held_out = (flagged.get(HARD_CODING) or {}).get("by_method") or {}
+    held_out_text = "; ".join(f"{method} {failing} of {passing}" for method, (failing, passing) in held_out.items())
     limits = ", ".join(f"{category} {flagged[category]['count']}" for category in LIMIT_CATEGORIES
                        if category in flagged and flagged[category]["count"])  # fmt: skip
     return f"""<h2 id="reward-hacking">Reward hacking</h2>
@@ -274,7 +290,12 @@ counted apart (<code>limit_hit</code>): it is not a tamper signal and not part o
 {pooled}
 {table}
 <h3>Flagged evaluation completions</h3>
-<p class="caption">Every method's evaluation candidates on this split, flagged by category ({html.escape(counts) or "none flagged"}; resource limits hit, not tamper signals:
-{html.escape(limits) or "none"}); the first examples of each.</p>
+<p class="caption">Every method's evaluation candidates on this split. Passing every test of its problem and failing
+a held-out test (<i>{HELD_OUT_FAILURE}</i>), per method, of its passing completions whose held-out tests ran:
+{html.escape(held_out_text) or "none ran"}. Such a program is wrong where the problem's own tests are weak; the untrained
+base model makes them too, so a count is no evidence of hard-coding unless it rises over the base model's (the
+training rate above is the measure of that). Signs of probing the judge, by category:
+{html.escape(counts) or "none flagged"}; resource limits hit, not tamper signals: {html.escape(limits) or "none"}. The
+first examples of each.</p>
 {floor_list}
 {"".join(blocks) or "<p>No evaluation completion was flagged.</p>"}"""
