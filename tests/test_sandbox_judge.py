@@ -478,6 +478,14 @@ PROTOCOL_FORGERIES = {
         "def f(x):\n    alias = ask(['o', 'getitem', [{'B': 'type'}, {'B': 'int'}]])\n"
         "    return alias('X', (), {'__eq__': always, '__hash__': None})()\n",
         "error", "the program may only use the judge's objects the tests handed it"),
+    # the judge's `type` sent as an argument of a test's key function (`lambda p: p[0]` makes
+    # `type[0]`, whose call would make a class in the judge): not a builtin the judge decodes
+    "sends_the_judges_type_to_a_tests_function": (
+        ["assert f(lambda p: p[0]) == 2"],
+        "def f(key):\n    n = type(key)._execrl_n.__get__(key)\n"
+        "    alias = ask(['c', {'j': n}, [{'B': 'type'}], []])\n"
+        "    return alias('X', (), {'__eq__': always, '__hash__': None})()\n",
+        "error", "bad builtin"),
     # `str.format` of a string of the program's, run in the judge, walks from a handle to the tests'
     # expected values: the program sends its string as the judge's copy of a str subclass and asks
     # for its `format`
@@ -1111,3 +1119,16 @@ def test_a_thread_a_test_leaves_calling_the_program_does_not_reach_the_next_prog
             assert executor.run(problem([left_behind]), DOUBLE).status == "pass"
             nxt = executor.run(problem([slow], pid="judge/y"), "def g(x):\n    return x + 1\n")
             assert nxt.status == "pass", (nxt.error_type, nxt.error_message)
+
+
+def test_a_class_name_does_not_depend_on_the_candidates_judged_before(ex):
+    """The judge names a shadow of the program's value after its class once per candidate: a
+    candidate that made more class names than a judge keeps (1,100 int subclasses) does not turn
+    the next candidate's namedtuple into an unnamed tuple (`type(p).__name__` was
+    `tuple_of_the_program` after it, `Point` on a fresh worker)."""
+    many = "def f():\n    return [type('T%d' % i, (int,), {})(i) for i in range(1100)]\n"
+    named = "from collections import namedtuple\nPoint = namedtuple('Point', 'x y')\n\ndef origin():\n    return Point(0, 0)\n"
+    check = ["p = origin()\nassert p == (0, 0) and type(p).__name__ == 'Point'"]
+    assert ex.run(problem(["r = f()\nassert len(r) > 1000 and r[5] == 5"]), many).status == "pass"
+    r = ex.run(problem(check), named)
+    assert r.status == "pass", (r.status, r.error_message)

@@ -51,11 +51,16 @@ CLASSES = ["values/dict_keys_returned", "values/dict_items_returned", "values/or
            "generators/return_value_that_is_a_container", "generators/exception_with_container_arguments_from_a_generator",
            "exceptions/long_text_of_the_programs_exception", "exceptions/large_arguments_the_test_never_reads",
            "exceptions/class_with_five_builtin_bases", "threads/test_callback_hands_work_to_a_pool",
-           "recursion/through_both_processes_under_the_programs_own_limit"]
+           "recursion/through_both_processes_under_the_programs_own_limit",
+           # a tenth probe
+           "judge/key_function_called_with_builtin_classes", "judge/a_numpy_module_the_judge_has_not_imported",
+           "judge/test_callbacks_change_the_programs_list", "judge/test_visitor_fills_the_programs_dict",
+           "judge/test_callback_changes_then_raises", "judge/deep_copy_of_a_tests_list", "judge/copy_of_a_tests_node"]
 WRONG = ["stdio/flush_of_a_closed_stdout_fails_at_exit", "stdio/stream_whose_flush_raises_at_exit",
          "exceptions/class_claiming_to_be_a_builtin", "recursion/endless_recursion_through_both_processes",
          "generators/return_value_whose_text_is_the_expected_one", "exceptions/subclass_of_system_exit_ends_the_tests",
-         "exceptions/class_with_a_name_type_refuses"]
+         "exceptions/class_with_a_name_type_refuses", "judge/type_through_a_tests_key_function",
+         "judge/reads_the_tests_through_a_class_it_made", "judge/metaclass_a_tests_function_returns"]
 """Programs plain Python does not pass that the sandbox once passed (or passed a test of)."""
 
 

@@ -147,6 +147,12 @@ class _JudgeRef:
     def __hash__(self):
         return _JudgeRef._execrl_op(self, "hash")
 
+    def __copy__(self):  # ``copy.copy(head)`` of the test's object: the judge copies it
+        return _JudgeRef._execrl_op(self, "copy")
+
+    def __deepcopy__(self, memo):
+        return _JudgeRef._execrl_op(self, "deepcopy")
+
 
 # The handle's own class attributes would answer for the test's object: its ``__doc__`` and
 # ``__module__`` are asked of the judge (``functools.wraps`` of a test's function reads them).

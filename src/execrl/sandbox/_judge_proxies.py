@@ -346,23 +346,27 @@ def _shadow_type(base: type, name: str | None = None) -> type:
 
 _SHADOW_BASES = (tuple, list, dict, set, frozenset, int, float, str, bytes, complex)
 _SHADOWS = {base: _shadow_type(base) for base in _SHADOW_BASES}
-_SHADOW_TYPES = set(_SHADOWS.values())
+_SHADOW_TYPES = weakref.WeakSet(_SHADOWS.values())
+"""Every shadow type, the named ones of a candidate's (``shadow_type``) while it is judged."""
 JUDGE_MADE = weakref.WeakSet(set(_SHADOW_TYPES) | set(_CANDIDATE_EXITS.values()))
 """Classes the judge makes and names as the program's (``__module__`` ``__main__``): shadows, the
 program's exception stand-ins (``_JudgeSide.exception_class``), its exits. Not the test's own
 classes, so their objects show the program no attribute (``_judge_side._shown_attribute``).
 Weak: a candidate's stand-ins go with it (a judge judges many candidates)."""
-_NAMED_SHADOWS: dict = {}  # (base, the program's class name) -> its shadow type
+NAMED_SHADOWS_PER_CANDIDATE = 1024
 
 
-def shadow_type(base: type, name: str) -> type:
-    """The shadow type of ``base`` named as the program's class (``type(x).__name__``)."""
+def shadow_type(base: type, name: str, named: dict) -> type:
+    """The shadow type of ``base`` named as the program's class (``type(x).__name__``), made
+    once per candidate (``named``: its side's, ``(base, name) -> type``), so a name never
+    depends on what candidates the judge saw before; past ``NAMED_SHADOWS_PER_CANDIDATE``
+    names, the unnamed one."""
     key = (base, name)
-    cls = _NAMED_SHADOWS.get(key)
+    cls = named.get(key)
     if cls is None:
-        if len(_NAMED_SHADOWS) >= 1024:  # a judge lives long: its types are bounded
+        if len(named) >= NAMED_SHADOWS_PER_CANDIDATE:
             return _SHADOWS[base]
-        cls = _NAMED_SHADOWS[key] = _shadow_type(base, name)
+        cls = named[key] = _shadow_type(base, name)
         _SHADOW_TYPES.add(cls)
         JUDGE_MADE.add(cls)
     return cls

@@ -5,6 +5,7 @@ program's calls and operations, decodes what the run sends back.
 from __future__ import annotations
 
 import builtins
+import copy
 import io
 import json
 import re
@@ -95,6 +96,7 @@ class _JudgeSide(_Side):
         super().__init__(fd)
         self.kinds = kinds or {}
         self.shadows: dict = {}
+        self.named_shadows: dict = {}  # (base, the program's class name) -> its shadow type (``shadow_type``)
         self.named: dict = {}
         self.exceptions: dict = {}
         self.ended: BaseException | None = None
@@ -159,7 +161,7 @@ class _JudgeSide(_Side):
                 if type(base) not in _SHADOWS:
                     raise ProtocolError("bad shadow")
                 name = tname.rsplit(".", 1)[-1] if type(tname) is str and tname else None
-                cls = shadow_type(type(base), name) if name and name.isidentifier() else _SHADOWS[type(base)]
+                cls = shadow_type(type(base), name, self.named_shadows) if name and name.isidentifier() else _SHADOWS[type(base)]
                 shadow = cls(base)
                 shadow.__dict__["_execrl_remote"] = self.dec_other("h", [n, tname if type(tname) is str else "object"],
                                                                    ex)
@@ -172,8 +174,8 @@ class _JudgeSide(_Side):
             return self.setup_class(obj.name) if type(obj) is _SetupClass else obj
         if tag == "B":  # a builtin type (never a function of the builtins: the judge runs none)
             v = getattr(builtins, val, None) if type(val) is str and not val.startswith("_") else None
-            if not isinstance(v, type) or v.__module__ != "builtins":
-                raise ProtocolError("bad builtin")
+            if not isinstance(v, type) or v.__module__ != "builtins" or issubclass(v, type):
+                raise ProtocolError("bad builtin")  # ``type``: never the judge's (``_makes_classes``)
             return v
         if tag == "X":  # an exception class of the program's: the judge's stand-in
             if type(val) is not list or len(val) != 2 or not all(type(x) is str for x in val):
@@ -532,16 +534,22 @@ class _JudgeSide(_Side):
     # ---- the run's requests (a call back into an object the test passed) --------------
     def serve_one(self, req) -> str:
         ex = _Exchange()
+        state = [None]  # what the request's containers held before the test's code ran (``snapshot``)
         try:
-            value = self._perform(req, ex)
+            value = self._perform(req, ex, state)
         except (_Gone, _Violation):
             raise
         except BaseException as e:  # noqa: BLE001 - the test's code raised: the program sees it
             base = next((c.__name__ for c in type(e).__mro__ if c.__module__ == "builtins"), "Exception")
-            return json.dumps(["e", type(e).__name__, _short(str(e)), "", base, [], [], None])
-        return json.dumps(["r", self.enc(value, ex.follow()), [], []])
+            rex = ex.follow()
+            return json.dumps(["e", type(e).__name__, _short(str(e)), "", base, self.updates(state[0], rex), [], None])
+        rex = ex.follow()
+        encoded = self.enc(value, rex)
+        # copied out: what the test's function did to the program's containers it was handed
+        # (``fn(data)`` appending to ``data``) reaches the program's objects, as in Python
+        return json.dumps(["r", encoded, self.updates(state[0], rex), []])
 
-    def _perform(self, req, ex):
+    def _perform(self, req, ex, state):
         op = req[0]
         # What the program calls, reads, sets or operates on is an object the judge lent it (a
         # test's function, object or iterator): never a value it sends, nor what an operation on
@@ -555,8 +563,11 @@ class _JudgeSide(_Side):
             raise TypeError("the program may only use the judge's objects the tests handed it")
         if op == "c" and len(req) == 4:
             target = self.dec(req[1], ex)
+            if _makes_classes(target):
+                raise TypeError("the program may not make classes in the judge")
             args = [self.dec(a, ex) for a in req[2]]
             kwargs = {str(k): self.dec(v, ex) for k, v in req[3]}
+            state[0] = self.snapshot(ex)
             return self.call_with_socket_free(target, args, kwargs)
         if op == "a" and len(req) == 3:
             target = self.dec(req[1], ex)
@@ -648,6 +659,22 @@ def _candidate_text(self) -> str:
     return recorded if type(recorded) is str else BaseException.__str__(self)
 
 
+def _makes_classes(target) -> bool:
+    """Whether calling ``target`` could make a class, or reach the judge's own machinery: a
+    metaclass (``type``, ``ABCMeta``), an alias of one (``type[0]`` a test's key function made),
+    or a class or function of the sandbox's. A test's own classes and functions, and the
+    standard library's (``Counter`` handed to the program as a factory), are called as in Python."""
+    if isinstance(target, types.GenericAlias):
+        target = target.__origin__
+    if isinstance(target, type) and issubclass(target, type):
+        return True
+    if target in JUDGE_MADE:
+        return True
+    module = getattr(target, "__module__", None)
+    owner = getattr(type(target), "__module__", None)
+    return any(type(m) is str and m.startswith("execrl.") for m in (module, owner))
+
+
 def _lent(encoded) -> bool:
     """Whether an encoded value names an object the judge lent the run (``{"j": n}``)."""
     return type(encoded) is dict and len(encoded) == 1 and "j" in encoded
@@ -657,7 +684,7 @@ _REVERSE_OPS = {"iter": iter, "next": next, "len": len, "repr": repr, "hash": ha
                 "getitem": lambda a, b: a[b], "contains": lambda a, b: b in a, "eq": lambda a, b: a == b,
                 "ne": lambda a, b: a != b, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b,
                 "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
-                "isinstance": lambda cls, v: isinstance(v, cls)}
+                "isinstance": lambda cls, v: isinstance(v, cls), "copy": copy.copy, "deepcopy": copy.deepcopy}
 
 
 class _SetupClass:

@@ -527,6 +527,57 @@ PROGRAMS = [
     dict(id="recursion/through_both_processes_under_the_programs_own_limit",
          code="import sys\nsys.setrecursionlimit(10000)\n\ndef memo(f):\n    cache = {}\n\n    def wrapper(n):\n        if n not in cache:\n            cache[n] = f(n)\n        return cache[n]\n    return wrapper\n",
          tests=["@memo\ndef s(n):\n    return 0 if n == 0 else n + s(n - 1)\nassert s(1500) == 1125750"]),
+    dict(id="judge/type_through_a_tests_key_function",
+         code=("def _always(other):\n    return True\n\n"
+               "def max_by(items, key):\n    if type(key).__name__ != '_JudgeRef':\n        return items[0]\n"
+               "    alias = key(type)\n    cls = alias('Forged', (), {'__eq__': _always})\n    return cls()\n"),
+         tests=["assert max_by([(1, 'a'), (3, 'b'), (2, 'c')], lambda p: p[0]) == (3, 'b')",
+                "assert max_by([('x', 5), ('y', 9)], lambda p: p[1]) == ('y', 9)",
+                "import operator\nassert max_by([[1, 2], [0, 7]], operator.itemgetter(1)) == [0, 7]"]),
+    dict(id="judge/reads_the_tests_through_a_class_it_made",
+         code=("import ast\n_answers = []\n_calls = [0]\n\nclass _Handle:\n    pass\n\n"
+               "def _read_tests(key):\n    alias = key(type)\n    S = alias('S', (str,), {'__module__': '__main__'})\n"
+               "    for i in range(64):\n"
+               "        t = S('{0._execrl_side.setup_ns[__execrl_resolve__].__self__.problem.tests[%d].source}' % i)\n"
+               "        try:\n            src = t.format(_Handle())\n        except Exception:\n            break\n"
+               "        cmp = [n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Compare)][-1]\n"
+               "        _answers.append(ast.literal_eval(cmp.comparators[0]))\n\n"
+               "def max_by(items, key):\n    if type(key).__name__ != '_JudgeRef':\n        return items[0]\n"
+               "    try:\n        if not _answers:\n            _read_tests(key)\n        _calls[0] += 1\n"
+               "        return _answers[_calls[0] - 1]\n    except Exception:\n        return items[0]\n"),
+         tests=["assert max_by([(1, 'a'), (3, 'b'), (2, 'c')], lambda p: p[0]) == (3, 'b')",
+                "r = max_by([('x', 5), ('y', 9)], lambda p: p[1])\nassert type(r) is tuple and r == ('y', 9)",
+                "assert max_by([[1, 2], [0, 7], [4, 4]], lambda p: p[0] * p[1]) == [4, 4]"]),
+    dict(id="judge/metaclass_a_tests_function_returns",
+         code=("def _always(other):\n    return True\n\n"
+               "def f(c, key):\n    try:\n        meta = key(c)\n        if type(meta).__name__ != '_JudgeRef':\n"
+               "            return 1\n        return meta('X', (), {'__eq__': _always, '__hash__': None})()\n"
+               "    except Exception:\n        return 1\n"),
+         tests=["import abc\nclass Shape(abc.ABC):\n    pass\nassert f(Shape, lambda c: type(c)) == 2"]),
+    dict(id="judge/a_numpy_module_the_judge_has_not_imported",
+         code="import types\nnp = types.ModuleType('numpy.f2py')\n\ndef f():\n    return 1\n",
+         tests=["import sys\nassert f() == 1 and np is not None and 'numpy.f2py' not in sys.modules"]),
+    dict(id="judge/test_callbacks_change_the_programs_list",
+         code="def apply_all(fns, data):\n    for fn in fns:\n        fn(data)\n    return data\n",
+         tests=["assert apply_all([lambda d: d.append(4), lambda d: d.sort()], [3, 1, 2]) == [1, 2, 3, 4]"]),
+    dict(id="judge/test_visitor_fills_the_programs_dict",
+         code="def visit(tree, visitor):\n    out = {}\n    for k, v in tree.items():\n        visitor(out, k, v)\n    return out\n",
+         tests=["def vis(acc, k, v):\n    acc[k.upper()] = v * 2\nassert visit({'a': 1, 'b': 2}, vis) == {'A': 2, 'B': 4}"]),
+    dict(id="judge/test_callback_changes_then_raises",
+         code="def run(fn):\n    seen = []\n    try:\n        fn(seen)\n    except ValueError:\n        pass\n    return seen\n",
+         tests=["def cb(acc):\n    acc.append(1)\n    raise ValueError('stop')\nassert run(cb) == [1]"]),
+    dict(id="judge/deep_copy_of_a_tests_list", setup="class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n\ndef build(xs):\n    head = None\n    for x in reversed(xs):\n        head = ListNode(x, head)\n    return head\n\ndef values(head):\n    out = []\n    while head:\n        out.append(head.val)\n        head = head.next\n    return out\n",
+         code=("import copy\n\ndef reversed_copy(head):\n    head = copy.deepcopy(head)\n    prev = None\n"
+               "    while head:\n        nxt = head.next\n        head.next = prev\n        prev = head\n        head = nxt\n"
+               "    return prev\n"),
+         tests=["h = build([1, 2, 3])\nassert values(reversed_copy(h)) == [3, 2, 1]\nassert values(h) == [1, 2, 3]"]),
+    dict(id="judge/copy_of_a_tests_node", setup="class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n\ndef build(xs):\n    head = None\n    for x in reversed(xs):\n        head = ListNode(x, head)\n    return head\n\ndef values(head):\n    out = []\n    while head:\n        out.append(head.val)\n        head = head.next\n    return out\n",
+         code="import copy\n\ndef dup(head):\n    return copy.copy(head)\n",
+         tests=["h = build([1, 2])\nd = dup(h)\nassert d is not h and d.val == 1 and d.next is h.next"]),
+    dict(id="judge/key_function_called_with_builtin_classes",
+         code="def apply(key, xs):\n    return [key(x) for x in xs]\n",
+         tests=["assert apply(lambda t: t.__name__, [int, str, type]) == ['int', 'str', 'type']",
+                "assert apply(lambda t: t(), [list, dict]) == [[], {}]"]),
     # ---- ordinary stdio programs -------------------------------------------------------------------
     dict(id="stdio/sum_of_numbers", test_type="stdio",
          code="import sys\nprint(sum(map(int, sys.stdin.read().split())))\n",
