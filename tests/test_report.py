@@ -528,7 +528,13 @@ def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_probl
     assert record["rl_data"][0]["pairs"] == 20
     assert 'id="changed-problems"' in page and "toy/0" in page
     assert record["refinements"][0]["c2_pass_rate"] == 1.0
+    # SRRL's two c2 rates are told apart: its rollouts' in training, the trained model's re-sampled
+    header, _ = parse_table(page, "training-summary")
+    assert {"seconds to the last step", "c1 pass rate in training", "c2 pass rate in training"} <= set(header)
+    header, _ = parse_table(page, "refinement-rates")
+    assert "c2 pass rate, re-sampled" in header
     assert record["cost"]["total"]["jobs"] == 1
+    assert "Jobs that compute results (the report's own left out): 1 jobs" in page
 
     # Pairwise comparisons: SRRL against GRPO first, then the configured pair, each per split.
     assert [(c["method"], c["baseline"], c["split"]) for c in record["comparisons"]] == [

@@ -298,7 +298,7 @@ def examples_section(runs: list[tuple[dict, list[dict]]], summary: pd.DataFrame,
         "sandbox. The examples are the first prompts of that selection, not chosen by outcome."
     )
     table = tables.frame_html(
-        summary.rename(columns={"c2_samples": "c2 samples", "c2_pass_rate": "c2 pass rate", "prompts_fixed": "prompts with a passing c2",
+        summary.rename(columns={"c2_samples": "c2 samples", "c2_pass_rate": "c2 pass rate, re-sampled", "prompts_fixed": "prompts with a passing c2",
                                 "c2_tests_passed_fraction": "c2 tests passed"}),
         table_id="refinement-rates", text_columns=4,
     )
@@ -460,8 +460,12 @@ def render(
     diversity = tables.diversity_frame(summary["summary"])
     training_table = (
         tables.frame_html(training.rename(columns=SUMMARY_LABELS), table_id="training-summary", text_columns=4,
-                          formats={"training time (s)": lambda v: tables.fmt(v, 0), "samples drawn": lambda v: tables.fmt(v, 0)})
+                          formats={"seconds to the last step": lambda v: tables.fmt(v, 0), "samples drawn": lambda v: tables.fmt(v, 0)})
         + '<p class="caption">Per trained run; metric columns are means of the last tenth of the logged steps. '
+        "Seconds to the last step: the trainer's own clock, from its start to its last logged step (a job's wall "
+        "time, with loading, merging and saving, is in Cost). SRRL's c1 and c2 pass rates in training are its "
+        "rollouts' first attempts and refinements; the Refinements section's c2 pass rate is another measure (the "
+        "trained model re-sampled on refinements of the base model's failures). "
         "Interval pass@1 is the interval evaluation's, logged while training: the first eval_problems test problems "
         "at the method's eval_temperature (grpo, srrl and dpo sections of the configuration), so it is not the "
         "Summary's pass@1, which is every test problem sampled as the evaluation samples.</p>"
@@ -515,7 +519,7 @@ distinct / n: distinct programs per problem as a share of the samples. Training 
 {tables.frame_html(diversity, table_id="diversity-table", text_columns=4) if not diversity.empty else ""}
 {fig("diversity")}
 <h2>Cost</h2>
-<p>All jobs with a benchmark file: {total.get("jobs", 0)} jobs, {tables.fmt_hours(total.get("wall_h"))} wall hours,
+<p>Jobs that compute results (the report's own left out): {total.get("jobs", 0)} jobs, {tables.fmt_hours(total.get("wall_h"))} wall hours,
 {tables.fmt_hours(total.get("cpu_h"))} CPU hours, {tables.fmt_hours(total.get("gpu_h"))} GPU hours (summed over jobs).</p>
 {tables.frame_html(cost_per_method.rename(columns=labels), table_id="cost-per-method", text_columns=1, formats=method_hours) if not cost_per_method.empty else ""}
 {fig("cost")}

@@ -164,12 +164,12 @@ FINAL_METRICS = {
 }
 SUMMARY_LABELS = {
     "steps": "steps",
-    "train_time_s": "training time (s)",
+    "train_time_s": "seconds to the last step",
     "samples_drawn": "samples drawn",
     "final_pass_rate": "training pass rate",
     "final_interval_pass_at_1": "interval pass@1 (test subset)",
-    "final_c1_pass_rate": "c1 pass rate",
-    "final_c2_pass_rate": "c2 pass rate",
+    "final_c1_pass_rate": "c1 pass rate in training",
+    "final_c2_pass_rate": "c2 pass rate in training",
     "final_preference_accuracy": "preference accuracy",
     "final_loss": "loss",
 }
