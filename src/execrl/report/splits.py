@@ -89,7 +89,8 @@ def sentence(row: dict) -> str:
     return (
         f"{row['dataset']} {row['split']} split: {row['problems']} problems of {row['tasks']} tasks; "
         f"{row['sharing_a_task']} of them a task of the {' or '.join(row['other_splits'])} split. "
-        f"{row['sharing_a_shape']} ({share:.0%}) share a program shape with training (the same template, "
+        f"{row['sharing_a_shape']} ({share:.0%}) share a program shape with the {' or '.join(row['other_splits'])} "
+        "split (the same template, "
         f"other constants): what they measure is transfer to new constants of seen shapes"
         + (f"; templates found only here: {', '.join(only)}." if only else "; no template is found only here.")
     )
