@@ -480,12 +480,16 @@ PROTOCOL_FORGERIES = {
         "error", "the program may only use the judge's objects the tests handed it"),
     # the judge's `type` sent as an argument of a test's key function (`lambda p: p[0]` makes
     # `type[0]`, whose call would make a class in the judge): not a builtin the judge decodes
-    "sends_the_judges_type_to_a_tests_function": (
+    # (`type` crosses as itself, as `type(x) == int` needs): the judge calls no metaclass or
+    # alias of one for the program
+    "calls_the_alias_a_tests_function_made_of_type": (
         ["assert f(lambda p: p[0]) == 2"],
         "def f(key):\n    n = type(key)._execrl_n.__get__(key)\n"
         "    alias = ask(['c', {'j': n}, [{'B': 'type'}], []])\n"
-        "    return alias('X', (), {'__eq__': always, '__hash__': None})()\n",
-        "error", "bad builtin"),
+        "    m = type(alias)._execrl_n.__get__(alias)\n"
+        "    cls = ask(['c', {'j': m}, [enc('X'), enc(()), enc({'__eq__': always, '__hash__': None})], []])\n"
+        "    return cls()\n",
+        "error", "the program may not make classes in the judge"),
     # `str.format` of a string of the program's, run in the judge, walks from a handle to the tests'
     # expected values: the program sends its string as the judge's copy of a str subclass and asks
     # for its `format`
@@ -1132,3 +1136,36 @@ def test_a_class_name_does_not_depend_on_the_candidates_judged_before(ex):
     assert ex.run(problem(["r = f()\nassert len(r) > 1000 and r[5] == 5"]), many).status == "pass"
     r = ex.run(problem(check), named)
     assert r.status == "pass", (r.status, r.error_message)
+
+
+CLASS_MAKERS = {
+    # a test lends the program `Enum`: its functional API makes, in the judge, a class of the
+    # program's names and methods (`__eq__` the program's; with `type=str`, members whose `format`
+    # walks from a handle to the tests' sources)
+    "enum_functional_api": (
+        "from enum import Enum\nassert len(make(Enum)) == 2",
+        "def make(base):\n    made = base('Forged', {'X': 1, '__eq__': always}, module='__main__')\n    return made\n"),
+    "str_enum_named_main": (
+        "from enum import Enum\nassert len(make(Enum)) == 2",
+        "def make(base):\n    return base('S', {'T': '{0}'}, type=str, module='__main__')\n"),
+    # a test's function that calls what it is given with the program's arguments: the judge's `type`
+    "type_through_a_tests_caller": (
+        "assert len(make(lambda g, *a: g(*a))) == 2",
+        "def make(call):\n    return call(type, 'X', (), {'__eq__': always, '__hash__': None})\n"),
+    "namedtuple_factory": (
+        "from collections import namedtuple\nassert len(make(namedtuple)) == 2",
+        "def make(nt):\n    return nt('P', 'x y')\n"),
+}
+
+
+@pytest.mark.parametrize("name", CLASS_MAKERS)
+def test_a_class_the_tests_code_makes_for_the_program_is_not_handed_to_it(ex, name):
+    """Whatever the test's code lends the program that makes classes (``Enum``'s functional API,
+    ``namedtuple``, a caller of the judge's ``type``), a class it makes while serving the program is
+    refused: lent, its objects would be the judge's with the program's ``__eq__`` deciding the
+    tests' checks and a ``format`` reaching the tests' sources. (Stated: a correct program that
+    calls such a maker in the judge errs where plain Python passes.)"""
+    test, program = CLASS_MAKERS[name]
+    r = ex.run(problem([test]), "def always(other):\n    return True\n" + program)
+    assert r.status == "error", (r.status, r.error_message)
+    assert "the program may not receive a class the judge made for it" in r.error_message

@@ -147,11 +147,25 @@ class _JudgeRef:
     def __hash__(self):
         return _JudgeRef._execrl_op(self, "hash")
 
-    def __copy__(self):  # ``copy.copy(head)`` of the test's object: the judge copies it
-        return _JudgeRef._execrl_op(self, "copy")
+    # ``copy.copy(head)`` of the test's object: the judge copies it. Through ``__reduce_ex__``,
+    # not ``__copy__``: ``itertools.tee`` copies an iterator that has a ``__copy__`` where Python
+    # buffers the test's own (a generator cannot be copied, a ``map``'s copy shares its source).
+    def __reduce_ex__(self, protocol):
+        return _copy_of, (self,)
 
     def __deepcopy__(self, memo):
         return _JudgeRef._execrl_op(self, "deepcopy")
+
+
+def _copy_of(ref):
+    """The judge's copy of the test's object ``ref``; of an iterator the judge read ahead, with
+    the items the run holds and the program has not read yet first, as the original has them."""
+    copy = _JudgeRef._execrl_op(ref, "copy")
+    buf = _JudgeRef._execrl_buf.__get__(ref)
+    if _type(copy) is _JudgeRef and buf:
+        _JudgeRef._execrl_buf.__set__(copy, _deque(buf))
+        _JudgeRef._execrl_size.__set__(copy, _JudgeRef._execrl_size.__get__(ref))
+    return copy
 
 
 # The handle's own class attributes would answer for the test's object: its ``__doc__`` and

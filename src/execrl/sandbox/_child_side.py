@@ -124,9 +124,7 @@ class _ChildSide(_KeptInStep, _Side):
             return {"N": [scalar[0], self.enc(scalar[1], ex, depth)]}
         if t is _type:
             name = _getattr(v, "__name__", None)
-            # ``type`` itself stays the program's (a handle): the judge's ``type`` in a test's
-            # function (``key(type)`` computing ``type[0]``) would make classes for the program
-            if _type(name) is _str and not name.startswith("_") and _CLEAN_BUILTINS.get(name) is v and v is not _type:
+            if _type(name) is _str and not name.startswith("_") and _CLEAN_BUILTINS.get(name) is v:
                 return {"B": name}  # ``type(x) == int`` in the test
             if issubclass(v, BaseException):
                 key = self._class_key(v)

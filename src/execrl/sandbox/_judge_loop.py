@@ -109,15 +109,15 @@ class _Candidate:
         the program names ``unittest.__main__`` would make the judge run test discovery); numpy
         is the one it imports (outside the candidate's budget, as for a returned array), since
         tests use it unimported (``np.allclose(f(x), expected)``) and the program's own would
-        be handed the expected value; of its submodules, only those its import loaded or the
-        tests import."""
+        be handed the expected value; of its submodules, only those the tests import."""
         top = name.split(".")[0]
         if top == "numpy":
             if name not in self.modules:
                 self.side.numpy()
-            # numpy's submodules only as its import loaded them, or as the tests import them
-            # (``numpy.conftest`` would load pytest and hypothesis into the judge for good)
-            if name != "numpy" and name not in sys.modules and name not in self.problem.imported:
+            # a submodule only where the tests import it (``numpy.conftest`` would load pytest and
+            # hypothesis into the judge for good); not by what the judge holds, which other
+            # candidates' tests decide
+            if name != "numpy" and name not in self.problem.imported:
                 return None
         elif name not in self.problem.imported and not (
                 name in _STARTUP_MODULES and top in getattr(sys, "stdlib_module_names", ())):

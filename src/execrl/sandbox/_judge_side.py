@@ -63,6 +63,8 @@ def _shown_attribute(target, name: str, assigned: bool) -> bool:
     attributes."""
     if name in _DESCRIPTIVE:
         return not assigned
+    if name in ("format", "format_map"):  # a template walks attribute paths from its arguments
+        return False
     t = type(target)
     if t in JUDGE_MADE:  # named as the program's classes (``__main__``), made by the judge
         return False
@@ -128,6 +130,11 @@ class _JudgeSide(_Side):
         name = getattr(v, "__name__", None)
         if isinstance(name, str) and getattr(builtins, name, None) is v:
             return {"B": name}
+        if type(ex) is _Answer and isinstance(v, type) and not self.known_class(v):
+            # the test's code made a class while it served the program (``namedtuple``, ``Enum``'s
+            # functional API, ``types.new_class`` of the program's names and methods): lent, its
+            # objects would be the judge's with the program's ``__eq__`` and ``format``
+            raise TypeError("the program may not receive a class the judge made for it")
         if depth > _MAX_DEPTH and t in _PLAIN_CONTAINERS:
             raise too_deep(f"the test's {t.__name__}")
         if depth == 0 and (t is _GENERATOR or t in _SCALAR_ITERATORS or t is _TUPLE_ITERATOR) \
@@ -136,6 +143,19 @@ class _JudgeSide(_Side):
             self.read_ahead.add(n)
             return {"j": n}
         return {"j": self.lend(v)}
+
+    def known_class(self, cls: type) -> bool:
+        """Whether ``cls`` is a class the setup or the tests bound to a name, or a module's own
+        class (found under its name in the module it names): not one made on the way."""
+        if dict.get(self.setup_ns, cls.__name__) is cls:
+            return True
+        module = sys.modules.get(cls.__module__) if type(cls.__module__) is str else None
+        if module is None or cls.__module__ == "__main__" or "<" in cls.__qualname__:
+            return False
+        found = module
+        for part in cls.__qualname__.split("."):
+            found = getattr(found, part, None)
+        return found is cls
 
     def dec_other(self, tag, val, ex):
         if tag == "h":
@@ -174,8 +194,8 @@ class _JudgeSide(_Side):
             return self.setup_class(obj.name) if type(obj) is _SetupClass else obj
         if tag == "B":  # a builtin type (never a function of the builtins: the judge runs none)
             v = getattr(builtins, val, None) if type(val) is str and not val.startswith("_") else None
-            if not isinstance(v, type) or v.__module__ != "builtins" or issubclass(v, type):
-                raise ProtocolError("bad builtin")  # ``type``: never the judge's (``_makes_classes``)
+            if not isinstance(v, type) or v.__module__ != "builtins":
+                raise ProtocolError("bad builtin")
             return v
         if tag == "X":  # an exception class of the program's: the judge's stand-in
             if type(val) is not list or len(val) != 2 or not all(type(x) is str for x in val):
@@ -544,7 +564,12 @@ class _JudgeSide(_Side):
             rex = ex.follow()
             return json.dumps(["e", type(e).__name__, _short(str(e)), "", base, self.updates(state[0], rex), [], None])
         rex = ex.follow()
-        encoded = self.enc(value, rex)
+        rex.__class__ = _Answer
+        try:
+            encoded = self.enc(value, rex)
+        except TypeError as e:  # a class the judge made for the program (``other``)
+            rex = ex.follow()
+            return json.dumps(["e", "TypeError", _short(str(e)), "", "TypeError", self.updates(state[0], rex), [], None])
         # copied out: what the test's function did to the program's containers it was handed
         # (``fn(data)`` appending to ``data``) reaches the program's objects, as in Python
         return json.dumps(["r", encoded, self.updates(state[0], rex), []])
@@ -657,6 +682,13 @@ def _candidate_text(self) -> str:
     """``str()`` of the program's exception, as the program's own ``__str__`` gave it."""
     recorded = self.__dict__.get("execrl_text")
     return recorded if type(recorded) is str else BaseException.__str__(self)
+
+
+class _Answer(_Exchange):
+    """The numbering of the judge's answer to a program's request (``serve_one``), where
+    ``other`` refuses a class the test's code made on the way (``known_class``)."""
+
+    __slots__ = ()
 
 
 def _makes_classes(target) -> bool:

@@ -530,7 +530,8 @@ PROGRAMS = [
     dict(id="judge/type_through_a_tests_key_function",
          code=("def _always(other):\n    return True\n\n"
                "def max_by(items, key):\n    if type(key).__name__ != '_JudgeRef':\n        return items[0]\n"
-               "    alias = key(type)\n    cls = alias('Forged', (), {'__eq__': _always})\n    return cls()\n"),
+               "    try:\n        alias = key(type)\n        cls = alias('Forged', (), {'__eq__': _always})\n        return cls()\n"
+               "    except Exception:\n        return items[0]\n"),
          tests=["assert max_by([(1, 'a'), (3, 'b'), (2, 'c')], lambda p: p[0]) == (3, 'b')",
                 "assert max_by([('x', 5), ('y', 9)], lambda p: p[1]) == ('y', 9)",
                 "import operator\nassert max_by([[1, 2], [0, 7]], operator.itemgetter(1)) == [0, 7]"]),
@@ -574,6 +575,26 @@ PROGRAMS = [
     dict(id="judge/copy_of_a_tests_node", setup="class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n\ndef build(xs):\n    head = None\n    for x in reversed(xs):\n        head = ListNode(x, head)\n    return head\n\ndef values(head):\n    out = []\n    while head:\n        out.append(head.val)\n        head = head.next\n    return out\n",
          code="import copy\n\ndef dup(head):\n    return copy.copy(head)\n",
          tests=["h = build([1, 2])\nd = dup(h)\nassert d is not h and d.val == 1 and d.next is h.next"]),
+    dict(id="judge/type_crosses_both_ways",
+         code=("def remove_datatype(t, dt):\n    return [x for x in t if not isinstance(x, dt)]\n\n"
+               "def type_of(x):\n    return type(x)\n\ndef count(xs, pred):\n    return sum(1 for x in xs if pred(x))\n"),
+         tests=["assert remove_datatype((4, int, 7.7, type), float) == [4, int, type]",
+                "assert type_of(int) == type and type_of(str) is type",
+                "assert count([int, 3, str, type, 'a'], lambda v: isinstance(v, type)) == 3"]),
+    dict(id="judge/tee_of_a_tests_iterators",
+         code=("from itertools import tee\n\ndef pairwise_sums(iterable):\n    a, b = tee(iterable)\n    next(b, None)\n"
+               "    return [x + y for x, y in zip(a, b)]\n"),
+         tests=["assert pairwise_sums([1, 2, 3, 4]) == [3, 5, 7]",
+                "assert pairwise_sums(x * x for x in range(4)) == [1, 5, 13]",
+                "def squares(n):\n    for i in range(n):\n        yield i * i\nassert pairwise_sums(squares(4)) == [1, 5, 13]",
+                "assert pairwise_sums(iter(range(6))) == [1, 3, 5, 7, 9]",
+                "assert pairwise_sums(map(abs, [-1, 2, -3])) == [3, 5]"]),
+    dict(id="judge/copy_of_a_tests_iterator_read_ahead",
+         code=("import copy\n\ndef peek_rest(it, k):\n    for _ in range(k):\n        next(it)\n"
+               "    rest = copy.copy(it)\n    return list(rest), next(it)\n"),
+         tests=["assert peek_rest(iter(range(1, 9)), 1) == ([2, 3, 4, 5, 6, 7, 8], 2)",
+                "assert peek_rest(iter(range(1, 9)), 2) == ([3, 4, 5, 6, 7, 8], 3)",
+                "assert peek_rest(iter(range(1, 9)), 3) == ([4, 5, 6, 7, 8], 4)"]),
     dict(id="judge/key_function_called_with_builtin_classes",
          code="def apply(key, xs):\n    return [key(x) for x in xs]\n",
          tests=["assert apply(lambda t: t.__name__, [int, str, type]) == ['int', 'str', 'type']",
