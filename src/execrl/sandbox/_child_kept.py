@@ -14,6 +14,7 @@ from execrl.sandbox._exchange import (_GENERATOR_TYPES, ProtocolError, _bool, _c
                                       _shallow, _str, _tuple, _type, _unchanged)
 
 __builtins__ = dict(builtins.__dict__)  # a private snapshot, as in ``_exchange``
+_slice, _isinstance = slice, isinstance
 
 _DICT_TYPES = frozenset({_dict, _Counter, _OrderedDict, _defaultdict})
 _KEPT_TYPES = _DICT_TYPES | {_list, _set}
@@ -169,6 +170,31 @@ class _KeptInStep:
             kept = self.shadows.get(n) if _type(n) is _int else None
             if kept is not None and _type(kept[0]) in _KEPT_TYPES:
                 del self.shadows[n]
+
+    def apply_shadow_updates(self, entries, ex: _Exchange) -> None:
+        """``[[n, content], ...]`` in the judge's answer: a test's function changed its copy of
+        the program's list, dict or set subclass ``n`` (a callback appending to the program's
+        ``History(list)``); the program's object takes the new content (``_refresh`` is the way
+        back)."""
+        for entry in _chk_list(entries):
+            n, content = _chk_list(entry)
+            kept = self.shadows.get(n) if _type(n) is _int else None
+            if kept is None:
+                raise ProtocolError("an update of no container of the program's")
+            obj, base, _ = kept
+            value = self.dec(content, ex)
+            if base is _list and _type(value) is _list:
+                _list.__setitem__(obj, _slice(None), value)
+            elif base is _set and _type(value) is _set:
+                _set.clear(obj)
+                _set.update(obj, value)
+            elif base is _dict and _type(value) is _dict:
+                cls = _OrderedDict if _isinstance(obj, _OrderedDict) else _dict  # its order kept by its own methods
+                cls.clear(obj)
+                cls.update(obj, value)
+            else:
+                raise ProtocolError("an update of another kind of container")
+            self.shadows[n] = (obj, base, _shallow(obj))
 
     def _refresh(self, ex: _Exchange) -> list:
         """New content of the program's container subclasses the judge holds a copy of."""

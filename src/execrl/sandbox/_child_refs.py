@@ -41,6 +41,7 @@ class _JudgeRef:
         rex = ex.follow()
         if reply[0] == "e":
             side.apply_updates(reply[5], rex)
+            side.apply_shadow_updates(reply[6], rex)
             base = _str(reply[4])
             cls = _getattr(builtins, base, None)
             if not (_isinstance(cls, _type) and issubclass(cls, BaseException)):
@@ -48,6 +49,7 @@ class _JudgeRef:
             raise cls(_str(reply[2]))
         value = side.dec(reply[1], rex)
         side.apply_updates(reply[2], rex)
+        side.apply_shadow_updates(reply[3], rex)
         del snap
         return value
 

@@ -554,25 +554,53 @@ class _JudgeSide(_Side):
     # ---- the run's requests (a call back into an object the test passed) --------------
     def serve_one(self, req) -> str:
         ex = _Exchange()
-        state = [None]  # what the request's containers held before the test's code ran (``snapshot``)
+        # what the request's containers held before the test's code ran: its plain ones
+        # (``snapshot``) and the copies of the program's list, dict and set subclasses
+        state = [None, None]
         try:
             value = self._perform(req, ex, state)
         except (_Gone, _Violation):
             raise
         except BaseException as e:  # noqa: BLE001 - the test's code raised: the program sees it
             base = next((c.__name__ for c in type(e).__mro__ if c.__module__ == "builtins"), "Exception")
-            rex = ex.follow()
-            return json.dumps(["e", type(e).__name__, _short(str(e)), "", base, self.updates(state[0], rex), [], None])
+            return self._error_answer(type(e).__name__, str(e), base, ex, state)
         rex = ex.follow()
         rex.__class__ = _Answer
         try:
             encoded = self.enc(value, rex)
         except TypeError as e:  # a class the judge made for the program (``other``)
-            rex = ex.follow()
-            return json.dumps(["e", "TypeError", _short(str(e)), "", "TypeError", self.updates(state[0], rex), [], None])
+            return self._error_answer("TypeError", str(e), "TypeError", ex, state)
         # copied out: what the test's function did to the program's containers it was handed
         # (``fn(data)`` appending to ``data``) reaches the program's objects, as in Python
-        return json.dumps(["r", encoded, self.updates(state[0], rex), []])
+        return json.dumps(["r", encoded, self.updates(state[0], rex), self.shadow_updates(state[1], rex)])
+
+    def _error_answer(self, name: str, text: str, base: str, ex, state) -> str:
+        rex = ex.follow()
+        return json.dumps(["e", name, _short(text), "", base, self.updates(state[0], rex),
+                           self.shadow_updates(state[1], rex), None])
+
+    @staticmethod
+    def shadow_snapshot(ex) -> list | None:
+        """The copies of the program's list, dict and set subclasses in a request, with what
+        they hold (``shadow_updates``)."""
+        found = None
+        for obj in ex.table:
+            if type(obj) in _SHADOW_TYPES and isinstance(obj, (list, dict, set)):
+                if found is None:
+                    found = []
+                found.append((obj, _shallow(obj)))
+        return found
+
+    def shadow_updates(self, snap, rex) -> list:
+        """``[[n, content], ...]``: the copies of the program's container subclasses that the
+        test's code changed (``n`` the program's object), numbered in the answer ``rex``."""
+        out = []
+        for obj, before in snap or ():
+            if not _unchanged(before, obj):
+                n = Remote._execrl_ref.__get__(obj.__dict__["_execrl_remote"])["h"]
+                plain = dict(dict.items(obj)) if isinstance(obj, dict) else list(obj) if isinstance(obj, list) else set(obj)
+                out.append([n, self.enc(plain, rex)])
+        return out
 
     def _perform(self, req, ex, state):
         op = req[0]
@@ -593,6 +621,7 @@ class _JudgeSide(_Side):
             args = [self.dec(a, ex) for a in req[2]]
             kwargs = {str(k): self.dec(v, ex) for k, v in req[3]}
             state[0] = self.snapshot(ex)
+            state[1] = self.shadow_snapshot(ex)
             return self.call_with_socket_free(target, args, kwargs)
         if op == "a" and len(req) == 3:
             target = self.dec(req[1], ex)

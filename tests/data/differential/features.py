@@ -595,6 +595,15 @@ PROGRAMS = [
          tests=["assert peek_rest(iter(range(1, 9)), 1) == ([2, 3, 4, 5, 6, 7, 8], 2)",
                 "assert peek_rest(iter(range(1, 9)), 2) == ([3, 4, 5, 6, 7, 8], 3)",
                 "assert peek_rest(iter(range(1, 9)), 3) == ([4, 5, 6, 7, 8], 4)"]),
+    dict(id="judge/test_callbacks_change_the_programs_list_subclass",
+         code=("class History(list):\n    pass\n\ndef apply_all(fns):\n    h = History()\n    for fn in fns:\n        fn(h)\n"
+               "    return list(h), type(h).__name__\n"),
+         tests=["assert apply_all([lambda d: d.append(4), lambda d: d.append(5)]) == ([4, 5], 'History')"]),
+    dict(id="judge/test_visitor_fills_the_programs_dict_subclass",
+         code=("from collections import OrderedDict\n\nclass Acc(OrderedDict):\n    pass\n\n"
+               "def visit(tree, visitor):\n    out = Acc()\n    for k, v in tree.items():\n        visitor(out, k, v)\n"
+               "    out.move_to_end('A')\n    return list(out.items())\n"),
+         tests=["def vis(acc, k, v):\n    acc[k.upper()] = v * 2\nassert visit({'a': 1, 'b': 2}, vis) == [('B', 4), ('A', 2)]"]),
     dict(id="judge/key_function_called_with_builtin_classes",
          code="def apply(key, xs):\n    return [key(x) for x in xs]\n",
          tests=["assert apply(lambda t: t.__name__, [int, str, type]) == ['int', 'str', 'type']",
