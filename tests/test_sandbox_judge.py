@@ -1169,3 +1169,24 @@ def test_a_class_the_tests_code_makes_for_the_program_is_not_handed_to_it(ex, na
     r = ex.run(problem([test]), "def always(other):\n    return True\n" + program)
     assert r.status == "error", (r.status, r.error_message)
     assert "the program may not receive a class the judge made for it" in r.error_message
+
+
+def test_a_class_made_on_the_way_never_reaches_the_program_nor_ends_its_run(ex):
+    """A class the test's code makes reaches the program neither as an argument of the program's
+    own function (``Enum``'s functional API calls a ``__new__`` of the program's with the class it
+    makes) nor in a container the test's callback fills, returning or raising; the callback's
+    refusal is the program's error (or the test's), never a protocol violation that ends the run
+    (the tests after it run)."""
+    enum_new = ("_got = []\n\ndef _grab(cls, *args):\n    _got.append(cls)\n    return object.__new__(object)\n\n"
+                "def make(base):\n    try:\n        base('Forged', {'X': 1, '__new__': _grab}, module='__main__')\n"
+                "    except Exception:\n        pass\n    return len(_got)\n\ndef second(x):\n    return x + 1\n")
+    r = ex.run(problem(["from enum import Enum\nassert make(Enum) == 0", "assert second(1) == 2"]), enum_new)
+    assert (r.status, [o["status"] for o in r.test_outcomes]) == ("pass", ["pass", "pass"]), r.error_message
+    filled = ("def collect(register):\n    reg = []\n    try:\n        register(reg)\n    except Exception as e:\n"
+              "        return type(e).__name__\n    return len(reg)\n\ndef second(x):\n    return x + 1\n")
+    for tail, expected in (("", "'TypeError'"), ("\n    raise ValueError('no')", "'ValueError'")):
+        test = ("from collections import namedtuple\ndef register(reg):\n    reg.append(namedtuple('P', 'x y'))"
+                f"{tail}\nassert collect(register) == {expected}")
+        r = ex.run(problem([test, "assert second(1) == 2"]), filled)
+        assert r.error_type != "ProtocolViolation" and [o["status"] for o in r.test_outcomes][1] == "pass", r.error_message
+        assert r.status == "pass", (r.status, r.error_message)

@@ -156,13 +156,14 @@ class _JudgeRef:
         return _copy_of, (self,)
 
     def __deepcopy__(self, memo):
-        return _JudgeRef._execrl_op(self, "deepcopy")
+        return _copy_of(self, "deepcopy")
 
 
-def _copy_of(ref):
-    """The judge's copy of the test's object ``ref``; of an iterator the judge read ahead, with
-    the items the run holds and the program has not read yet first, as the original has them."""
-    copy = _JudgeRef._execrl_op(ref, "copy")
+def _copy_of(ref, op="copy"):
+    """The judge's copy (``op``: or deep copy) of the test's object ``ref``; of an iterator the
+    judge read ahead, with the items the run holds and the program has not read yet first, as
+    the original has them."""
+    copy = _JudgeRef._execrl_op(ref, op)
     buf = _JudgeRef._execrl_buf.__get__(ref)
     if _type(copy) is _JudgeRef and buf:
         _JudgeRef._execrl_buf.__set__(copy, _deque(buf))

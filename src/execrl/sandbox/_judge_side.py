@@ -130,11 +130,11 @@ class _JudgeSide(_Side):
         name = getattr(v, "__name__", None)
         if isinstance(name, str) and getattr(builtins, name, None) is v:
             return {"B": name}
-        if type(ex) is _Answer and isinstance(v, type) and not self.known_class(v):
-            # the test's code made a class while it served the program (``namedtuple``, ``Enum``'s
-            # functional API, ``types.new_class`` of the program's names and methods): lent, its
-            # objects would be the judge's with the program's ``__eq__`` and ``format``
-            raise TypeError("the program may not receive a class the judge made for it")
+        if isinstance(v, type) and not self.known_class(v):
+            # a class the test's code made on the way (``namedtuple``, ``Enum``'s functional API,
+            # ``types.new_class``, perhaps of the program's names and methods, while it served the
+            # program): lent, its objects would be the judge's with the program's ``__eq__``
+            raise MadeClass("the program may not receive a class the judge made for it")
         if depth > _MAX_DEPTH and t in _PLAIN_CONTAINERS:
             raise too_deep(f"the test's {t.__name__}")
         if depth == 0 and (t is _GENERATOR or t in _SCALAR_ITERATORS or t is _TUPLE_ITERATOR) \
@@ -145,16 +145,22 @@ class _JudgeSide(_Side):
         return {"j": self.lend(v)}
 
     def known_class(self, cls: type) -> bool:
-        """Whether ``cls`` is a class the setup or the tests bound to a name, or a module's own
-        class (found under its name in the module it names): not one made on the way."""
-        if dict.get(self.setup_ns, cls.__name__) is cls:
+        """Whether ``cls`` is a class the setup or the tests bound to a name (or one inside such a
+        class), a module's own class (found under its name in the module it names), or one the
+        judge made (``JUDGE_MADE``: no method of the program's): not one made on the way."""
+        if cls in JUDGE_MADE:
             return True
-        module = sys.modules.get(cls.__module__) if type(cls.__module__) is str else None
-        if module is None or cls.__module__ == "__main__" or "<" in cls.__qualname__:
+        qualname, module_name = type.__dict__["__qualname__"].__get__(cls), type.__dict__["__module__"].__get__(cls)
+        if type(qualname) is not str or type(module_name) is not str or "<" in qualname:
             return False
-        found = module
-        for part in cls.__qualname__.split("."):
-            found = getattr(found, part, None)
+        parts = qualname.split(".")
+        if module_name == "__main__":
+            found = dict.get(self.setup_ns, parts[0])
+        else:
+            module = sys.modules.get(module_name)
+            found = getattr(module, parts[0], None) if module is not None else None
+        for part in parts[1:]:
+            found = getattr(found, part, None) if isinstance(found, type) else None
         return found is cls
 
     def dec_other(self, tag, val, ex):
@@ -177,6 +183,12 @@ class _JudgeSide(_Side):
             k = len(ex.table)
             base = self.dec(val[2], ex)
             shadow = self.shadows.get(n)
+            if shadow is not None and isinstance(shadow, (list, dict, set)) and type(base) is type(shadow).__mro__[1]:
+                # sent again (a second call of the test's function): what the program's object
+                # holds now, which the test sees and the copy-out starts from
+                _assign(shadow, base)
+                if n in self.kept:
+                    self.kept[n] = _shallow(shadow)
             if shadow is None:
                 if type(base) not in _SHADOWS:
                     raise ProtocolError("bad shadow")
@@ -384,7 +396,7 @@ class _JudgeSide(_Side):
         except PeerGone:
             self.ended = _Gone()
             raise self.ended from None
-        except (ValueTooLarge, ValueTooDeep):  # the sandbox's limits, named to the test
+        except (ValueTooLarge, ValueTooDeep, MadeClass):  # the sandbox's limits and refusals, named to the test
             raise
         except Exception as e:  # noqa: BLE001 - whatever the run's answer made the harness raise
             # (a malformed value, a date out of range, a class name ``type`` refuses): never
@@ -565,19 +577,21 @@ class _JudgeSide(_Side):
             base = next((c.__name__ for c in type(e).__mro__ if c.__module__ == "builtins"), "Exception")
             return self._error_answer(type(e).__name__, str(e), base, ex, state)
         rex = ex.follow()
-        rex.__class__ = _Answer
         try:
-            encoded = self.enc(value, rex)
-        except TypeError as e:  # a class the judge made for the program (``other``)
+            # copied out: what the test's function did to the program's containers it was handed
+            # (``fn(data)`` appending to ``data``) reaches the program's objects, as in Python
+            answer = ["r", self.enc(value, rex), self.updates(state[0], rex), self.shadow_updates(state[1], rex)]
+        except MadeClass as e:  # in the value or a container copied out: the program's error
             return self._error_answer("TypeError", str(e), "TypeError", ex, state)
-        # copied out: what the test's function did to the program's containers it was handed
-        # (``fn(data)`` appending to ``data``) reaches the program's objects, as in Python
-        return json.dumps(["r", encoded, self.updates(state[0], rex), self.shadow_updates(state[1], rex)])
+        return json.dumps(answer)
 
     def _error_answer(self, name: str, text: str, base: str, ex, state) -> str:
         rex = ex.follow()
-        return json.dumps(["e", name, _short(text), "", base, self.updates(state[0], rex),
-                           self.shadow_updates(state[1], rex), None])
+        try:
+            updates, shadows = self.updates(state[0], rex), self.shadow_updates(state[1], rex)
+        except MadeClass:  # a class made on the way in a container: its changes stay here
+            updates = shadows = []
+        return json.dumps(["e", name, _short(text), "", base, updates, shadows, None])
 
     @staticmethod
     def shadow_snapshot(ex) -> list | None:
@@ -713,11 +727,10 @@ def _candidate_text(self) -> str:
     return recorded if type(recorded) is str else BaseException.__str__(self)
 
 
-class _Answer(_Exchange):
-    """The numbering of the judge's answer to a program's request (``serve_one``), where
-    ``other`` refuses a class the test's code made on the way (``known_class``)."""
-
-    __slots__ = ()
+class MadeClass(TypeError):
+    """A class the test's code made (``known_class``) about to reach the program: a
+    ``TypeError`` in the program (a request's answer) or in the test (its call of the program),
+    never a protocol violation of the program's."""
 
 
 def _makes_classes(target) -> bool:

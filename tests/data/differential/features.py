@@ -604,6 +604,17 @@ PROGRAMS = [
                "def visit(tree, visitor):\n    out = Acc()\n    for k, v in tree.items():\n        visitor(out, k, v)\n"
                "    out.move_to_end('A')\n    return list(out.items())\n"),
          tests=["def vis(acc, k, v):\n    acc[k.upper()] = v * 2\nassert visit({'a': 1, 'b': 2}, vis) == [('B', 4), ('A', 2)]"]),
+    dict(id="judge/test_hook_on_the_programs_list_subclass_it_keeps_changing",
+         code=("class Events(list):\n    pass\n\ndef run_steps(steps, on_step):\n    log = Events()\n    for s in steps:\n"
+               "        log.append(s)\n        on_step(log)\n    return [e for e in log if isinstance(e, int)]\n\n"
+               "def run_read(cb):\n    h = Events([1])\n    a = cb(h)\n    h.append(3)\n    return a, cb(h)\n"),
+         tests=["assert run_steps([1, 2, 3], lambda log: log.append('seen')) == [1, 2, 3]",
+                "assert run_read(lambda h: len(h)) == (1, 2)", "assert run_read(lambda h: sum(h)) == (1, 4)"]),
+    dict(id="judge/deep_copy_of_a_tests_iterator_read_ahead",
+         code=("import copy\n\ndef peek_rest(it, k):\n    for _ in range(k):\n        next(it)\n"
+               "    rest = copy.deepcopy(it)\n    return list(rest), list(it)\n"),
+         tests=["assert peek_rest(iter(range(1, 9)), 2) == ([3, 4, 5, 6, 7, 8], [3, 4, 5, 6, 7, 8])",
+                "assert peek_rest(iter('abcdefgh'), 3) == (list('defgh'), list('defgh'))"]),
     dict(id="judge/key_function_called_with_builtin_classes",
          code="def apply(key, xs):\n    return [key(x) for x in xs]\n",
          tests=["assert apply(lambda t: t.__name__, [int, str, type]) == ['int', 'str', 'type']",
