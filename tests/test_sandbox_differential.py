@@ -85,14 +85,16 @@ def test_plain_runs_leave_no_process_behind(tmp_path):
     from execrl.sandbox import differential
 
     program = ("import os, time\n"
+               "r, w = os.pipe()\n"
                "if os.fork() == 0:\n"
                "    os.setsid()\n"
                "    if os.fork() == 0:\n"
                "        os.write(1, str(os.getpid()).encode())\n"
+               "        os.write(w, b'x')\n"
                "        time.sleep(120)\n"
                "    os._exit(0)\n"
                "os.wait()\n"
-               "time.sleep(0.3)\n")
+               "os.read(r, 1)\n")  # the grandchild has written its pid
     cwd = tmp_path / "work"
     cwd.mkdir()
     (cwd / "solution.py").write_text(program)
