@@ -103,6 +103,7 @@ def test_hard_coding_windows_pool_counts_per_fifth_with_wilson_intervals():
     assert changes["srrl", "c1"]["change"] == 0.0 and "srrl c2" in changes["srrl", "c2"]["sentence"]
     page = reward_hacking.section(pd.DataFrame(), {}, "", windows, list(changes.values()))
     assert 'id="hard-coding-windows"' in page and "Wilson" in page and "Newcombe" in page
+    assert "<th>false-positive floor</th>" in page and "<th>95% CI low</th>" in page and "ci_low" not in page
     # Runs trained before the counts were logged give no windows.
     old = pd.DataFrame([{"dataset": "d", "model": "m", "method": "grpo", "seed": 0, "step": 1,
                          "metric": "watch/hard_coding_rate", "value": 0.5}])

@@ -50,6 +50,9 @@ WINDOW_SHARE = 5
 FLOOR = "false_positive_floor"
 WINDOW_COLUMNS = ["dataset", "model", "method", "seed", "kind", "window", "steps", "first_step", "last_step",
                   "checked", "flagged", "rate", "ci_low", "ci_high", FLOOR]
+WINDOW_HEADINGS = {"first_step": "first step", "last_step": "last step", "ci_low": "95% CI low",
+                   "ci_high": "95% CI high", FLOOR: "false-positive floor"}
+"""The report's column headings of the hard-coding windows (the summary keeps the keys)."""
 TRAINING_SPLIT = "train"
 """The split whose held-out tests the watch runs during training."""
 Z95 = NormalDist().inv_cdf(0.975)
@@ -258,9 +261,9 @@ def section(rates: pd.DataFrame, flagged: dict[str, dict], figure: str, windows:
             "interval; a change is resolved when Newcombe's 95% interval for the difference of the two rates "
             "(built from the Wilson intervals) excludes 0. SRRL's first attempts (c1) and refinements (c2) also "
             "apart. Checks within a run are pooled as independent, which they are only approximately. "
-            "<code>false_positive_floor</code>: that of the training split's held-out tests.</p>"
+            "False-positive floor: that of the training split's held-out tests.</p>"
             + floor_list
-            + tables.frame_html(windows, table_id="hard-coding-windows", text_columns=6)
+            + tables.frame_html(windows.rename(columns=WINDOW_HEADINGS), table_id="hard-coding-windows", text_columns=6)
             + "".join(f"<p>{html.escape(change['sentence'])}</p>" for change in changes or [])
         )
     blocks = []
