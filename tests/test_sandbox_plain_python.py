@@ -60,7 +60,8 @@ CLASSES = ["values/dict_keys_returned", "values/dict_items_returned", "values/or
            "judge/type_crosses_both_ways", "judge/tee_of_a_tests_iterators", "judge/copy_of_a_tests_iterator_read_ahead",
            "judge/test_callbacks_change_the_programs_list_subclass", "judge/test_visitor_fills_the_programs_dict_subclass",
            # a second review
-           "judge/test_hook_on_the_programs_list_subclass_it_keeps_changing", "judge/deep_copy_of_a_tests_iterator_read_ahead"]
+           "judge/test_hook_on_the_programs_list_subclass_it_keeps_changing", "judge/deep_copy_of_a_tests_iterator_read_ahead",
+           "judge/callable_object_of_the_tests_without_a_hash"]
 WRONG = ["stdio/flush_of_a_closed_stdout_fails_at_exit", "stdio/stream_whose_flush_raises_at_exit",
          "exceptions/class_claiming_to_be_a_builtin", "recursion/endless_recursion_through_both_processes",
          "generators/return_value_whose_text_is_the_expected_one", "exceptions/subclass_of_system_exit_ends_the_tests",

@@ -148,8 +148,11 @@ class _JudgeSide(_Side):
         """Whether ``cls`` is a class the setup or the tests bound to a name (or one inside such a
         class), a module's own class (found under its name in the module it names), or one the
         judge made (``JUDGE_MADE``: no method of the program's): not one made on the way."""
-        if cls in JUDGE_MADE:
-            return True
+        try:
+            if cls in JUDGE_MADE:
+                return True
+        except TypeError:  # a metaclass's ``__eq__`` without a hash
+            return False
         qualname, module_name = type.__dict__["__qualname__"].__get__(cls), type.__dict__["__module__"].__get__(cls)
         if type(qualname) is not str or type(module_name) is not str or "<" in qualname:
             return False
@@ -740,10 +743,12 @@ def _makes_classes(target) -> bool:
     standard library's (``Counter`` handed to the program as a factory), are called as in Python."""
     if isinstance(target, types.GenericAlias):
         target = target.__origin__
-    if isinstance(target, type) and issubclass(target, type):
-        return True
-    if target in JUDGE_MADE:
-        return True
+    if isinstance(target, type):
+        try:  # (only a class is asked of the weak set: an unhashable callable object would raise)
+            if issubclass(target, type) or target in JUDGE_MADE:
+                return True
+        except TypeError:  # a metaclass's ``__eq__`` without a hash
+            return True
     module = getattr(target, "__module__", None)
     owner = getattr(type(target), "__module__", None)
     return any(type(m) is str and m.startswith("execrl.") for m in (module, owner))

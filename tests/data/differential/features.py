@@ -615,6 +615,10 @@ PROGRAMS = [
                "    rest = copy.deepcopy(it)\n    return list(rest), list(it)\n"),
          tests=["assert peek_rest(iter(range(1, 9)), 2) == ([3, 4, 5, 6, 7, 8], [3, 4, 5, 6, 7, 8])",
                 "assert peek_rest(iter('abcdefgh'), 3) == (list('defgh'), list('defgh'))"]),
+    dict(id="judge/callable_object_of_the_tests_without_a_hash",
+         code="def apply(f, xs):\n    return [f(x) for x in xs]\n",
+         tests=["from dataclasses import dataclass\n@dataclass\nclass Scale:\n    k: int\n    def __call__(self, x):\n"
+                "        return self.k * x\nassert apply(Scale(3), [1, 2]) == [3, 6]"]),
     dict(id="judge/key_function_called_with_builtin_classes",
          code="def apply(key, xs):\n    return [key(x) for x in xs]\n",
          tests=["assert apply(lambda t: t.__name__, [int, str, type]) == ['int', 'str', 'type']",
