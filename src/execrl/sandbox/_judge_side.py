@@ -186,7 +186,7 @@ class _JudgeSide(_Side):
             k = len(ex.table)
             base = self.dec(val[2], ex)
             shadow = self.shadows.get(n)
-            if shadow is not None and isinstance(shadow, (list, dict, set)) and type(base) is type(shadow).__mro__[1]:
+            if shadow is not None and type(base) in (list, dict, set) and isinstance(shadow, type(base)):
                 # sent again (a second call of the test's function): what the program's object
                 # holds now, which the test sees and the copy-out starts from
                 _assign(shadow, base)
