@@ -2,6 +2,7 @@
 headless Chromium with every figure loaded and shows summary.json's numbers; a change to one
 method's settings reruns that method's chain and the report, nothing else."""
 
+import html
 import json
 import re
 import shutil
@@ -274,6 +275,14 @@ def test_report_and_summary_json_agree(finished_run):
     assert {r["method"] for r in summary["refinements"]} == {"srrl", "base"}
     assert {r["method"] for r in summary["training"]} == {"dpo", "grpo", "srrl"}
     assert summary["cost"]["total"]["jobs"] > 20 and summary["cost"]["total"]["gpu_h"] == 0
+
+
+def test_the_reports_configuration_leaves_out_what_no_job_reads(finished_run):
+    page = (finished_run / "results" / "report.html").read_text(encoding="utf-8")
+    section = page.split('id="configuration"', 1)[1].split("<h2>", 1)[0]
+    printed = yaml.safe_load(html.unescape(section.split("<pre>", 1)[1].split("</pre>", 1)[0]))
+    assert not {"exec", "code_game", "spiral"} & set(printed) and {"dpo", "grpo", "srrl"} <= set(printed)
+    assert "<code>exec</code>, <code>code_game</code>, <code>spiral</code>" in section
 
 
 def test_snakemake_report_has_the_figures_with_captions(finished_run):

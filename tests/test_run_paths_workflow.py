@@ -162,8 +162,16 @@ def test_switching_back_plans_nothing_but_the_report(tmp_path, other):
         # where models are staged and the partition file (execrl.config.PLACEMENT_SECTIONS)
         ({"staging": {"cache_dir": "/elsewhere/hf-cache"}}, []),
         ({"cluster": {"partitions": "elsewhere/partitions.yaml"}}, []),
+        # sections no job of the grid reads (execrl.config.left_out_of_report): the methods it does
+        # not run, a variant it does not run, vLLM's settings under the transformers backend
+        (
+            {"spiral": {"games_per_step": 8}, "code_game": {"win": 2.0}, "exec": {"printed": 0.5},
+             "method_variants": {"srrl_separate": {"method": "srrl", "overrides": {"srrl": {"refine_share": 0.25}}}},
+             "generation": {"vllm": {"gpu_memory_utilization": 0.5}}},
+            [],
+        ),
     ],
-    ids=["placement", "checkpointing", "logging-and-workers", "staging", "cluster"],
+    ids=["placement", "checkpointing", "logging-and-workers", "staging", "cluster", "unread-sections"],
 )
 def test_settings_that_change_no_result_rerun_none(tmp_path, overlay, replanned):
     """Changed over a finished run, they plan no job but those whose output shows them."""

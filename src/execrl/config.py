@@ -69,15 +69,48 @@ plan's command (micro-batch, ZeRO stage, dtype, process count), which is in that
 def shown_in_report(result_config: dict[str, Any]) -> dict[str, Any]:
     """The configuration the report prints: the result config less PLACEMENT_SECTIONS, so that
     moving the download cache or editing the partition file rewrites no report, and less what the
-    experiment does not run (data sets and models its grid does not name, `tiny_model` without a
-    tiny model), which an overlay inherits from the config laid under it."""
+    experiment does not run (`left_out_of_report`), which an overlay inherits from the config
+    laid under it."""
     shown = {section: value for section, value in result_config.items() if section not in PLACEMENT_SECTIONS}
     experiment = shown["experiment"]
     for section in ("datasets", "models"):
         shown[section] = {name: value for name, value in shown[section].items() if name in experiment[section]}
-    if not any(model_kind(model["source"]) == "tiny" for model in shown["models"].values()):
-        shown.pop("tiny_model", None)
+    for key in left_out_of_report(result_config):
+        section, _, name = key.partition(".")
+        if name:
+            shown[section] = {k: v for k, v in shown[section].items() if k != name}
+        else:
+            shown.pop(section, None)
     return shown
+
+
+def left_out_of_report(result_config: dict[str, Any]) -> list[str]:
+    """What no job of the experiment's grid reads, as `section` or `section.key`: the sections of
+    methods it does not run (a section is read if a method it runs reads it, or, for `srrl`,
+    `code_game` and `spiral`, if the tiny model's warm start writes examples of theirs), method
+    variants and overrides of methods it does not run, `tiny_model` without a tiny model, and
+    `generation.vllm` where the generation backend is not vLLM."""
+    from execrl.training_settings import method_rows
+
+    rows = method_rows(result_config)
+    methods = result_config["experiment"]["methods"]
+    read = {"prompt", "execution"}.union(*(rows[name].settings for name in methods if name in rows))
+    models = result_config.get("models", {})
+    tiny = any(model_kind(models[name]["source"]) == "tiny" for name in result_config["experiment"]["models"]
+               if name in models)
+    sft = result_config.get("tiny_model", {}).get("sft", {}) if tiny else {}
+    read |= {section for section, share in (("srrl", "refinement_share"), ("code_game", "code_game_share"),
+                                            ("spiral", "game_examples")) if sft.get(share)}
+    left = [section for section in dict.fromkeys(s for row in rows.values() for s in row.settings)
+            if section in result_config and section not in read]
+    if not tiny and "tiny_model" in result_config:
+        left.append("tiny_model")
+    for section in ("method_variants", "method_overrides"):
+        left += [f"{section}.{name}" for name in result_config.get(section) or {} if name not in methods]
+    generation = result_config.get("generation", {})
+    if "vllm" in generation and generation.get("backend") != "vllm":
+        left.append("generation.vllm")
+    return left
 
 
 def model_kind(source: str) -> str:

@@ -114,7 +114,7 @@ rule summarize_cost:
     params:
         root="benchmarks",
         segments=sorted(SEGMENTS.experiment_segments()),
-        variants=config["method_variants"],
+        variants=get_method_variants(),
         model_sizes=get_model_sizes(),
         training_gpus=get_training_gpus(),
     script:

@@ -427,6 +427,16 @@ def get_init_model(wildcards):
 ##### report #####
 
 
+def get_method_variants():
+    """The config's method variants the experiment runs (the report's scripts look each up as
+    the method it trains as); one it does not run changes no output."""
+    return {
+        name: variant
+        for name, variant in config["method_variants"].items()
+        if name in EXPERIMENT["methods"]
+    }
+
+
 def get_method_overrides():
     """Each method's own values of the shared sections (a variant's with its base's), by name."""
     return {m: method_overrides(config, m) for m in EXPERIMENT["methods"]}

@@ -96,7 +96,7 @@ rule plot_training_curves:
     params:
         grpo=RESULT_CONFIG["grpo"],
         method_overrides=get_method_overrides(),
-        variants=config["method_variants"],
+        variants=get_method_variants(),
     script:
         "../scripts/plot_training_curves.py"
 
@@ -239,11 +239,12 @@ rule render_report:
         title=config["report"]["title"],
         experiment=config["experiment"],
         config=shown_in_report(RESULT_CONFIG),
+        config_left_out=left_out_of_report(RESULT_CONFIG),
         ks=config["evaluation"]["k"],
         n_boot=config["report"]["bootstrap_samples"],
         examples=4,
         grpo=RESULT_CONFIG["grpo"],
         method_overrides=get_method_overrides(),
-        variants=config["method_variants"],
+        variants=get_method_variants(),
     script:
         "../scripts/render_report.py"

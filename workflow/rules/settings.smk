@@ -6,7 +6,7 @@ import json
 import os
 import shlex
 
-from execrl.config import shown_in_report, without_runtime_settings
+from execrl.config import left_out_of_report, shown_in_report, without_runtime_settings
 from execrl.planning.launch import accelerate_config, accelerate_config_of_stage
 from execrl.training_settings import backend_generation, training_settings
 

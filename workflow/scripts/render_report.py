@@ -38,6 +38,7 @@ page, summary, markdown = build(
     title=snakemake.params.title,
     experiment=snakemake.params.experiment,
     config=snakemake.params.config,
+    config_left_out=snakemake.params.config_left_out,
     ks=snakemake.params.ks,
     n_boot=snakemake.params.n_boot,
     n_examples=snakemake.params.examples,

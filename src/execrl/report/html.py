@@ -171,6 +171,17 @@ def sampling_section(config: dict) -> str:
     return "\n".join(lines)
 
 
+def left_out_note(left_out: list[str]) -> str:
+    """The settings the printed configuration leaves out (``execrl.config.left_out_of_report``)."""
+    if not left_out:
+        return ""
+    names = ", ".join(f"<code>{html.escape(key)}</code>" for key in left_out)
+    return (f"<p class=\"caption\">Left out below, as no job of this experiment reads them: {names} (the sections of "
+            f"methods it does not run, their variants and overrides, the tiny model's where no model is the tiny "
+            f"one, and the vLLM settings where generation does not use vLLM). <code>python -m execrl.config</code> with the same config files "
+            f"prints them all.</p>")
+
+
 def checkout_root(path: str | Path | None = None) -> str | None:
     """The top folder of the git checkout holding `path` (default: this package's source)."""
     where = Path(path) if path else Path(__file__).resolve().parent
@@ -430,6 +441,7 @@ def render(
     figures: dict[str, str],
     caption_values: dict,
     config: dict,
+    config_left_out: list[str] = (),
     refinement_runs: list[tuple[dict, list[dict]]],
     refinement_summary: pd.DataFrame,
     cost_per_rule: pd.DataFrame,
@@ -530,6 +542,7 @@ distinct / n: distinct programs per problem as a share of the samples. Training 
 with <code>include_partial</code>, also more tests passed over fewer). Problems where every or no candidate passes give no pairs.</p>
 <h2 id="configuration">Configuration</h2>
 {sampling_section(config)}
+{left_out_note(config_left_out)}
 <pre>{html.escape(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))}</pre>
 <h2>Software</h2>
 <p class="meta">{html.escape(meta["platform"])}</p>

@@ -1,0 +1,57 @@
+"""The configuration the report prints: what the experiment's jobs read, and a note naming the rest."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from execrl.config import left_out_of_report, merged_config, shown_in_report, without_runtime_settings
+from execrl.report.html import left_out_note
+
+REPO = Path(__file__).resolve().parents[1]
+EMBEDDED = REPO / ".test" / "config" / "config.yaml"
+
+
+def result_config(*overlays: Path) -> dict:
+    return without_runtime_settings(merged_config([EMBEDDED, *overlays], base=REPO / "config" / "config.yaml"))
+
+
+def test_the_embedded_default_leaves_out_the_sections_of_methods_it_does_not_run():
+    config = result_config()
+    assert left_out_of_report(config) == ["exec", "code_game", "spiral", "method_variants.srrl_separate",
+                                          "generation.vllm"]
+    shown = shown_in_report(config)
+    assert not {"exec", "code_game", "spiral"} & set(shown)
+    # what its methods read stays: DPO's, GRPO's and SRRL's sections, the rewards, the watch
+    assert {"dpo", "grpo", "srrl", "rewards", "watch", "prompt", "execution", "tiny_model"} <= set(shown)
+    assert set(shown["method_variants"]) == {"base_low_temp"}
+    assert "vllm" not in shown["generation"] and shown["generation"]["backend"] == "transformers"
+
+
+def test_a_section_the_warm_start_reads_stays_though_its_method_does_not_run(tmp_path):
+    """Without SRRL in the grid, `srrl` is read only where the tiny model's warm start writes
+    refinement examples (its prompt settings shape them)."""
+    overlay = tmp_path / "no-srrl.yaml"
+    overlay.write_text(yaml.safe_dump({"experiment": {"methods": ["base", "grpo"]}}))
+    assert "srrl" not in left_out_of_report(result_config(overlay))  # refinement_share 0.1
+    overlay.write_text(yaml.safe_dump({"experiment": {"methods": ["base", "grpo"]},
+                                       "tiny_model": {"sft": {"refinement_share": 0.0}}}))
+    left = left_out_of_report(result_config(overlay))
+    assert "srrl" in left and "dpo" in left and "method_variants.base_low_temp" in left
+    assert "srrl" not in shown_in_report(result_config(overlay))
+
+
+def test_a_grid_of_the_base_model_only_shows_no_training_section(tmp_path):
+    overlay = tmp_path / "base.yaml"
+    overlay.write_text(yaml.safe_dump({"experiment": {"methods": ["base"]}}))
+    shown = shown_in_report(result_config(overlay))
+    assert not {"dpo", "grpo", "rewards", "watch", "exec", "code_game", "spiral"} & set(shown)
+    assert shown["method_variants"] == {}
+
+
+@pytest.mark.parametrize("left, shown", [([], False), (["exec", "generation.vllm"], True)])
+def test_the_report_names_what_it_leaves_out(left, shown):
+    note = left_out_note(left)
+    assert bool(note) is shown
+    if shown:
+        assert "<code>exec</code>, <code>generation.vllm</code>" in note and "python -m execrl.config" in note
