@@ -285,6 +285,23 @@ def test_call_tuples_tolerance_and_argument_isolation(ex):
     assert bad.status == "fail" and bad.tests_passed == 0
 
 
+def test_call_mode_judges_an_argument_changed_in_place_as_it_is_after_the_call(ex):
+    """``x.sort(); return x`` returns the argument itself: plain Python compares the sorted list. The
+    run's changes to the arguments reach the judge's copies, so the result is judged as changed (a
+    correct program passes; one whose wrong change leaves tests' inputs equal to their expected values
+    does not pass as if it had changed nothing)."""
+    p = call_problem([([[3, 1, 2]], [1, 2, 3]), ([[5, 4]], [4, 5])], entry="f")
+    for correct in ("def f(x):\n    x.sort()\n    return x\n",
+                    "class Solution:\n    def f(self, nums):\n        nums.sort()\n        return nums\n",
+                    "def f(x):\n    x.sort()\n    return [x][0]\n"):
+        assert ex.run(p, correct).status == "pass", correct
+    nested = call_problem([([[[2, 1], [4, 3]]], [1, 2])], entry="f")
+    assert ex.run(nested, "def f(rows):\n    rows[0].sort()\n    return rows[0]\n").status == "pass"
+    same = call_problem([([[1, 2, 3]], [1, 2, 3]), ([["a", "b"]], ["a", "b"])], entry="dedup")
+    wrong = ex.run(same, "def dedup(xs):\n    xs.append(xs[0])\n    xs.reverse()\n    return xs\n")
+    assert (wrong.status, wrong.tests_passed) == ("fail", 0) and "got [1, 3, 2, 1]" in wrong.trace
+
+
 def test_call_mode_a_returned_iterator_equals_no_list(ex):
     """As under TACO's call harness (``output == expected``, a tuple read as a list): a map, a
     reversed list or a generator is not the list of its items."""

@@ -289,7 +289,11 @@ class _ChildSide(_KeptInStep, _Side):
         if op == "t":
             return self._batch(dec(req[1], ex), req[2])
         if op == "k":
-            return self._entry(_chk_str(req[1]), [dec(a, ex) for a in _chk_list(req[2])])
+            name, args = _chk_str(req[1]), [dec(a, ex) for a in _chk_list(req[2])]
+            # as for "c": the arguments' new content goes back with the answer, so a result that is
+            # an argument changed in place (``x.sort(); return x``) is judged as it is now
+            state[0] = self.snapshot(ex)
+            return self._entry(name, args)
         raise ProtocolError(f"unknown request {op!r}")
 
     def _batch(self, it, n):
