@@ -230,6 +230,25 @@ def test_stdio_exits_errors_and_timeouts(ex):
     assert slow.status == "timeout" and [o["status"] for o in slow.test_outcomes] == ["pass", "timeout"]
 
 
+def test_stdio_output_past_the_size_limit_never_passes(ex):
+    """Only ``max_output_bytes`` of stdout are kept, so what follows is never seen: the right answer
+    followed by padding and a wrong one (plain Python fails it) does not pass, and neither does a
+    correct output longer than the limit (a stated difference); the differential bench's plain side
+    compares the whole output."""
+    from execrl.sandbox.differential import plain_verdict
+
+    limits = ExecutionLimits(timeout_s=2.0, max_output_bytes=4096)
+    p = stdio_problem([("3\n", "6\n")])
+    padded = "import sys\nprint(int(input()) * 2)\nsys.stdout.write(' ' * 8000)\nprint('WRONG 12345')\n"
+    r = ex.run(p, padded, limits)
+    assert (r.status, r.error_type) == ("fail", "WrongAnswer") and "not judged" in r.error_message, r
+    assert plain_verdict(p, padded, limits).status == "fail"
+    long = stdio_problem([("2000\n", "".join(f"{i}\n" for i in range(2000)))])
+    listing = "for i in range(int(input())):\n    print(i)\n"
+    assert ex.run(long, listing, limits).status == "fail"
+    assert ex.run(long, listing).status == "pass" and plain_verdict(long, listing, limits).status == "pass"
+
+
 def test_stdio_equal_unit():
     assert stdio_equal("1 2\n3\n", "1 2\n3")
     assert stdio_equal("  a  \n b\n", "a\nb")

@@ -396,7 +396,7 @@ def _run(args: list[str], cwd: str, limits: ExecutionLimits, stdin: bytes | None
         raise RuntimeError(f"the plain run's shepherd failed: {shepherd.stderr.decode(errors='replace')[-2000:]}")
     status, cpu, wall_killed = json.loads(shepherd.stdout)
     with open(out_path, "rb") as fh:
-        stdout = fh.read(limits.max_output_bytes)
+        stdout = fh.read()  # plain Python's whole output (RLIMIT_FSIZE bounds it), not the sandbox's cap
     return status, cpu, wall_killed, stdout
 
 

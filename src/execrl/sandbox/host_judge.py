@@ -361,12 +361,16 @@ def _judge_stdio(prepared: Prepared, runs: list[_Run], limits: dict, reply: dict
                 o, trace = _outcome(i, "error", etype, msg), _trace(f"Input:\n{shown_in}", ctrace)
             elif parsed["done"] and _ended_normally(run):
                 got = run.stdout.decode("utf-8", "replace")
-                if stdio_equal(got, expected):
+                # output past the size limit is not seen, so what follows the kept part (a wrong
+                # answer after padding) cannot be judged: such a run never passes
+                truncated = bool(run.info.get("stdout_truncated"))
+                if not truncated and stdio_equal(got, expected):
                     o, trace = _outcome(i, "pass"), ""
                 else:
                     msg = "wrong output"
-                    if run.info.get("stdout_truncated"):
-                        msg += " (output truncated at the size limit)"
+                    if truncated:
+                        msg = (f"output longer than the size limit ({int(limits['max_output_bytes'])} bytes, "
+                               f"max_output_bytes): not judged")
                     o = _outcome(i, "fail", "WrongAnswer", msg)
                     trace = _trace(f"Input:\n{shown_in}", f"Expected output:\n{_short(expected, 500)}",
                                    f"Got:\n{_short(got, 500)}")
