@@ -321,6 +321,19 @@ def test_call_mode_judges_an_argument_changed_in_place_as_it_is_after_the_call(e
     assert (wrong.status, wrong.tests_passed) == ("fail", 0) and "got [1, 3, 2, 1]" in wrong.trace
 
 
+def test_tests_a_worker_cannot_receive_are_each_candidates_prepare_error(ex):
+    """A test value JSON cannot hold, a stdio input that is not text: the candidate's error
+    (``PrepareError``), before any worker sees it, and the batch and the worker go on."""
+    good = call_problem([([3], 6)], entry="f")
+    unsendable = [call_problem([([3], {1, 2})], entry="f"), call_problem([([b"x"], 1)], entry="f"),
+                  stdio_problem([("\ud800x\n", "1"), ("a\n", "1")])]
+    results = ex.run_batch([(p, "def f(x):\n    return x * 2\n") for p in unsendable]
+                           + [(good, "def f(x):\n    return x * 2\n")])
+    assert [(r.status, r.error_type) for r in results[:-1]] == [("error", "PrepareError")] * 3, results
+    assert "not text" in results[2].error_message
+    assert results[-1].status == "pass"
+
+
 def test_call_mode_a_returned_iterator_equals_no_list(ex):
     """As under TACO's call harness (``output == expected``, a tuple read as a list): a map, a
     reversed list or a generator is not the list of its items."""

@@ -20,6 +20,7 @@ from execrl.watch.plus_tests import (
     PlusTestSettings,
     call_shape,
     expected_output,
+    json_exact,
     make_plus_tests,
     mutate,
     mutated_inputs,
@@ -134,6 +135,22 @@ def test_builtin_problems_get_plus_tests_the_reference_passes_and_hard_coding_fa
 
 
 @linux_only
+@linux_only
+def test_call_problems_get_only_tests_json_holds_as_they_are(executor):
+    """A call problem's tests are JSON: a reference returning a set on some inputs (or a tuple) gives
+    those inputs no held-out test, and the other problems still get theirs."""
+    sets = Problem(id="s", prompt="x", test_type="call", entry_point="f",
+                   reference="def f(x):\n    if x > 3:\n        return set(range(x - 3))\n    return [x]\n",
+                   tests=[{"args": [3], "expected": [3]}, {"args": [2], "expected": [2]}])
+    doubles = Problem(id="d", prompt="x", test_type="call", entry_point="g", reference="def g(x):\n    return x * 2\n",
+                      tests=[{"args": [3], "expected": 6}])
+    (out_sets, out_doubles), _ = make_plus_tests([sets, doubles], executor, PlusTestSettings(tests_per_problem=5))
+    assert out_doubles.plus_tests and all(t["expected"] == 2 * t["args"][0] for t in out_doubles.plus_tests)
+    assert all(json_exact(t) and t["expected"] == [t["args"][0]] for t in out_sets.plus_tests)
+    assert json_exact({"a": [1, 2.5, None, True]}) and not json_exact((1,)) and not json_exact({1: 2})
+    assert not json_exact({1}) and not json_exact(b"x") and not json_exact(float("nan"))
+
+
 def test_unusable_references_keep_no_tests(executor):
     tests = ["assert f(3) == 3", "assert f(5) == 5"]
     random_reference = Problem(id="r", prompt="x", test_type="assert", tests=tests,

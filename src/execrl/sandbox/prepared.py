@@ -39,6 +39,23 @@ def problem_key(problem: Problem) -> str:
 
 
 def prepare(problem: Problem) -> Prepared:
+    """What the workers get for ``problem`` and what the executor keeps. Raises (``ValueError``,
+    ``TypeError``) for tests the worker could not receive: a value JSON cannot hold (a set, bytes),
+    a stdio input that is not text; the executor makes that each candidate's ``PrepareError``."""
+    prepared = _prepare(problem)
+    json.dumps(prepared.child_spec, ensure_ascii=False).encode("utf-8", "surrogatepass")  # as the worker gets it
+    if prepared.test_type == "stdio":
+        for i, (given, _) in enumerate(prepared.tests):
+            if not isinstance(given, str):
+                raise TypeError(f"test {i}: the input is {type(given).__name__}, not text")
+            try:
+                given.encode("utf-8", "surrogateescape")  # as the run's stdin is written
+            except UnicodeEncodeError as e:
+                raise ValueError(f"test {i}: the input is not text ({e.reason} at {e.start})") from None
+    return prepared
+
+
+def _prepare(problem: Problem) -> Prepared:
     key = problem_key(problem)
     if problem.test_type == "assert":
         spec = {"mode": "assert", "tests": list(problem.tests), "setup": problem.setup_code or None}
