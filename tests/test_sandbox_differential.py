@@ -119,6 +119,21 @@ def test_mutants_are_deterministic_wrong_variants():
     assert all(plain_verdict(_problem(tests), m, LIMITS).status != "pass" for _, m in first)
 
 
+def test_plain_call_verdicts():
+    """Call mode: the entry point (a fresh ``Solution()``'s method, else the function) on fresh
+    arguments per test, its result compared as the tests compare it; a missing entry point stops
+    before any test."""
+    p = Problem(id="c", prompt="c", test_type="call", entry_point="f",
+                tests=[{"args": [[3, 1, 2]], "expected": [1, 2, 3]}, {"args": [[0]], "expected": (0,)},
+                       {"args": [[]], "expected": []}])
+    v = plain_verdict(p, "def f(x):\n    x.sort()\n    return x if x else x[0]\n", LIMITS)
+    assert (v.status, v.tests) == ("error", ["pass", "pass", "error"])
+    v = plain_verdict(p, "class Solution:\n    def f(self, x):\n        return sorted(x, reverse=True)\n", LIMITS)
+    assert (v.status, v.tests) == ("fail", ["fail", "pass", "pass"])
+    v = plain_verdict(p, "def g(x):\n    return x\n", LIMITS)
+    assert (v.status, v.tests) == ("error", ["not_run"] * 3)
+
+
 def test_known_open_and_intended_name_corpus_programs():
     ids = {p.id for p in load_corpus(FEATURES, builtin=(), humaneval=False, mutants_per_program=0)}
     assert KNOWN_OPEN <= ids

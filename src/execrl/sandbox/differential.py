@@ -24,7 +24,12 @@ its ``error``, a CPU-time or wall-clock limit its ``timeout``, and the tests aft
 loads (or whose setup raises) an ``error`` with every test ``not_run``. ``stdio`` mode runs
 ``python solution.py`` once per test with the test's input and compares the output with
 :func:`execrl.sandbox.host_judge.stdio_equal` (the tests' own comparison); after a timeout the
-remaining tests are ``not_run``, as in the sandbox. ``call`` mode is not covered.
+remaining tests are ``not_run``, as in the sandbox. ``call`` mode loads the program as ``assert``
+mode does, then per test calls the entry point (a method of a fresh ``Solution()`` where the
+program defines one with it, else the global function) on a fresh copy of the test's JSON
+arguments and compares the result with :func:`execrl.sandbox._judge_compare.call_equal` (the
+tests' own comparison): equal is a pass, unequal a fail, an exception an error; an entry point
+the program does not define is an ``error`` with every test ``not_run``.
 """
 
 from __future__ import annotations
@@ -246,10 +251,16 @@ def mutants(code: str, seed: str, per_program: int = 1) -> list[tuple[str, str]]
 # Plain Python
 # --------------------------------------------------------------------------------------
 
+_COMPARE_SOURCE = open(os.path.join(os.path.dirname(__file__), "_judge_compare.py"), encoding="utf-8").read()
+"""The call tests' comparison, run by the plain interpreter (it imports nothing of execrl)."""
+
 _HARNESS = r'''
 import json, os, sys
 spec = json.load(open(sys.argv[1], encoding="utf-8"))
 fd = int(sys.argv[2])
+compare = {}
+if spec.get("compare"):  # call mode: the tests' comparison, loaded before the program
+    exec(compile(spec["compare"], "_judge_compare.py", "exec"), compare)
 sys.argv[:] = ["solution.py"]
 sys.path[0] = os.getcwd()
 def emit(*rec):
@@ -270,7 +281,11 @@ try:
 except BaseException as e:
     emit("l", type(e).__name__)
     os._exit(0)
-for i, test in enumerate(spec["tests"]):
+g = module.__dict__
+if spec.get("entry_point") and spec["entry_point"] not in g and "Solution" not in g:
+    emit("l", "NameError")
+    os._exit(0)
+for i, test in enumerate(spec["tests"] if not spec.get("entry_point") else ()):
     try:
         exec(compile(test, f"<test {i}>", "exec"), module.__dict__)
     except AssertionError:
@@ -279,6 +294,19 @@ for i, test in enumerate(spec["tests"]):
         emit("t", "error", type(e).__name__)
     else:
         emit("t", "pass", None)
+for args, expected in spec["calls"] if spec.get("entry_point") else ():
+    name = spec["entry_point"]
+    try:
+        solution = g.get("Solution")
+        fn = getattr(solution(), name) if isinstance(solution, type) and hasattr(solution, name) else g[name]
+        got = fn(*json.loads(json.dumps(args)))
+    except Exception as e:
+        emit("t", "error", type(e).__name__)
+        continue
+    if compare["call_equal"](got, expected):
+        emit("t", "pass", None)
+    else:
+        emit("t", "fail", "WrongAnswer")
 for stream in (sys.stdout, sys.stderr):
     try:
         stream.flush()
@@ -418,11 +446,15 @@ def plain_verdict(problem: Problem, code: str, limits: ExecutionLimits, python: 
             fh.write(code)
         if problem.test_type == "stdio":
             return _plain_stdio(problem, python, cwd, limits)
-        if problem.test_type != "assert":
+        if problem.test_type not in ("assert", "call"):
             raise ValueError(f"problem {problem.id!r}: test type {problem.test_type!r} is not covered")
+        spec = {"code": code, "setup": problem.setup_code, "tests": list(problem.tests)}
+        if problem.test_type == "call":
+            spec = {"code": code, "setup": "", "tests": [], "entry_point": problem.entry_point,
+                    "calls": [[t["args"], t["expected"]] for t in problem.tests], "compare": _COMPARE_SOURCE}
         spec_path = os.path.join(top, "spec.json")
         with open(spec_path, "w", encoding="utf-8") as fh:
-            json.dump({"code": code, "setup": problem.setup_code, "tests": list(problem.tests)}, fh)
+            json.dump(spec, fh)
         harness = os.path.join(top, "harness.py")
         with open(harness, "w") as fh:
             fh.write(_HARNESS)
@@ -585,6 +617,6 @@ def load_corpus(features: str | os.PathLike | None = None, *, builtin: Sequence[
         for entry in runpy.run_path(str(features))["PROGRAMS"]:
             family = entry["id"].split("/")[0]
             p = Problem(id=f"feature/{entry['id']}", prompt=entry["id"], test_type=entry.get("test_type", "assert"),
-                        tests=entry["tests"], setup_code=entry.get("setup", ""))
+                        tests=entry["tests"], setup_code=entry.get("setup", ""), entry_point=entry.get("entry_point"))
             programs.append(Program(p.id, f"feature:{family}", p, entry["code"], entry.get("intended")))
     return programs
