@@ -90,18 +90,21 @@ def left_out_of_report(result_config: dict[str, Any]) -> list[str]:
     `code_game` and `spiral`, if the tiny model's warm start writes examples of theirs), method
     variants and overrides of methods it does not run, `tiny_model` without a tiny model, and
     `generation.vllm` where the generation backend is not vLLM."""
-    from execrl.training_settings import method_rows
+    from execrl.methods import METHODS
 
-    rows = method_rows(result_config)
+    # each method's sections, a variant's those of the method it trains as
+    settings = {name: method.settings for name, method in METHODS.items()}
+    for name, variant in (result_config.get("method_variants") or {}).items():
+        settings[name] = METHODS[variant["method"]].settings if variant.get("method") in METHODS else ()
     methods = result_config["experiment"]["methods"]
-    read = {"prompt", "execution"}.union(*(rows[name].settings for name in methods if name in rows))
+    read = {"prompt", "execution"}.union(*(settings.get(name, ()) for name in methods))
     models = result_config.get("models", {})
     tiny = any(model_kind(models[name]["source"]) == "tiny" for name in result_config["experiment"]["models"]
                if name in models)
     sft = result_config.get("tiny_model", {}).get("sft", {}) if tiny else {}
     read |= {section for section, share in (("srrl", "refinement_share"), ("code_game", "code_game_share"),
                                             ("spiral", "game_examples")) if sft.get(share)}
-    left = [section for section in dict.fromkeys(s for row in rows.values() for s in row.settings)
+    left = [section for section in dict.fromkeys(s for sections in settings.values() for s in sections)
             if section in result_config and section not in read]
     if not tiny and "tiny_model" in result_config:
         left.append("tiny_model")
