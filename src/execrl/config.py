@@ -90,12 +90,10 @@ def left_out_of_report(result_config: dict[str, Any]) -> list[str]:
     `code_game` and `spiral`, if the tiny model's warm start writes examples of theirs), method
     variants and overrides of methods it does not run, `tiny_model` without a tiny model, and
     `generation.vllm` where the generation backend is not vLLM."""
-    from execrl.methods import METHODS
+    from execrl.methods import with_variants
 
     # each method's sections, a variant's those of the method it trains as
-    settings = {name: method.settings for name, method in METHODS.items()}
-    for name, variant in (result_config.get("method_variants") or {}).items():
-        settings[name] = METHODS[variant["method"]].settings if variant.get("method") in METHODS else ()
+    settings = {name: row.settings for name, row in with_variants(result_config.get("method_variants") or {}).items()}
     methods = result_config["experiment"]["methods"]
     read = {"prompt", "execution"}.union(*(settings.get(name, ()) for name in methods))
     models = result_config.get("models", {})

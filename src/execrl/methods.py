@@ -121,12 +121,20 @@ def trained_methods(names, rows: dict[str, Method] | None = None) -> list[str]:
     return [name for name in names if rows[name].trained]
 
 
+def with_variants(variants: dict) -> dict[str, Method]:
+    """The registry's methods plus a config's `method_variants`, each a row of its base method
+    under the variant's name."""
+    rows = dict(METHODS)
+    for name, variant in variants.items():
+        base = METHODS[variant["method"]]
+        rows[name] = Method(**{**base.__dict__, "name": name, "variant_of": base.name})
+    return rows
+
+
 def register_variants(variants: dict) -> None:
     """Add a config's `method_variants` to METHODS, in a process that reads one config only (the
     report's scripts), so that a variant is looked up as the method it trains as."""
-    for name, variant in variants.items():
-        base = METHODS[variant["method"]]
-        METHODS[name] = Method(**{**base.__dict__, "name": name, "variant_of": base.name})
+    METHODS.update(with_variants(variants))
 
 
 @dataclass(frozen=True)

@@ -17,17 +17,13 @@ from __future__ import annotations
 import copy
 
 from execrl.config import RUNTIME_SETTINGS, without_runtime_settings
-from execrl.methods import METHODS, Method
+from execrl.methods import Method, with_variants
 
 
 def method_rows(config: dict) -> dict[str, Method]:
     """The registry's methods plus the config's `method_variants`, each a row of its base method
     under the variant's name."""
-    rows = dict(METHODS)
-    for name, variant in config.get("method_variants", {}).items():
-        base = METHODS[variant["method"]]
-        rows[name] = Method(**{**base.__dict__, "name": name, "variant_of": base.name})
-    return rows
+    return with_variants(config.get("method_variants", {}))
 
 
 def registry_name(config: dict, method: str) -> str:

@@ -285,7 +285,7 @@ g = module.__dict__
 if spec.get("entry_point") and spec["entry_point"] not in g and "Solution" not in g:
     emit("l", "NameError")
     os._exit(0)
-for i, test in enumerate(spec["tests"] if not spec.get("entry_point") else ()):
+for i, test in enumerate(spec["tests"]):
     try:
         exec(compile(test, f"<test {i}>", "exec"), module.__dict__)
     except AssertionError:
@@ -294,7 +294,7 @@ for i, test in enumerate(spec["tests"] if not spec.get("entry_point") else ()):
         emit("t", "error", type(e).__name__)
     else:
         emit("t", "pass", None)
-for args, expected in spec["calls"] if spec.get("entry_point") else ():
+for args, expected in spec.get("calls", ()):
     name = spec["entry_point"]
     try:
         solution = g.get("Solution")

@@ -45,9 +45,7 @@ def prepare(problem: Problem) -> Prepared:
     prepared = _prepare(problem)
     json.dumps(prepared.child_spec, ensure_ascii=False).encode("utf-8", "surrogatepass")  # as the worker gets it
     if prepared.test_type == "stdio":
-        for i, (given, _) in enumerate(prepared.tests):
-            if not isinstance(given, str):
-                raise TypeError(f"test {i}: the input is {type(given).__name__}, not text")
+        for i, (given, _) in enumerate(prepared.tests):  # text: `Problem` checks it
             try:
                 given.encode("utf-8", "surrogateescape")  # as the run's stdin is written
             except UnicodeEncodeError as e:
