@@ -239,6 +239,36 @@ def test_problems_without_a_task_are_each_their_own(tmp_path):
     assert set(stats.compare_methods(mixed, [("m", "base")], n_boot=200)["n_tasks"]) == {22}
 
 
+def test_ids_pandas_would_read_as_missing_or_as_one_number_stay_problems(tmp_path):
+    """per_problem.tsv is written and read back before any interval: ids `NA`, `nan`, `None`
+    (read as missing by pandas' defaults, then dropped by the pivot) and `1`, `01`, `001` (read as
+    one number) are problems like any other, so the failing ones still count."""
+    ids = ["NA", "nan", "None", "null", "1", "01", "001", "add"]
+    problems = [Problem(id=i, prompt="Write f(x).", test_type="assert", tests=["assert f(1) == 1"], entry_point="f")
+                for i in ids]  # fmt: skip
+    annotations = [{"problem_id": i, "status": "pass" if i == "add" else "fail", "tests_passed": 0, "tests_total": 1}
+                   for i in ids for _ in range(2)]  # fmt: skip
+    evaluation = evaluate_annotations(problems, annotations, ks=[1])
+    evaluation["run"] = {"dataset": "d", "model": "x", "method": "base", "seed": 0, "split": "test"}
+    (tmp_path / "base.json").write_text(json.dumps(evaluation))
+    table = tmp_path / "per_problem.tsv"
+    per_problem_table([tmp_path / "base.json"]).to_csv(table, sep="\t", index=False)
+    runs = read_tsv(table)
+    assert sorted(runs["problem_id"]) == sorted(ids) and runs["task"].isna().all()
+    matrix, _, problems_read, _ = stats.run_matrix(runs)
+    assert sorted(problems_read) == sorted(ids) and matrix[..., 0].mean() == pytest.approx(1 / 8)
+    curve = stats.pass_at_k_curves(runs, n_boot=50).iloc[0]
+    assert curve["n_problems"] == 8 and curve["mean"] == pytest.approx(1 / 8)
+
+
+def test_a_run_matrix_refuses_ids_it_would_drop_or_merge():
+    runs = pd.DataFrame({"seed": [0, 0, 0], "problem_id": ["a", "b", "b"], "n": [2, 2, 2], "c": [0, 1, 2]})
+    with pytest.raises(ValueError, match="problem 'b' appears more than once in seed 0"):
+        stats.run_matrix(runs)
+    with pytest.raises(ValueError, match="no problem id"):
+        stats.run_matrix(runs.assign(problem_id=["a", None, "b"]))
+
+
 def test_builtin_problems_name_their_task_by_the_reference_up_to_renaming():
     problems = builtin.generate("test", seed=0, n=120, names_per_task=3)
     pairs = {(p.metadata["task"], builtin.reference_key(p)) for p in problems}

@@ -69,9 +69,18 @@ def outcome_table(evaluation_paths: Iterable[str | Path]) -> pd.DataFrame:
     return frame.sort_values(RUN_KEYS, kind="stable").reset_index(drop=True)
 
 
+TEXT_COLUMNS = ("dataset", "model", "method", "baseline", "split", "problem_id", "task", "status")
+"""Columns of names and ids: read as the text they are."""
+
+
 def read_tsv(path: str | Path) -> pd.DataFrame:
-    """A report table, with ids kept as text (a dataset or model named `1` stays a string)."""
-    frame = pd.read_csv(path, sep="\t", dtype={"dataset": str, "model": str, "method": str, "split": str, "task": str})
+    """A report table, with names and ids kept as text: a problem id `01` stays `01` (not the
+    number 1, which `1` also reads as) and `NA`, `nan` or `None` stay ids (pandas reads them as
+    missing by default, and a missing id drops out of every pivot). Only an empty cell is missing:
+    it is what `to_csv` writes for one."""
+    columns = pd.read_csv(path, sep="\t", nrows=0).columns
+    text = {column: str for column in columns if column in TEXT_COLUMNS}
+    frame = pd.read_csv(path, sep="\t", dtype=text, keep_default_na=False, na_values=dict.fromkeys(columns, [""]))
     if "seed" in frame:
         frame["seed"] = frame["seed"].astype(int)
     return frame

@@ -73,6 +73,14 @@ def run_matrix(runs: pd.DataFrame) -> tuple[np.ndarray, list[int], list[str], in
     if len(n_values) != 1:
         raise ValueError(f"runs of one method have different sample counts: {sorted(n_values)}")
     n = int(n_values[0])
+    # a pivot drops a missing id and keeps one row of repeated ones: either would take problems
+    # out of pass@k without a word
+    if runs["problem_id"].isna().any():
+        raise ValueError("runs with no problem id (a table read with ids taken for missing values?)")
+    repeated = runs.duplicated(["seed", "problem_id"])
+    if repeated.any():
+        first = runs[repeated].iloc[0]
+        raise ValueError(f"problem {first['problem_id']!r} appears more than once in seed {first['seed']}'s run")
     counts = runs.pivot_table(index="seed", columns="problem_id", values="c", aggfunc="first").dropna(axis=1)
     table = pass_at_k_table(n)
     matrix = table[counts.to_numpy(dtype=int)]  # seeds × problems × k
