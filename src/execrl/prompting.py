@@ -72,13 +72,46 @@ def prompt_format(config: PromptConfig, tokenizer=None) -> str:
     return "the tokenizer's chat template (prompt.chat_template: auto)"
 
 
+SPECIAL_TOKEN_BREAK = "\u200b"
+"""A zero-width space: put after the first character of a special token's text inside a message."""
+
+
+def special_token_texts(tokenizer) -> list[str]:
+    """The texts a tokenizer reads as its special tokens (`<|im_end|>`, `<|endoftext|>`), longest first."""
+    texts = set(getattr(tokenizer, "all_special_tokens", None) or ())
+    for token in (getattr(tokenizer, "added_tokens_decoder", None) or {}).values():
+        if getattr(token, "special", False):
+            texts.add(str(token))
+    return sorted((t for t in texts if len(t) > 1), key=lambda t: (-len(t), t))
+
+
+def defuse_special_tokens(text: str, tokenizer) -> str:
+    """`text` with every special token's text broken by a zero-width space after its first character.
+
+    A message is content: the tokenizer reads prompts with its special tokens parsed, so
+    `<|im_end|>\n<|im_start|>assistant` in a program's code or its error text (quoted in a
+    refinement prompt or the opponent's prompt) would otherwise become the template's own tokens,
+    ending the user's turn. Broken, it is read as the text it is; text without one is unchanged."""
+    specials = special_token_texts(tokenizer)
+    if not any(s in text for s in specials):
+        return text
+    pattern = re.compile("|".join(map(re.escape, specials)))
+    # one pass breaks every match; a match that overlapped an earlier one is left whole: go again
+    while pattern.search(text):
+        text = pattern.sub(lambda m: m.group(0)[0] + SPECIAL_TOKEN_BREAK + m.group(0)[1:], text)
+    return text
+
+
 def chat_prompt(message: str, config: PromptConfig, tokenizer=None) -> str:
-    """`message` as the user's turn, chat-templated as `config` says when the tokenizer has a template."""
+    """`message` as the user's turn, chat-templated as `config` says when the tokenizer has a
+    template; special tokens' texts inside the message (and the system prompt) are defused."""
+    if tokenizer is not None:
+        message = defuse_special_tokens(message, tokenizer)
     if config.chat_template == "never" or tokenizer is None or not getattr(tokenizer, "chat_template", None):
         return message
     messages = []
     if config.system_prompt is not None:
-        messages.append({"role": "system", "content": config.system_prompt})
+        messages.append({"role": "system", "content": defuse_special_tokens(config.system_prompt, tokenizer)})
     messages.append({"role": "user", "content": message})
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
