@@ -8,6 +8,7 @@ from execrl.datasets import load_split
 from execrl.report import splits
 from execrl.report.html import skipped_rows_html
 from execrl.report.summary import markdown
+from execrl.report.tables import markdown_code
 
 OPTIONS = {"n_warmup": 60, "n_train": 30, "n_test": 20}
 
@@ -46,8 +47,8 @@ def test_markdown_prints_the_overlap_line(tmp_path):
     test = load_split("builtin", "test", options=OPTIONS)
     [row] = splits.overlap_rows([write_manifest(tmp_path / "builtin-abc123", test, "test")])
     summary = json.loads((REPO / "docs" / "results" / "embedded-default.summary.json").read_text())
-    assert splits.sentence(row) not in markdown(summary, [1])
-    assert splits.sentence(row) in markdown({**summary, "split_overlap": [row]}, [1])
+    assert splits.sentence(row, markdown_code) not in markdown(summary, [1])
+    assert splits.sentence(row, markdown_code) in markdown({**summary, "split_overlap": [row]}, [1])
 
 
 def write_split(folder, split, rows):
@@ -90,10 +91,42 @@ def test_a_split_that_left_malformed_rows_out_is_named_in_the_report(tmp_path):
     assert text.startswith("mine test split: 2 malformed row(s) left out (on_malformed: skip), 1 problems kept")
     assert "line 2" in text and "line 3" in text, text
     summary = json.loads((REPO / "docs" / "results" / "embedded-default.summary.json").read_text())
-    assert text not in markdown(summary, [1])
-    assert text in markdown({**summary, "skipped_rows": [row]}, [1])
+    assert splits.skipped_sentence(row, markdown_code) not in markdown(summary, [1])
+    assert splits.skipped_sentence(row, markdown_code) in markdown({**summary, "skipped_rows": [row]}, [1])
     assert html.escape(text) in skipped_rows_html([row])
     (tmp_path / "clean.jsonl").write_text(json.dumps(good) + "\n")
     clean = load_split("jsonl", "test", source=str(tmp_path / "clean.jsonl"), on_malformed="skip")
     assert splits.skipped_rows([write_manifest(tmp_path / "clean-abc123", clean, "test")]) == []
     assert skipped_rows_html([]) == ""
+
+
+HOSTILE_IDS = ["z\n\n# Injected\n<img src=x onerror=alert(6)>", "a`b``c", "`", " ", "[x](https://example.org)", "**bold**\u2028- item"]
+
+
+def test_data_set_text_in_summary_md_stays_text(tmp_path):
+    """Problem ids and a malformed row's message come from the data set: in summary.md they are
+    code spans, so none becomes a heading, a list item, a link, emphasis or HTML."""
+    from markdown_it import MarkdownIt
+
+    overlap = {"kind": "shared_problems", "dataset": "mine", "split": "test", "problems": 6, "other_splits": ["train"],
+               "sharing_an_id": 6, "sharing_a_prompt": 0, "examples": HOSTILE_IDS}  # fmt: skip
+    skipped = {"dataset": "mine", "split": "test", "problems": 1, "skipped": 2,
+               "examples": [{"row": "line 2", "error": "metadata must be an object, got '<script>alert(5)</script>\\n# H1'"},
+                            {"row": "line\n# 3", "error": "x"}]}  # fmt: skip
+    summary = json.loads((REPO / "docs" / "results" / "embedded-default.summary.json").read_text())
+    plain = MarkdownIt().parse(markdown(summary, [1]))
+    page = markdown({**summary, "split_overlap": [overlap], "skipped_rows": [skipped]}, [1])
+    tokens = MarkdownIt().parse(page)
+
+    def kinds(tokens):
+        return sorted({t.type for t in tokens} | {c.type for t in tokens for c in t.children or ()})
+
+    assert kinds(tokens) == kinds(plain)  # no new kind of element: no html, image, link, em, strong
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert headings == [tokens[i + 1].content for i, t in enumerate(plain) if t.type == "heading_open"]
+    spans = {c.content for t in tokens for c in t.children or () if c.type == "code_inline"}
+    # each id reads back as itself, its line breaks as escapes (a code span's edge spaces are dropped)
+    assert {"z\\n\\n# Injected\\n<img src=x onerror=alert(6)>", "a`b``c", "`", "[x](https://example.org)",
+            "**bold**\\u2028- item"} <= spans  # fmt: skip
+    for text in HOSTILE_IDS:
+        assert "\n" not in markdown_code(text)

@@ -73,8 +73,8 @@ def shared_problem_rows(problem_paths: Iterable[str | Path], eval_splits: Iterab
     return rows
 
 
-def sentence(row: dict) -> str:
-    """The report's line for one row."""
+def sentence(row: dict, quote=str) -> str:
+    """The report's line for one row; `quote` writes a problem id (the data set's text)."""
     if row.get("kind") == "shared_problems":
         others = " or ".join(row["other_splits"])
         head = f"{row['dataset']} {row['split']} split: {row['problems']} problems; "
@@ -82,7 +82,7 @@ def sentence(row: dict) -> str:
             return head + f"none shares an id or a prompt with the {others} split."
         return head + (
             f"{row['sharing_an_id']} share an id and {row['sharing_a_prompt']} a prompt with the {others} split "
-            f"(e.g. {', '.join(row['examples'])}): where that split is trained on, they measure problems training saw."
+            f"(e.g. {', '.join(map(quote, row['examples']))}): where that split is trained on, they measure problems training saw."
         )
     share = row["share_sharing_a_shape"]
     only = row["templates_only_here"]
@@ -116,9 +116,10 @@ def skipped_rows(manifest_paths: Iterable[str | Path], examples: int = 3) -> lis
     return rows
 
 
-def skipped_sentence(row: dict) -> str:
-    """The report's line for one split that left malformed rows out."""
-    shown = "; ".join(f"{example['row']}: {example['error']}" for example in row["examples"])
+def skipped_sentence(row: dict, quote=str) -> str:
+    """The report's line for one split that left malformed rows out; `quote` writes a row's label
+    and message (they quote the data set's text)."""
+    shown = "; ".join(f"{quote(example['row'])}: {quote(example['error'])}" for example in row["examples"])
     more = f"; and {row['skipped'] - len(row['examples'])} more" if row["skipped"] > len(row["examples"]) else ""
     return (
         f"{row['dataset']} {row['split']} split: {row['skipped']} malformed row(s) left out (on_malformed: skip), "

@@ -223,8 +223,8 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
     parts += ["## At a glance", ""] + [f"- {s}" for s in summary["findings"]] + [""]
     columns, rows = tables.main_table_rows(summary["summary"], split, ks)
     parts += [f"## Summary ({split} split)", "", tables.markdown_table(columns, [[r["cells"][c] for c in columns] for r in rows]), ""]
-    overlap = [f"- {splits.sentence(row)}" for row in summary.get("split_overlap") or []]
-    overlap += [f"- {splits.skipped_sentence(row)}" for row in summary.get("skipped_rows") or []]
+    overlap = [f"- {splits.sentence(row, tables.markdown_code)}" for row in summary.get("split_overlap") or []]
+    overlap += [f"- {splits.skipped_sentence(row, tables.markdown_code)}" for row in summary.get("skipped_rows") or []]
     parts += [*overlap, ""] if overlap else []
     for heading, records in comparisons.by_title(summary["comparisons"], split):
         parts += [f"## {heading}", ""]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Sequence
 
 import pandas as pd
@@ -281,6 +282,17 @@ def frame_html(frame: pd.DataFrame, table_id: str | None = None, text_columns: i
         for record in frame.to_dict("records")
     ]
     return html_table([str(c) for c in frame.columns], rows, table_id=table_id, numeric_from=text_columns)
+
+
+def markdown_code(value) -> str:
+    """Text from a data set (a problem id, a malformed row's message) as an inline code span of
+    Markdown: shown as it is, never read as Markdown or HTML. Characters that would break the line
+    (newlines, other control and separator characters) are written as their escapes, and the span's
+    fence is longer than any run of backticks in the text."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value))
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def markdown_table(columns: list[str], rows: list[list[str]]) -> str:
