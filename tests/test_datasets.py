@@ -587,6 +587,52 @@ def test_a_row_the_format_refuses_is_named_by_its_line(tmp_path, change, message
         load_split("jsonl", "test", source=str(path))
 
 
+ROWS_PAST_PYTHONS_LIMITS = {
+    "int-past-4300-digits": (lambda row: json.dumps(row)[:-1] + ', "metadata": {"n": ' + "9" * 5000 + "}}",
+                             r"not valid JSON \(an integer of more than 4300 digits\)"),
+    "nested-100000-deep": (lambda row: json.dumps(row)[:-1] + ', "metadata": {"n": ' + "[" * 100_000 + "]" * 100_000 + "}}",
+                           r"not valid JSON \(nested too deeply\)"),
+    "lone-surrogate": (lambda row: json.dumps({**row, "prompt": "Add \ud800 two numbers."}),
+                       r"prompt holds a character UTF-8 cannot encode \('\\ud800' at 4\)"),
+    "test-nested-too-deeply": (lambda row: json.dumps({**row, "tests": [row["tests"][0], "assert " + "-" * 100_000 + "1"]}),
+                               r"assert test 1 is nested too deeply to compile"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ROWS_PAST_PYTHONS_LIMITS)
+def test_rows_past_pythons_limits_are_malformed_rows_named_by_their_line(tmp_path, case):
+    """json.loads and compile refused these with errors that named no file or row (a long integer's
+    told to raise a process-wide limit), or took them and a later stage failed (`prepare_dataset`
+    writing a lone surrogate). Each is now its row's error, and `on_malformed: skip` skips it."""
+    make_line, message = ROWS_PAST_PYTHONS_LIMITS[case]
+    good = _sample_problems()[0].to_dict()
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(good) + "\n" + make_line({**good, "id": "t/9"}) + "\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=rf"rows.jsonl: line 2( \(id 't/9'\))?: .*{message}") as caught:
+        load_split("jsonl", "test", source=str(path))
+    assert len(str(caught.value)) < 400
+    skipped = load_split("jsonl", "test", source=str(path), on_malformed="skip")
+    assert [p.id for p in skipped.problems] == [good["id"]] and skipped.manifest["skipped"][0]["row"].startswith("line 2")
+    write_problems(skipped.problems, tmp_path / "prepared.jsonl")  # what prepare_dataset writes next
+
+
+def test_a_row_split_at_unicode_line_separators_is_one_row(tmp_path):
+    """JSON Lines ends a row at `\n` only; U+2028 and U+0085 inside a string (json.dumps with
+    ensure_ascii=False writes them raw) are text, not line ends."""
+    problems = [{**p.to_dict(), "prompt": p.prompt + text} for p, text in zip(_sample_problems(), ("\u2028x", "\x85y", "\u2029z"))]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in problems), encoding="utf-8")
+    assert [p.to_dict() for p in load_split("jsonl", "test", source=str(path)).problems] == problems
+
+
+def test_a_malformed_rows_message_quotes_its_value_cut_short(tmp_path):
+    good = [p.to_dict() for p in _sample_problems()]
+    path = write_jsonl(tmp_path / "rows.jsonl", [good[0], {**good[0], "id": "t/9", "metadata": "x" * 10_000_000}])
+    with pytest.raises(DatasetError, match=r"line 2 \(id 't/9'\): .*metadata must be an object, got 'xxx+\.\.\.x+'$") as caught:
+        load_split("jsonl", "test", source=str(path))
+    assert len(str(caught.value)) < 300
+
+
 def test_a_split_without_problems_is_an_error_naming_the_file(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n\n")

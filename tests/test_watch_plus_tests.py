@@ -165,6 +165,23 @@ def test_unusable_references_keep_no_tests(executor):
     assert report.tests_per_problem[0] == 2
 
 
+def test_values_past_pythons_limits_skip_their_problem_not_the_data_set(executor):
+    """A hex literal of more than 4300 decimal digits compiles and evaluates, but cannot be written
+    back as source; a reference nested too deep for `ast.parse`. Each ended `make_plus_tests` for
+    every problem, naming none; now the first problem is skipped with its reason and the rest go on."""
+    huge = Problem(id="huge", prompt="x", test_type="assert", reference="def f(x, y):\n    return 1\n",
+                   tests=[f"assert f(0x{'f' * 4000}, 3) == 1", "assert f(2, 3) == 1"])
+    deep = Problem(id="deep", prompt="x", test_type="assert", tests=["assert g(1) == 1", "assert g(2) == 2"],
+                   reference="def g(x):\n    return x\ny = " + "-" * 100_000 + "1\n")
+    ok = Problem(id="ok", prompt="x", test_type="assert", tests=["assert h(1) == 2", "assert h(5) == 6"],
+                 reference="def h(x):\n    return x + 1\n")
+    out, report = make_plus_tests([huge, deep, ok], executor, PlusTestSettings(tests_per_problem=2),
+                                  alternatives={"deep": ["def g(x):\n    return x * 1\n"]})
+    assert report.skipped_problems["huge"] == "a test's arguments or expected value cannot be written back as source"
+    assert out[0].plus_tests == [] and len(out[2].plus_tests) == 2
+    assert "deep" not in report.skipped_problems or report.skipped_problems["deep"] == REFERENCE_FAILS
+
+
 @linux_only
 @pytest.mark.skipif(not (MBPP_DIR / "mbpp.jsonl").exists(), reason="MBPP data not available")
 def test_mbpp_problems_get_plus_tests(executor):

@@ -17,9 +17,12 @@ def iter_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                yield json.loads(line)
+                record = json.loads(line)
             except json.JSONDecodeError as error:
                 raise ValueError(f"{path}:{line_number}: not valid JSON ({error.msg})") from error
+            except (ValueError, RecursionError) as error:  # an integer past 4300 digits, deep nesting
+                raise ValueError(f"{path}:{line_number}: not readable as JSON here ({type(error).__name__}: {str(error)[:200]})") from error
+            yield record
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

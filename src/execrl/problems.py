@@ -17,6 +17,7 @@ One JSON object per line (see ``docs/formats.md``)::
 from __future__ import annotations
 
 import json
+import reprlib
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -106,10 +107,20 @@ def validation_errors(problem: Problem) -> list[str]:
     for name in ("entry_point", "reference"):
         value = getattr(problem, name)
         if value is not None and not isinstance(value, str):
-            errors.append(f"{name} must be a string or null, got {value!r}")
+            errors.append(f"{name} must be a string or null, got {_shown(value)}")
     if not isinstance(problem.metadata, dict):
-        errors.append(f"metadata must be an object, got {problem.metadata!r}")
+        errors.append(f"metadata must be an object, got {_shown(problem.metadata)}")
     return errors
+
+
+def _shown(value: Any) -> str:
+    """A value in a message, cut short (`reprlib`: long strings, long containers and deep ones
+    abbreviated with `...`): a malformed row's field can be megabytes."""
+    return _SHORT_REPR.repr(value)
+
+
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = _SHORT_REPR.maxlong = 80
 
 
 def uncompilable_test(problem: Problem) -> str | None:
@@ -123,6 +134,27 @@ def uncompilable_test(problem: Problem) -> str | None:
             compile(test, f"<test {i}>", "exec")
         except (SyntaxError, ValueError) as error:
             return f"assert test {i} is not valid Python ({getattr(error, 'msg', error)})"
+        except (MemoryError, RecursionError):  # CPython's parser on deep nesting (`not not ... x`)
+            return f"assert test {i} is nested too deeply to compile"
+    return None
+
+
+def unwritable_text(problem: Problem) -> str | None:
+    """The first field of `problem` holding a string UTF-8 cannot encode (a lone surrogate, which
+    JSON's `\\ud800` escape makes), or None: the problems file and every prompt are UTF-8."""
+    stack = [(name, getattr(problem, name)) for name in reversed(Problem.__dataclass_fields__)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as error:
+                return f"{where} holds a character UTF-8 cannot encode ({value[error.start]!r} at {error.start})"
+        elif isinstance(value, dict):
+            stack.extend((f"{where}.{key}", item) for key, item in reversed(value.items()))
+            stack.extend((f"{where} key", key) for key in value if isinstance(key, str))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((f"{where}[{i}]", item) for i, item in reversed(list(enumerate(value))))
     return None
 
 

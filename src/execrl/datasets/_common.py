@@ -6,12 +6,13 @@ import copy
 import hashlib
 import json
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from execrl.problems import Problem, uncompilable_test
+from execrl.problems import Problem, uncompilable_test, unwritable_text
 
 ON_MALFORMED = ("error", "skip")
 
@@ -101,7 +102,7 @@ class Collector:
             if problem.id in self._ids:
                 self.malformed(label, f"duplicate problem id {problem.id!r}")
                 return
-            if reason := uncompilable_test(problem):
+            if reason := uncompilable_test(problem) or unwritable_text(problem):
                 self.malformed(label, f"problem {problem.id!r}: {reason}")
                 return
             self._ids.add(problem.id)
@@ -199,24 +200,38 @@ def read_local_file(path: Path) -> list[RawRow]:
     if suffix == ".json" and text.lstrip().startswith("["):
         try:
             records = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise DatasetError(f"{path}: not a valid JSON array ({error})") from error
+        except (ValueError, RecursionError) as error:
+            raise DatasetError(f"{path}: not a valid JSON array ({json_error_text(error)})") from error
         return [RawRow(f"index {i}", record) for i, record in enumerate(records)]
     # JSON Lines (a .json file that is not an array is read as JSON Lines too).
     return json_lines_rows(text)
 
 
 def json_lines_rows(text: str) -> list[RawRow]:
-    """One row per non-blank line of JSON Lines text; a line that is not JSON is that row's error."""
+    """One row per non-blank line of JSON Lines text; a line that is not JSON is that row's error.
+    Lines end at `\n` only (JSON Lines' separator): `str.splitlines` would also end them inside a
+    string at U+2028 or U+0085, which JSON writers leave as they are."""
     rows = []
-    for line_number, line in enumerate(text.splitlines(), start=1):
+    for line_number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
             rows.append(RawRow(f"line {line_number}", json.loads(line)))
-        except json.JSONDecodeError as error:
-            rows.append(RawRow(f"line {line_number}", error=f"not valid JSON ({error.msg})"))
+        except (ValueError, RecursionError) as error:
+            rows.append(RawRow(f"line {line_number}", error=f"not valid JSON ({json_error_text(error)})"))
     return rows
+
+
+def json_error_text(error: ValueError | RecursionError) -> str:
+    """Why `json.loads` refused a text, in a few words: a syntax error's message, or the limit the
+    text went past (Python's own message for a long integer suggests raising a process-wide limit)."""
+    if isinstance(error, json.JSONDecodeError):
+        return error.msg
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
+    if "integer string conversion" in str(error):
+        return f"an integer of more than {sys.get_int_max_str_digits()} digits"
+    return _short(str(error), 200)
 
 
 def read_saved_dataset(path: Path, split: str | None) -> tuple[list[RawRow], bool]:

@@ -127,7 +127,7 @@ def _assert_call(test: str) -> tuple[str, tuple[Any, ...]] | str:
     """``assert f(<literals>) == <literal>`` as (f, args), or why it is not of that shape."""
     try:
         module = ast.parse(test)
-    except SyntaxError:
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
         return "a test does not parse"
     if len(module.body) != 1 or not isinstance(module.body[0], ast.Assert):
         return "a test is not one assert"
@@ -139,9 +139,13 @@ def _assert_call(test: str) -> tuple[str, tuple[Any, ...]] | str:
         return "a test's left side is not a plain call"
     try:
         args = tuple(ast.literal_eval(arg) for arg in call.args)
-        ast.literal_eval(compare.comparators[0])
+        expected = ast.literal_eval(compare.comparators[0])
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return "a test's arguments or expected value are not literals"
+    try:
+        repr((args, expected))  # held-out tests are written as source: every value must be
+    except ValueError:  # an integer past Python's limit on digits (a hex literal can be one)
+        return "a test's arguments or expected value cannot be written back as source"
     return call.func.id, args
 
 
@@ -537,7 +541,7 @@ def distinct_alternatives(problem: Problem, codes: Sequence[str]) -> list[str]:
 def _normalized(code: str) -> str:
     try:
         return ast.dump(ast.parse(code))
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, MemoryError, RecursionError):  # the last two: deep nesting
         return code.strip()
 
 
