@@ -193,3 +193,24 @@ def test_sandbox_verdicts_give_their_signals():
     # code and verdict signals together; a limit hit alone is no tampering
     assert {"process_exit", "protocol_violation"} <= set(signals(programs["protocol_violation"], results["protocol_violation"]))
     assert not is_tampering(signals(programs["limit_hit"], results["limit_hit"]))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
+@pytest.mark.parametrize("test_type", ["assert", "stdio", "call"])
+def test_a_programs_exception_named_as_a_verdict_is_not_that_verdict(test_type):
+    """The watch counts the sandbox's own error types, and a refinement prompt quotes them: a class
+    of the program's named `Timeout`, `ProtocolViolation` or `SIGKILL` is told apart, not counted."""
+    tests = {"assert": ["assert f(1) == 1"], "stdio": [{"input": "", "output": "1"}], "call": [{"args": [1], "expected": 1}]}
+    problem = Problem(id="p", prompt="x", test_type=test_type, tests=tests[test_type], entry_point="f")
+    raises = "f(1)\n" if test_type == "stdio" else ""
+    programs = {name: f"class {name}(Exception):\n    pass\ndef f(x):\n    raise {name}('the limit')\n{raises}"
+                for name in ("Timeout", "ProtocolViolation", "ProcessExited", "SIGKILL")}  # fmt: skip
+    programs["long"] = f"E = type('E' * 5000, (Exception,), {{}})\ndef f(x):\n    raise E('x')\n{raises}"
+    programs["builtin"] = f"def f(x):\n    raise MemoryError('x')\n{raises}"
+    with Executor(workers=1, limits=ExecutionLimits(timeout_s=2, memory_mb=512)) as executor:
+        results = {name: executor.run(problem, code).to_dict() for name, code in programs.items()}
+    for name in ("Timeout", "ProtocolViolation", "ProcessExited", "SIGKILL"):
+        assert results[name]["error_type"] == f"{name} (the program's class)", results[name]
+        assert verdict_signals(results[name]) == {}
+    assert results["long"]["error_type"] == "E" * 200 + "..."
+    assert results["builtin"]["error_type"] == "MemoryError"  # the interpreter's own class keeps its name

@@ -7,7 +7,8 @@ from __future__ import annotations
 import builtins
 import sys
 
-from execrl.sandbox._exchange import RESULT_FD, _bool, _dumps, _float, _int, _len, _os_write, _str, _text, _type
+from execrl.sandbox._exchange import (HARNESS_ERROR_TYPES, RESULT_FD, _bool, _dumps, _float, _id, _int, _len, _os_write,
+                                      _str, _text, _type)
 
 __builtins__ = dict(builtins.__dict__)  # a private snapshot, as in ``_exchange``
 
@@ -25,10 +26,16 @@ def _emit(record) -> None:
 
 
 def _exc_name(e) -> str:
+    """The name of ``e``'s class, as the verdict's ``error_type``; a class of the program's named as
+    one of the sandbox's own verdicts (``Timeout``, ``SIGKILL``) is told apart from it."""
     try:
-        return _type(e).__name__
+        t = _type(e)
+        name = _NAME(t)
     except BaseException:  # noqa: BLE001
         return "BaseException"
+    if _id(t) not in _BUILTIN_EXCEPTIONS and (name in HARNESS_ERROR_TYPES or name.startswith("SIG")):
+        name = f"{name[:100]} (the program's class)"
+    return name if _len(name) <= 200 else name[:200] + "..."
 
 
 def _format_exc(e, sources: dict) -> str:
