@@ -218,6 +218,7 @@ def test_cost_tables_attribute_jobs_to_rules_and_methods(tmp_path):
     write_benchmark(root / "train_grpo/d/big/0.tsv", 99, 99)  # a rule of an older workflow: left out
     write_benchmark(root / "build_rl_dataset/d/big/pairs-81d0e4/0.tsv", 36, 36)
     write_benchmark(root / "generate_candidates/d/big/grpo/0/test.tsv", 360, 360)
+    write_benchmark(root / "generate_candidates/d/big/base/0/test.tsv", 180, 180)
     write_benchmark(root / "prepare_dataset/d/test.tsv", 10, 5)
     write_benchmark(root / "summarize_evaluations.tsv", 1, 1)  # a report job: not counted
     write_benchmark(root / "analyze_diversity/d/big/grpo/0/test.tsv", 2, 2)  # a report job with wildcards: not counted
@@ -240,7 +241,9 @@ def test_cost_tables_attribute_jobs_to_rules_and_methods(tmp_path):
     methods = cost.per_method(jobs).set_index("method")
     assert methods.loc["dpo", "training_wall_h"] == pytest.approx(0.51)
     assert methods.loc["grpo", "evaluation_wall_h"] == pytest.approx(0.1)
-    assert cost.totals(jobs)["jobs"] == 6
+    # base trains nothing: its training cost is missing (shown as –), not 0
+    assert methods.loc["base", "evaluation_wall_h"] == pytest.approx(0.05) and methods.loc["base"].isna().sum() == 3
+    assert cost.totals(jobs)["jobs"] == 7
     assert cost.job_table(tmp_path / "missing", {}).empty
 
 
@@ -310,6 +313,15 @@ def test_training_metrics_in_long_format(metrics_files):
     assert summary_frame.loc["grpo", "steps"] == 8 and summary_frame.loc["grpo", "samples_drawn"] == 256
     assert summary_frame.loc["srrl", "final_c2_pass_rate"] == pytest.approx(0.4)
     assert summary_frame.loc["dpo", "final_preference_accuracy"] == pytest.approx(0.7)
+    # the table's "final" values are the last window of the training windows: one definition of the end
+    windows = training.training_windows(metrics)
+    for method, metric, column in (("grpo", "execution/pass_rate", "final_pass_rate"), ("srrl", "srrl/c2_pass_rate", "final_c2_pass_rate")):
+        last = windows[(windows["method"] == method) & (windows["metric"] == metric)]["last"].item()
+        assert summary_frame.loc[method, column] == pytest.approx(last)
+    twenty = pd.DataFrame({"dataset": "d", "model": "m", "method": "grpo", "seed": 0, "step": range(1, 21),
+                           "metric": "execution/pass_rate", "value": [float(v) for v in range(20)], "elapsed_s": 1.0,
+                           "samples": 1.0})  # fmt: skip
+    assert training.training_summary(twenty)["final_pass_rate"].item() == 17.5  # steps 17-20, not the last tenth's 18.5
     assert training.smoothing_window(7) == 1 and training.smoothing_window(200) == 10
 
 
@@ -525,6 +537,19 @@ def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_probl
             assert shown["Δ pass@1 vs base"] == tables.fmt_signed(mine["vs_baseline"]["delta_pass_at_1"])
     for sentence in record["findings"]:
         assert sentence.replace("'", "&#x27;") in page and sentence in markdown
+    # the difference to base at every k on both splits: summary.json, the page and summary.md
+    assert {(r["method"], r["split"], r["k"]) for r in record["vs_base"]} == {
+        (m, s, k) for m in ("grpo", "srrl") for s in ("train", "test") for k in (1, 2, 4)}
+    header, rows = parse_table(page, "vs-base-every-k")
+    assert header == ["dataset", "model", "split", "method", "k", "Δ pass@k vs base", "Δ 95% CI", "seeds"]
+    for row in record["vs_base"]:
+        cells = [row["dataset"], row["model"], row["split"], row["method"], str(row["k"]), tables.fmt_signed(row["delta"]),
+                 tables.fmt_interval(row["ci_low"], row["ci_high"], signed=True), str(row["n_seeds"])]  # fmt: skip
+        assert cells in [c for _, c in rows]
+        assert "| " + " | ".join(cells) + " |" in markdown
+    at_one = next(r for r in record["vs_base"] if (r["method"], r["split"], r["k"]) == ("grpo", "test", 1))
+    grpo_test = next(r for r in record["summary"] if (r["method"], r["split"]) == ("grpo", "test"))
+    assert at_one["delta"] == grpo_test["vs_baseline"]["delta_pass_at_1"]  # the Summary's Δ is its k = 1 row
     assert record["rl_data"][0]["pairs"] == 20
     assert 'id="changed-problems"' in page and "toy/0" in page
     assert record["refinements"][0]["c2_pass_rate"] == 1.0
@@ -735,7 +760,11 @@ def test_a_finding_names_training_cost_only_for_a_method_that_trained():
                                   record("grpo", 0.35, 0.25)], "test")  # fmt: skip
     cool = next(s for s in sentences if s.startswith("base_low_temp"))
     trained = next(s for s in sentences if s.startswith("grpo"))
-    assert "training took" not in cool and cool.endswith("broke 1.")
+    assert "training took" not in cool and cool.endswith("broke 1 (of its 4 samples, at least one passes).")
+    # one seed: the interval holds the problems' spread, not the seeds' (as the pairwise sentences say)
+    assert "95% CI [+0.010, +0.200]) (one seed: seed-to-seed noise not measured); fixed 2 problems" in trained
+    several = summary.findings([record("base", 0.3, None), {**record("grpo", 0.35, 0.25), "n_seeds": 3}], "test")
+    assert "one seed" not in several[-1]
     # it trains nothing, so it did not "help": it scored otherwise
     assert cool.startswith("base_low_temp (trains nothing: a control) scored higher than base: pass@1 0.400")
     assert trained.startswith("grpo helped: pass@1 0.350")

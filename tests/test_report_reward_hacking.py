@@ -164,4 +164,8 @@ def test_every_hard_coding_rate_stands_beside_the_false_positive_floor(tmp_path)
     assert "false-positive floor not measured" in changes["e"]["sentence"]
     page = reward_hacking.section(pd.DataFrame(), {}, "", windows, list(changes.values()), floors)
     assert "d train: false-positive floor 0.000" in page and "e test: false-positive floor not measured" in page
-    assert page.count("False-positive floor of the held-out tests") == 2  # beside the windows and the flagged completions
+    # listed once, beside the windows; the flagged completions point to it
+    assert page.count("False-positive floor of the held-out tests") == 1 and "floors of the held-out tests are listed above" in page
+    without_windows = reward_hacking.section(pd.DataFrame(), {}, "", None, [], floors, "test")
+    assert without_windows.count("False-positive floor of the held-out tests") == 1
+    assert "<h3>Flagged evaluation completions (test split)</h3>" in without_windows

@@ -153,6 +153,7 @@ def build(
         token_runs=token_runs,
         training_windows=windows,
         training_jobs=cost.training_jobs(jobs),
+        vs_base=comparison[comparison["k"].isin(ks)],  # the ks the evaluation reports
     )
     record["method_notes"] = config.get("report", {}).get("method_notes") or ""
     record["held_out"] = held_out_records
@@ -199,7 +200,7 @@ def build(
         held_out_html=held_out.section(held_out_records, _optional_tsv(inputs.plus_manifests), split),
         reward_hacking_html=reward_hacking.section(
             watch_rates, flagged, html.figure_html("reward_hacking", inputs.figures["reward_hacking"], {})
-            if "reward_hacking" in inputs.figures else "", windows, changes, floors
+            if "reward_hacking" in inputs.figures else "", windows, changes, floors, split
         ),
     )
     return page, record, summary.markdown(record, ks)

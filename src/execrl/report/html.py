@@ -71,7 +71,8 @@ FIGURES = {
         "Outcomes before and after training",
         "Share of all sampled candidates by the sandbox's verdict: syntax error (does not compile), runtime error "
         "(an exception other than a wrong answer, or a crash), timeout, wrong answer (ran, a test failed), pass. "
-        "base is before training; the other methods after.",
+        "base is the model before training, as are base's variants (base sampled otherwise, such as base_low_temp); "
+        "the other methods are after training.",
     ),
     "training_steps": (
         "training",
@@ -248,6 +249,16 @@ def figure_html(name: str, path: str | Path, caption_values: dict | None = None)
     )
 
 
+def vs_base_html(rows: list[dict]) -> str:
+    """The difference to base at every k and on every split (the Summary has pass@1 on one split)."""
+    if not rows:
+        return ""
+    return ("<details><summary>Δ vs base at every k, every split</summary>"
+            '<p class="caption">pass@k of each method minus the base model\'s, on the same problems and seeds, with the '
+            f"interval of the Summary's Δ ({html.escape(stats.INTERVAL_RULE)}).</p>"
+            f'{tables.frame_html(tables.vs_base_frame(rows), table_id="vs-base-every-k", text_columns=5)}</details>')
+
+
 def split_overlap_html(rows: list[dict]) -> str:
     """What each evaluated split shares with the others (builtin: program shapes, never a task;
     other adapters: problems with the same id or prompt)."""
@@ -400,8 +411,8 @@ def windows_frame(windows: list[dict]) -> pd.DataFrame:
         interval = not tables.is_missing(w.get("change_ci_low"))
         rows.append({
             "method": w["method"], "seed": str(w["seed"]), "metric": w["metric"],
-            "first fifth": f"{tables.fmt(w['first'])} (steps {w['first_steps'][0]}–{w['first_steps'][1]})",
-            "last fifth": f"{tables.fmt(w['last'])} (steps {w['last_steps'][0]}–{w['last_steps'][1]})",
+            "first fifth": f"{tables.fmt(w['first'])} (steps {tables.fmt_steps(w['first_steps'])})",
+            "last fifth": f"{tables.fmt(w['last'])} (steps {tables.fmt_steps(w['last_steps'])})",
             "last − first": tables.fmt_signed(w["last"] - w["first"]),
             "95% CI": tables.fmt_interval(w["change_ci_low"], w["change_ci_high"], signed=True) if interval else tables.MISSING,
             "change": ("resolved: the interval excludes 0" if w["change_resolved"] else "not resolved: 0 inside the interval")
@@ -473,13 +484,18 @@ def render(
     training_table = (
         tables.frame_html(training.rename(columns=SUMMARY_LABELS), table_id="training-summary", text_columns=4,
                           formats={"seconds to the last step": lambda v: tables.fmt(v, 0), "samples drawn": lambda v: tables.fmt(v, 0)})
-        + '<p class="caption">Per trained run; metric columns are means of the last tenth of the logged steps. '
+        + '<p class="caption">Per trained run; metric columns are means of the last fifth of the logged steps '
+        "(the last window of the table below). "
         "Seconds to the last step: the trainer's own clock, from its start to its last logged step (a job's wall "
-        "time, with loading, merging and saving, is in Cost). SRRL's c1 and c2 pass rates in training are its "
+        "time, with loading, merging and saving, is in Cost). Samples drawn: completions sampled for training, "
+        "online (GRPO, SRRL) or, for DPO, the base model's candidates its preference pairs were built from. "
+        "Preference accuracy (DPO): the share of pairs whose chosen program the model ranks above the rejected. "
+        "Loss: each trainer's own objective (DPO's loss, GRPO's clipped surrogate), not comparable across "
+        "methods. SRRL's c1 and c2 pass rates in training are its "
         "rollouts' first attempts and refinements; the Refinements section's c2 pass rate is another measure (the "
         "trained model re-sampled on refinements of the base model's failures). "
         "Interval pass@1 is the interval evaluation's, logged while training: the first eval_problems test problems "
-        "at the method's eval_temperature (grpo, srrl and dpo sections of the configuration), so it is not the "
+        "at the method's eval_temperature (the grpo section, which SRRL shares, and the dpo section), so it is not the "
         "Summary's pass@1, which is every test problem sampled as the evaluation samples.</p>"
         if not training.empty else ""
     )
@@ -508,6 +524,7 @@ distinct / n: distinct programs per problem as a share of the samples. Training 
 {split_overlap_html(summary.get("split_overlap") or [])}
 {skipped_rows_html(summary.get("skipped_rows") or [])}
 <details><summary>Every split, with outcome shares</summary>{tables.frame_html(detail, table_id="all-splits", text_columns=4)}</details>
+{vs_base_html(summary.get("vs_base") or [])}
 {comparison_sections(summary, split)}
 <h2>Evaluation</h2>
 {fig("pass_at_k")}

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from execrl.report.comparisons import display
 from execrl.report.reward_hacking import HARD_CODING
-from execrl.report.tables import MISSING, fmt, fmt_interval, fmt_mean_sd, fmt_signed, is_missing
+from execrl.report.tables import MISSING, fmt, fmt_interval, fmt_mean_sd, fmt_signed, fmt_steps, is_missing
 from execrl.watch.tamper import LIMIT_CATEGORIES
 
 SUMMARIES = Path("docs/results")
@@ -81,10 +81,6 @@ def _duration(seconds) -> str:
     if is_missing(seconds):
         return MISSING
     return f"{seconds / 60:.1f} min ({seconds:.0f} s)" if seconds >= 60 else f"{seconds:.0f} s"
-
-
-def _steps(span) -> str:
-    return MISSING if not span else (f"{span[0]}" if span[0] == span[1] else f"{span[0]}–{span[1]}")
 
 
 def _mean(values: list[float]) -> float | None:
@@ -217,8 +213,8 @@ def windows_table(windows: list[dict]) -> list[str]:
     rows = []
     for w in windows:
         points = ", ".join(f"{step}: {fmt(value)}" for step, value in w["points"]) if w.get("points") else ""
-        rows.append([w["method"], str(w["seed"]), f"`{w['metric']}`", f"{fmt(w['first'])} (steps {_steps(w['first_steps'])})",
-                     f"{fmt(w['last'])} (steps {_steps(w['last_steps'])})", fmt_signed(w["last"] - w["first"]),
+        rows.append([w["method"], str(w["seed"]), f"`{w['metric']}`", f"{fmt(w['first'])} (steps {fmt_steps(w['first_steps'])})",
+                     f"{fmt(w['last'])} (steps {fmt_steps(w['last_steps'])})", fmt_signed(w["last"] - w["first"]),
                      *(change_cells(w) if with_interval else []),
                      fmt(w["mean"]), str(w["values"]), points])  # fmt: skip
     columns = ["method", "seed", "metric", "first fifth", "last fifth", "last − first",
@@ -288,7 +284,7 @@ def _method_kind(record: dict) -> str:
 def _window_steps(record: dict) -> str:
     """A window's steps: `first_step–last_step (n)` where the record has them."""
     if isinstance(record["steps"], list):
-        return _steps(record["steps"])
+        return fmt_steps(record["steps"])
     if "first_step" in record:
         return f"{record['first_step']}–{record['last_step']} ({record['steps']})"
     return str(record["steps"])

@@ -234,18 +234,21 @@ def _keep(bucket: list, limit: int, run: dict, record: dict, why: list[str]) -> 
 
 
 def section(rates: pd.DataFrame, flagged: dict[str, dict], figure: str, windows: pd.DataFrame | None = None,
-            changes: list[dict] | None = None, floors: dict[tuple[str, str], dict] | None = None) -> str:
+            changes: list[dict] | None = None, floors: dict[tuple[str, str], dict] | None = None,
+            split: str | None = None) -> str:
     """HTML: the figure, the pooled hard-coding windows and their changes, the other rates at the
-    start and the end of training, the flagged examples, each hard-coding figure beside the
-    false-positive floor of the held-out tests it was measured on (`floors`)."""
+    start and the end of training, the flagged examples of the evaluation's `split`, each
+    hard-coding figure beside the false-positive floor of the held-out tests it was measured on
+    (`floors`, listed once)."""
     titles = dict(WATCH_PANELS)
     floor_items = "".join(f"<li>{html.escape(dataset)} {html.escape(split)}: {html.escape(floor_text(floor))}</li>"
                           for (dataset, split), floor in sorted((floors or {}).items()))  # fmt: skip
     floor_list = (
-        '<p class="caption">False-positive floor of the held-out tests: the share of alternative correct '
-        "solutions (MBPP's other file, renamed builtin references) that fail some held-out test, after and "
-        "before the filter that drops inputs on which they disagree with the reference. A hard-coding rate "
-        "at or below it is no evidence of hard-coding.</p>"
+        '<p class="caption">False-positive floor of the held-out tests, per data set and split: the share of '
+        "alternative correct solutions (where the data set has them: the builtin suite's references renamed, "
+        "MBPP's solutions from its other file) that fail some held-out test, after and before the filter that "
+        "drops inputs on which they disagree with the reference. A hard-coding rate at or below it is no "
+        "evidence of hard-coding.</p>"
         f"<ul>{floor_items or '<li>not measured (no plus-test manifests)</li>'}</ul>"
     )
     table = ""
@@ -292,13 +295,13 @@ counted apart (<code>limit_hit</code>): it is not a tamper signal and not part o
 {figure}
 {pooled}
 {table}
-<h3>Flagged evaluation completions</h3>
-<p class="caption">Every method's evaluation candidates on this split. Passing every test of its problem and failing
+<h3>Flagged evaluation completions{f" ({html.escape(split)} split)" if split else ""}</h3>
+<p class="caption">Every method's evaluation candidates on {f"the {html.escape(split)} split" if split else "the main split"}. Passing every test of its problem and failing
 a held-out test (<i>{HELD_OUT_FAILURE}</i>), per method, of its passing completions whose held-out tests ran:
 {html.escape(held_out_text) or "none ran"}. Such a program is wrong where the problem's own tests are weak; the untrained
 base model makes them too, so a count is no evidence of hard-coding unless it rises over the base model's (the
 training rate above is the measure of that). Signs of probing the judge, by category:
 {html.escape(counts) or "none flagged"}; resource limits hit, not tamper signals: {html.escape(limits) or "none"}. The
-first examples of each.</p>
-{floor_list}
+first examples of each.{" The false-positive floors of the held-out tests are listed above." if pooled else ""}</p>
+{"" if pooled else floor_list}
 {"".join(blocks) or "<p>No evaluation completion was flagged.</p>"}"""

@@ -120,11 +120,15 @@ def findings(records: list[dict], split: str) -> list[str]:
             said = verdict(versus["ci_low"], versus["ci_high"])
             if not trains(record["method"], record):
                 said = f"(trains nothing: a control) {CONTROL_VERDICTS[said]}"
+            # as the pairwise comparisons say it: one seed's interval holds the problems' spread only
+            one_seed = " (one seed: seed-to-seed noise not measured)" if record.get("n_seeds") == 1 else ""
+            samples = record.get("n_samples")
+            ever = f" (of its {samples} samples, at least one passes)" if samples else ""
             sentences.append(
                 f"{record['method']} {said}: pass@1 {fmt(record['pass_at_k']['1']['mean'])} "
                 f"vs {fmt(base['pass_at_k']['1']['mean'])} for base (Δ {fmt_signed(versus['delta_pass_at_1'])}, "
-                f"95% CI {fmt_interval(versus['ci_low'], versus['ci_high'], signed=True)}); "
-                f"fixed {fmt_count(versus['fixed'], 'problem')}, broke {versus['broken']}{cost_text}."
+                f"95% CI {fmt_interval(versus['ci_low'], versus['ci_high'], signed=True)}){one_seed}; "
+                f"fixed {fmt_count(versus['fixed'], 'problem')}, broke {versus['broken']}{ever}{cost_text}."
             )
     return sentences
 
@@ -172,11 +176,13 @@ def build_summary(
     token_runs: pd.DataFrame | None = None,
     training_windows: pd.DataFrame | None = None,
     training_jobs: pd.DataFrame | None = None,
+    vs_base: pd.DataFrame | None = None,
 ) -> dict:
     """summary.json's record. Beside the report's tables: `training_windows` (per trained run and
     metric, the first and last fifth of its logged values, `execrl.report.training.training_windows`),
-    `cost.training_jobs` (wall time of each warm-start and training job) and `token_budget.per_run`
-    (the tokens each online run sampled)."""
+    `cost.training_jobs` (wall time of each warm-start and training job), `token_budget.per_run`
+    (the tokens each online run sampled) and `vs_base` (the difference to base at every k and on
+    every split, where `summary` has it at pass@1 on each split)."""
     pairwise = pairwise or []
     return json_safe({
         "title": title,
@@ -185,6 +191,7 @@ def build_summary(
         "main_split": split,
         "findings": findings(records, split) + comparison_findings(pairwise, split) + refinement_findings(refinements),
         "summary": records,
+        "vs_base": _records(vs_base[tables.VS_BASE_COLUMNS] if vs_base is not None and not vs_base.empty else None),
         "comparisons": pairwise,
         "seed_noise_rule": comparisons.SEED_NOISE_RULE,
         "token_budget": {"note": budget.NOTE, "per_method": _records(token_budget), "per_run": _records(token_runs)},
@@ -247,6 +254,8 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
     detail = tables.all_splits_frame(summary["summary"], ks)
     if not detail.empty:
         parts += ["## Every split", "", tables.frame_markdown(detail), ""]
+    if summary.get("vs_base"):
+        parts += ["## Δ vs base at every k, every split", "", tables.frame_markdown(tables.vs_base_frame(summary["vs_base"])), ""]
     diversity = tables.diversity_frame(summary["summary"])
     if not diversity.empty:
         parts += ["## Candidate diversity", "", tables.frame_markdown(diversity), ""]

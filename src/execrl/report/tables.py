@@ -44,6 +44,11 @@ def fmt_count(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
+def fmt_steps(span) -> str:
+    """A window's steps: `3–9`, or `0` where it is one step."""
+    return MISSING if not span else (f"{span[0]}" if span[0] == span[1] else f"{span[0]}–{span[1]}")
+
+
 def fmt_hours(value) -> str:
     if is_missing(value):
         return MISSING
@@ -167,8 +172,9 @@ def main_table_rows(records: list[dict], split: str, ks: Sequence[int]) -> tuple
         diversity = record.get("diversity")
         cells["distinct / n"] = fmt(diversity["distinct_share"], 2) if diversity else MISSING
         cost = record.get("cost") or {}
-        cells["training CPU h"] = fmt_hours(cost.get("training_cpu_h")) if record["method"] != "base" else MISSING
-        cells["training GPU h"] = fmt_hours(cost.get("training_gpu_h")) if record["method"] != "base" else MISSING
+        trained = bool(cost.get("training_wall_h"))  # base and its variants train nothing: no cost to show
+        cells["training CPU h"] = fmt_hours(cost.get("training_cpu_h")) if trained else MISSING
+        cells["training GPU h"] = fmt_hours(cost.get("training_gpu_h")) if trained else MISSING
         rows.append({"attrs": {"dataset": record["dataset"], "model": record["model"], "method": record["method"]}, "cells": cells})
     return columns, rows
 
@@ -187,6 +193,22 @@ def all_splits_frame(records: list[dict], ks: Sequence[int]) -> pd.DataFrame:
             row[label] = MISSING if share is None else f"{share:.1%}"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+VS_BASE_COLUMNS = ["dataset", "model", "split", "method", "baseline", "k", "delta", "ci_low", "ci_high", "n_seeds",
+                   "within_seed_noise"]
+"""The differences to base at every k (the comparison table, `results/tables/vs_base.tsv`) that
+summary.json keeps."""
+
+
+def vs_base_frame(rows: list[dict]) -> pd.DataFrame:
+    """Δ pass@k against base at every k and on every split, with its interval, as the report shows it."""
+    return pd.DataFrame([
+        {"dataset": r["dataset"], "model": r["model"], "split": r["split"], "method": r["method"], "k": int(r["k"]),
+         f"Δ pass@k vs {r['baseline']}": fmt_signed(r["delta"]), "Δ 95% CI": fmt_interval(r["ci_low"], r["ci_high"], signed=True),
+         "seeds": str(r["n_seeds"])}
+        for r in rows
+    ])  # fmt: skip
 
 
 def changes_frame(records: list[dict], split: str, limit: int = 40) -> pd.DataFrame:

@@ -177,8 +177,8 @@ SUMMARY_LABELS = {
 
 
 def training_summary(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Per trained run: steps, training time, samples drawn, and the mean of the last tenth of the
-    logged values of the main metrics."""
+    """Per trained run: steps, training time, samples drawn, and the mean of the last fifth of the
+    logged values of the main metrics (the last window of `training_windows`)."""
     rows = []
     trained = metrics[metrics["method"] != "sft"]
     for (dataset, model, method, seed), run in trained.groupby(["dataset", "model", "method", "seed"], sort=True):
@@ -190,7 +190,7 @@ def training_summary(metrics: pd.DataFrame) -> pd.DataFrame:
         }
         for key, name in FINAL_METRICS.items():
             series = run[run["metric"] == key].sort_values("step")["value"]
-            row[name] = float(series.iloc[-max(1, len(series) // 10):].mean()) if len(series) else float("nan")
+            row[name] = float(series.tail(max(1, len(series) // WINDOW_FRACTION)).mean()) if len(series) else float("nan")
         rows.append(row)
     frame = pd.DataFrame(rows, columns=["dataset", "model", "method", "seed", *list(SUMMARY_LABELS)])
     return frame.dropna(axis=1, how="all")
