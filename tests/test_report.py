@@ -305,7 +305,10 @@ def test_training_metrics_in_long_format(metrics_files):
     assert metrics.query("method == 'sft'")["samples"].isna().all()
     assert metrics.query("metric == 'interval_eval/pass_at_1'")["step"].tolist() == [4]
     panels = [key for key, _ in training.panels_for(metrics[metrics["method"] != "sft"])]
-    assert panels[:3] == ["reward", "rewards/binary/mean", "execution/pass_rate"]
+    assert panels[:2] == ["reward", "execution/pass_rate"]  # one component: the total is its copy, not shown twice
+    two = pd.concat([metrics, metrics[metrics["metric"] == "rewards/binary/mean"].assign(metric="rewards/format/mean")])
+    assert [key for key, _ in training.panels_for(two[two["method"] != "sft"])][:3] == [
+        "reward", "rewards/binary/mean", "rewards/format/mean"]
     assert "rewards/margins" in panels and "rewards/chosen" not in panels
     assert training.metrics_table(metrics_files["metrics"][:1])["samples"].isna().all()  # without GRPO settings
 

@@ -188,6 +188,10 @@ def outcomes_figure(outcomes: pd.DataFrame) -> Figure:
     return figure
 
 
+DIVERSITY_BOOTSTRAP = 1000
+"""Resamples of the problems behind each diversity bar's interval (seaborn's percentile bootstrap)."""
+
+
 def _smoothed(metrics: pd.DataFrame) -> pd.DataFrame:
     """Each run's series smoothed with a centred rolling mean (window: a twentieth of its points)."""
     parts = []
@@ -373,8 +377,9 @@ def diversity_figure(diversity: pd.DataFrame) -> Figure:
     methods = methods_in(data)
     grid = sns.catplot(
         data=long, x="run", y="value", hue="method", hue_order=methods, palette=method_colors(methods), col="measure",
-        col_order=list(titles.values()), kind="bar", errorbar=("ci", 95), height=3.2, aspect=1.2, sharey=True,
-    )
+        col_order=list(titles.values()), kind="bar", errorbar=("ci", 95), n_boot=DIVERSITY_BOOTSTRAP, seed=0,
+        height=3.2, aspect=1.2, sharey=True,
+    )  # seeded: the same data give the same bars
     grid.set(ylim=(0, 1))
     grid.set_axis_labels("", "mean over problems")
     grid.set_titles("{col_name}")

@@ -42,6 +42,8 @@ def section(records: list[dict], manifests: pd.DataFrame, split: str) -> str:
     return f"""<h2 id="held-out">Held-out tests ({html.escape(split)} split)</h2>
 <p class="caption">pass@1 on the tests the prompt showed and on those plus held-out tests made from the reference
 (its visible inputs mutated by type, the reference run in the sandbox for each expected output). The gap is what the
-held-out tests take away: programs that pass what they were shown but not new inputs of the same shape.</p>
+held-out tests take away: programs that pass what they were shown but not new inputs of the same shape. Means over
+problems and seeds, without an interval: the gap is a property of one set of held-out tests, not a comparison of
+methods (those are in the Summary).</p>
 {tables.frame_html(frame, table_id="held-out-table", text_columns=3)}
 {made}"""

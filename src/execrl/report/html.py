@@ -77,7 +77,8 @@ FIGURES = {
     "training_steps": (
         "training",
         "Training curves against step",
-        "Per-step training logs (TRL) of each trained method: total reward and its components, pass rate of the "
+        "Per-step training logs (TRL) of each trained method: total reward and its components (where there are "
+        "several), pass rate of the "
         "sampled completions, pass@1 of the interval evaluation (on a fixed subset of the test problems), KL to the reference (logged when β > 0), "
         "loss and completion length; DPO logs its implicit reward margin and preference accuracy instead of rewards, and "
         "its interval evaluation as GRPO and SRRL do. "
@@ -102,7 +103,8 @@ FIGURES = {
         "reward-hacking-figure",
         "Reward hacking over training",
         "Per training step and method: the share of rewarded programs that fail held-out tests made from the "
-        "reference, and the share of completions with a tamper signal (mean over seeds; smoothed).",
+        "reference, and the share of completions with a tamper signal (mean over seeds; lines: centred rolling means "
+        "over a twentieth of the logged steps).",
     ),
     "warm_start": (
         "warm-start",
@@ -115,7 +117,8 @@ FIGURES = {
         "Candidate diversity",
         "Per problem: distinct programs among the n samples after normalization (comments and layout dropped), as a "
         "share of n, and the mean pairwise similarity of the samples (difflib ratio of token sequences; token-set "
-        "Jaccard). Bars: mean over problems, with 95% intervals. RL that sharpens a model usually lowers diversity.",
+        "Jaccard). Bars: mean over problems (and seeds), with a 95% percentile bootstrap interval over them (1,000 resamples, "
+        "seeded). RL that sharpens a model usually lowers diversity.",
     ),
     "cost": (
         "cost",

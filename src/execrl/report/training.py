@@ -130,9 +130,12 @@ def metrics_table(
 
 
 def panels_for(metrics: pd.DataFrame) -> list[tuple[str, str]]:
-    """The (metric, title) panels with data, reward components right after the total reward."""
+    """The (metric, title) panels with data, reward components right after the total reward (a lone
+    component beside the total is left out: the total is that component, times its weight)."""
     present = set(metrics["metric"])
     components = sorted(m for m in present if COMPONENT.match(m))
+    if len(components) == 1 and "reward" in present:
+        components = []
     panels = []
     for key, title in PANELS:
         if key not in present:
