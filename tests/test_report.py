@@ -781,3 +781,16 @@ def test_a_run_that_passed_every_test_and_did_not_pass_is_one_test_short_in_the_
                {"problem_id": "t/0", "sample_index": 1, "status": "timeout", "tests_passed": 2, "tests_total": 2}]
     [row] = evaluate_annotations([problem], records, ks=[1])["per_problem"]
     assert row["c"] == 1 and row["mean_tests_passed_fraction"] == pytest.approx((1 + 0.5) / 2)
+
+
+def test_summary_md_uses_the_reports_column_headings():
+    """summary.md's tables are the page's: its headings, not summary.json's keys."""
+    from conftest import REPO
+
+    record = json.loads((REPO / "docs" / "results" / "embedded-default.summary.json").read_text())
+    text = summary.markdown(record, [1, 2, 4, 8])
+    assert record["held_out"] and record["refinements"] and record["hard_coding_windows"] and record["reward_hacking"]["rates"]
+    for key in ("pass_at_k_base", "pass_at_k_plus", "c2_pass_rate", "c2_tests_passed_fraction", "prompts_fixed",
+                "first_step", "ci_low", "watch/tamper/any"):
+        assert key not in text, key
+    assert "pass@1 base + held-out" in text and "c2 pass rate, re-sampled" in text and "tamper signal" in text

@@ -9,6 +9,10 @@ import pandas as pd
 from execrl.report import tables
 
 
+HEADINGS = {"pass_at_k_base": "pass@1 base", "pass_at_k_plus": "pass@1 base + held-out", "n_seeds": "seeds"}
+"""The report's column headings of the held-out table (the summary keeps the keys)."""
+
+
 def method_records(plus: pd.DataFrame, split: str, k: int = 1) -> list[dict]:
     """Per dataset × model × method on `split`: pass@k base and plus, means over seeds, and the gap."""
     if plus.empty:
@@ -28,9 +32,9 @@ def section(records: list[dict], manifests: pd.DataFrame, split: str) -> str:
     """HTML: the side-by-side table and how many problems got how many held-out tests."""
     if not records:
         return ""
-    frame = pd.DataFrame(records).rename(
-        columns={"pass_at_k_base": "pass@1 base", "pass_at_k_plus": "pass@1 base + held-out", "n_seeds": "seeds"}
-    )[["dataset", "model", "method", "seeds", "pass@1 base", "pass@1 base + held-out", "gap"]]
+    frame = pd.DataFrame(records).rename(columns=HEADINGS)[
+        ["dataset", "model", "method", "seeds", "pass@1 base", "pass@1 base + held-out", "gap"]
+    ]
     made = ""
     if not manifests.empty:
         made = "".join(

@@ -17,6 +17,7 @@ from execrl.compute import describe as describe_compute
 from execrl.generation.sampling import SamplingSettings
 from execrl.methods import METHODS
 from execrl.report import budget, comparisons, splits, stats, tables
+from execrl.report.refinements import HEADINGS as REFINEMENT_HEADINGS
 from execrl.report.evaluations import OUTCOME_LABELS
 from execrl.report.training import SUMMARY_LABELS
 
@@ -295,8 +296,8 @@ def example_html(record: dict, others: dict[str, dict]) -> str:
             continue
         passed = sum(c["status"] == "pass" for c in other["c2"])
         c2_blocks.append(
-            f"<div><b>c2 from {html.escape(method)}</b> {badge(c2['status'])} "
-            f'<span class="meta">({passed} of {len(other["c2"])} samples pass)</span>'
+            f"<div><b>c2 from {html.escape(method)}</b>, its first sample: {badge(c2['status'])} "
+            f'<span class="meta">({passed} of its {len(other["c2"])} samples pass)</span>'
             f"<pre>{html.escape(c2['code'] or '(empty)')}</pre></div>"
         )
     return (
@@ -323,8 +324,7 @@ def examples_section(runs: list[tuple[dict, list[dict]]], summary: pd.DataFrame,
         "sandbox. The examples are the first prompts of that selection, not chosen by outcome."
     )
     table = tables.frame_html(
-        summary.rename(columns={"c2_samples": "c2 samples", "c2_pass_rate": "c2 pass rate, re-sampled", "prompts_fixed": "prompts with a passing c2",
-                                "c2_tests_passed_fraction": "c2 tests passed"}),
+        summary.rename(columns=REFINEMENT_HEADINGS),
         table_id="refinement-rates", text_columns=4,
     )
     first = runs[0][0]

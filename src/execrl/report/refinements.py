@@ -8,6 +8,11 @@ import pandas as pd
 from execrl.sandbox.result import counted_tests_passed
 
 
+HEADINGS = {"c2_samples": "c2 samples", "c2_pass_rate": "c2 pass rate, re-sampled", "prompts_fixed": "prompts with a passing c2",
+            "c2_tests_passed_fraction": "c2 tests passed"}  # fmt: skip
+"""The report's column headings of the refinement rates (the summary keeps the keys)."""
+
+
 def refinement_summary(records: list[dict], run: dict) -> dict:
     """How often c2 passes where c1 failed: per sample and per prompt (any c2 passes)."""
     samples = [c2 for record in records for c2 in record["c2"]]

@@ -58,6 +58,12 @@ TRAINING_SPLIT = "train"
 Z95 = NormalDist().inv_cdf(0.975)
 
 
+def rates_shown(rates: pd.DataFrame) -> pd.DataFrame:
+    """`rates_table` in the report's words: the panels' titles, the windows named."""
+    shown = rates.assign(metric=rates["metric"].map(dict(WATCH_PANELS)))
+    return shown.rename(columns={"first": "first fifth", "last": "last fifth"})
+
+
 def rates_table(metrics: pd.DataFrame) -> pd.DataFrame:
     """Per run: the mean of each watch rate but hard-coding's (pooled in `hard_coding_windows`)
     over the first and the last fifth of the logged steps."""
@@ -240,7 +246,6 @@ def section(rates: pd.DataFrame, flagged: dict[str, dict], figure: str, windows:
     start and the end of training, the flagged examples of the evaluation's `split`, each
     hard-coding figure beside the false-positive floor of the held-out tests it was measured on
     (`floors`, listed once)."""
-    titles = dict(WATCH_PANELS)
     floor_items = "".join(f"<li>{html.escape(dataset)} {html.escape(split)}: {html.escape(floor_text(floor))}</li>"
                           for (dataset, split), floor in sorted((floors or {}).items()))  # fmt: skip
     floor_list = (
@@ -253,9 +258,7 @@ def section(rates: pd.DataFrame, flagged: dict[str, dict], figure: str, windows:
     )
     table = ""
     if not rates.empty:
-        shown = rates.assign(metric=rates["metric"].map(titles))
-        table = tables.frame_html(shown.rename(columns={"first": "first fifth", "last": "last fifth",
-                                                         "steps": "steps"}), table_id="watch-rates", text_columns=5)  # fmt: skip
+        table = tables.frame_html(rates_shown(rates), table_id="watch-rates", text_columns=5)
     pooled = ""
     if windows is not None and not windows.empty:
         pooled = (

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 import pandas as pd
 
 from execrl.compute import describe as describe_compute
-from execrl.report import budget, comparisons, splits, tables
+from execrl.report import budget, comparisons, reward_hacking, splits, tables
+from execrl.report.held_out import HEADINGS as HELD_OUT_HEADINGS
+from execrl.report.refinements import HEADINGS as REFINEMENT_HEADINGS
 from execrl.report import training as training_rules
 from execrl.report.tables import fmt, fmt_count, fmt_hours, fmt_interval, fmt_signed
 
@@ -244,12 +246,14 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
                   summary["token_budget"]["note"], ""]
     if summary.get("held_out"):
         frame = pd.DataFrame(summary["held_out"])[["dataset", "model", "method", "pass_at_k_base", "pass_at_k_plus", "gap"]]
+        frame = frame.rename(columns=HELD_OUT_HEADINGS)
         parts += [f"## Held-out tests ({split} split, pass@1)", "", tables.frame_markdown(frame), ""]
     if summary.get("reward_hacking", {}).get("rates"):
-        frame = pd.DataFrame(summary["reward_hacking"]["rates"])
+        frame = reward_hacking.rates_shown(pd.DataFrame(summary["reward_hacking"]["rates"]))
         parts += ["## Reward-hacking watch (first and last fifth of training)", "", tables.frame_markdown(frame), ""]
     if summary.get("hard_coding_windows"):
-        parts += ["## Hard-coding rate, pooled per window", "", tables.frame_markdown(pd.DataFrame(summary["hard_coding_windows"])), ""]
+        windows = pd.DataFrame(summary["hard_coding_windows"]).rename(columns=reward_hacking.WINDOW_HEADINGS)
+        parts += ["## Hard-coding rate, pooled per window", "", tables.frame_markdown(windows), ""]
         parts += [f"- {change['sentence']}" for change in summary["reward_hacking"].get("hard_coding_changes", [])] + [""]
     detail = tables.all_splits_frame(summary["summary"], ks)
     if not detail.empty:
@@ -260,7 +264,7 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
     if not diversity.empty:
         parts += ["## Candidate diversity", "", tables.frame_markdown(diversity), ""]
     if summary["refinements"]:
-        frame = pd.DataFrame(summary["refinements"])
+        frame = pd.DataFrame(summary["refinements"]).rename(columns=REFINEMENT_HEADINGS)
         parts += ["## Refinement (c2) after a failed first attempt", "", tables.frame_markdown(frame), ""]
     if summary["cost"]["per_method"]:
         parts += ["## Cost per method (hours, summed over jobs)", "", tables.frame_markdown(pd.DataFrame(summary["cost"]["per_method"])), ""]
