@@ -507,6 +507,16 @@ def test_taco_malformed_rows(broken_taco):
     assert "question" in result.manifest["skipped"][3]["error"]
 
 
+def test_taco_input_output_past_pythons_limits_is_named(tmp_path):
+    """input_output is JSON inside a field: a long integer there is its row's error, in words, not
+    Python's advice to raise a process-wide limit."""
+    rows = [json.loads(line) for line in TACO_FIXTURE.read_text().splitlines()]
+    long_int = {**rows[0], "question": "Long.", "input_output": '{"inputs": ["1\\n"], "outputs": [' + "9" * 5000 + "]}"}
+    path = write_jsonl(tmp_path / "taco.jsonl", [rows[0], long_int])
+    with pytest.raises(DatasetError, match=r"line 2 \(taco/\d+\): input_output is not valid JSON \(an integer of more than 4300 digits\)"):
+        load_split("taco", "train", source=str(path), options={"test_fraction": 0.0})
+
+
 # ------------------------------------------------------------------------------ jsonl
 
 
@@ -594,6 +604,9 @@ ROWS_PAST_PYTHONS_LIMITS = {
                            r"not valid JSON \(nested too deeply\)"),
     "lone-surrogate": (lambda row: json.dumps({**row, "prompt": "Add \ud800 two numbers."}),
                        r"prompt holds a character UTF-8 cannot encode \('\\ud800' at 4\)"),
+    # deep enough for `write_problems` (dataclasses.asdict) to recurse past Python's limit, not json.loads
+    "nested-600-deep": (lambda row: json.dumps(row)[:-1] + ', "metadata": {"n": ' + "[" * 600 + "]" * 600 + "}}",
+                        r"metadata nests deeper than 300 levels"),
     "test-nested-too-deeply": (lambda row: json.dumps({**row, "tests": [row["tests"][0], "assert " + "-" * 100_000 + "1"]}),
                                r"assert test 1 is nested too deeply to compile"),
 }  # fmt: skip
@@ -631,6 +644,13 @@ def test_a_malformed_rows_message_quotes_its_value_cut_short(tmp_path):
     with pytest.raises(DatasetError, match=r"line 2 \(id 't/9'\): .*metadata must be an object, got 'xxx+\.\.\.x+'$") as caught:
         load_split("jsonl", "test", source=str(path))
     assert len(str(caught.value)) < 300
+    # an id of a megabyte is its row's label and in the problem's message: both cut
+    path = write_jsonl(tmp_path / "ids.jsonl", [good[0], {**good[0], "id": "y" * 1_000_000, "tests": []}])
+    skipped = load_split("jsonl", "test", source=str(path), on_malformed="skip").manifest["skipped"]
+    assert len(skipped[0]["row"]) <= 200 and len(skipped[0]["error"]) <= 400
+    with pytest.raises(DatasetError) as caught:
+        load_split("jsonl", "test", source=str(path))
+    assert len(str(caught.value)) < 800
 
 
 def test_a_split_without_problems_is_an_error_naming_the_file(tmp_path):

@@ -759,11 +759,12 @@ def test_a_finding_names_training_cost_only_for_a_method_that_trained():
             "cost": None if method == "base" else {"training_wall_h": wall_h, "training_cpu_h": wall_h},
         }  # fmt: skip
 
-    sentences = summary.findings([record("base", 0.3, None), record("base_low_temp", 0.4, 0.0),
+    sentences = summary.findings([record("base", 0.3, None), record("base_low_temp", 0.4, float("nan")),
                                   record("grpo", 0.35, 0.25)], "test")  # fmt: skip
+    # NaN: how cost.per_method gives a method no training job (a variant of base), before summary.json
     cool = next(s for s in sentences if s.startswith("base_low_temp"))
     trained = next(s for s in sentences if s.startswith("grpo"))
-    assert "training took" not in cool and cool.endswith("broke 1 (of its 4 samples, at least one passes).")
+    assert "training took" not in cool and cool.endswith("broke 1 (a problem some sample of the method passed and none of base's, and the reverse).")
     # one seed: the interval holds the problems' spread, not the seeds' (as the pairwise sentences say)
     assert "95% CI [+0.010, +0.200]) (one seed: seed-to-seed noise not measured); fixed 2 problems" in trained
     several = summary.findings([record("base", 0.3, None), {**record("grpo", 0.35, 0.25), "n_seeds": 3}], "test")
@@ -791,6 +792,6 @@ def test_summary_md_uses_the_reports_column_headings():
     text = summary.markdown(record, [1, 2, 4, 8])
     assert record["held_out"] and record["refinements"] and record["hard_coding_windows"] and record["reward_hacking"]["rates"]
     for key in ("pass_at_k_base", "pass_at_k_plus", "c2_pass_rate", "c2_tests_passed_fraction", "prompts_fixed",
-                "first_step", "ci_low", "watch/tamper/any"):
+                "first_step", "ci_low", "watch/tamper/any", "training_wall_h", "evaluation_cpu_h"):
         assert key not in text, key
     assert "pass@1 base + held-out" in text and "c2 pass rate, re-sampled" in text and "tamper signal" in text

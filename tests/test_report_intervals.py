@@ -259,6 +259,12 @@ def test_ids_pandas_would_read_as_missing_or_as_one_number_stay_problems(tmp_pat
     assert sorted(problems_read) == sorted(ids) and matrix[..., 0].mean() == pytest.approx(1 / 8)
     curve = stats.pass_at_k_curves(runs, n_boot=50).iloc[0]
     assert curve["n_problems"] == 8 and curve["mean"] == pytest.approx(1 / 8)
+    # ids that are all numbers to pandas: read as 1, 1, 1, 2 they merged into two problems
+    numeric = runs[runs["problem_id"].isin(["1", "01", "001"])].assign(problem_id=["1", "01", "001", "2"][:3])
+    numeric = pd.concat([numeric, numeric.iloc[:1].assign(problem_id="2", c=2)])
+    numeric.to_csv(table, sep="\t", index=False)
+    assert sorted(read_tsv(table)["problem_id"]) == ["001", "01", "1", "2"]
+    assert stats.pass_at_k_curves(read_tsv(table), n_boot=50).iloc[0]["n_problems"] == 4
 
 
 def test_a_run_matrix_refuses_ids_it_would_drop_or_merge():

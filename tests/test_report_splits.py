@@ -100,7 +100,8 @@ def test_a_split_that_left_malformed_rows_out_is_named_in_the_report(tmp_path):
     assert skipped_rows_html([]) == ""
 
 
-HOSTILE_IDS = ["z\n\n# Injected\n<img src=x onerror=alert(6)>", "a`b``c", "`", " ", "[x](https://example.org)", "**bold**\u2028- item"]
+HOSTILE_IDS = ["z\n\n# Injected\n<img src=x onerror=alert(6)>", "a`b``c", "`", " ", " a ", "[x](https://example.org)",
+               "**bold**\u2028- item"]
 
 
 def test_data_set_text_in_summary_md_stays_text(tmp_path):
@@ -125,8 +126,8 @@ def test_data_set_text_in_summary_md_stays_text(tmp_path):
     headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
     assert headings == [tokens[i + 1].content for i, t in enumerate(plain) if t.type == "heading_open"]
     spans = {c.content for t in tokens for c in t.children or () if c.type == "code_inline"}
-    # each id reads back as itself, its line breaks as escapes (a code span's edge spaces are dropped)
-    assert {"z\\n\\n# Injected\\n<img src=x onerror=alert(6)>", "a`b``c", "`", "[x](https://example.org)",
+    # each id reads back as itself, its line breaks as escapes
+    assert {"z\\n\\n# Injected\\n<img src=x onerror=alert(6)>", "a`b``c", "`", " ", " a ", "[x](https://example.org)",
             "**bold**\\u2028- item"} <= spans  # fmt: skip
     for text in HOSTILE_IDS:
         assert "\n" not in markdown_code(text)

@@ -62,6 +62,9 @@ def test_entry_point_call_is_the_call_in_the_first_test():
     assert entry_point_call(problem(["x = f(1)\nassert x == 2"])) is None
     assert entry_point_call(problem([{"args": [1, [2]], "expected": 3}], "call")) == "f(*[1, [2]])"
     assert entry_point_call(problem([{"input": "1", "output": "2"}], "stdio", None)) is None
+    # past what ast.unparse (deep nesting that compiles) or repr (a long integer) take: no call, no crash
+    assert entry_point_call(problem(["assert f(" + "-" * 2000 + "1) == 1"])) is None
+    assert entry_point_call(problem([{"args": [10**5000], "expected": 3}], "call")) is None
 
 
 def test_code_game_examples_print_and_give_the_real_output():

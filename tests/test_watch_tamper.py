@@ -203,14 +203,20 @@ def test_a_programs_exception_named_as_a_verdict_is_not_that_verdict(test_type):
     tests = {"assert": ["assert f(1) == 1"], "stdio": [{"input": "", "output": "1"}], "call": [{"args": [1], "expected": 1}]}
     problem = Problem(id="p", prompt="x", test_type=test_type, tests=tests[test_type], entry_point="f")
     raises = "f(1)\n" if test_type == "stdio" else ""
+    named = ("Timeout", "ProtocolViolation", "ProcessExited", "SIGKILL", "Nondeterministic")
     programs = {name: f"class {name}(Exception):\n    pass\ndef f(x):\n    raise {name}('the limit')\n{raises}"
-                for name in ("Timeout", "ProtocolViolation", "ProcessExited", "SIGKILL")}  # fmt: skip
+                for name in named}  # fmt: skip
+    # the class's name a str subclass whose comparisons the program decides
+    programs["str-subclass"] = ("class S(str):\n    __hash__ = lambda s: 1\n    __eq__ = lambda s, o: False\n"
+                                "class E(Exception):\n    pass\nE.__name__ = S('Timeout')\n"
+                                f"def f(x):\n    raise E('the limit')\n{raises}")  # fmt: skip
     programs["long"] = f"E = type('E' * 5000, (Exception,), {{}})\ndef f(x):\n    raise E('x')\n{raises}"
     programs["builtin"] = f"def f(x):\n    raise MemoryError('x')\n{raises}"
     with Executor(workers=1, limits=ExecutionLimits(timeout_s=2, memory_mb=512)) as executor:
         results = {name: executor.run(problem, code).to_dict() for name, code in programs.items()}
-    for name in ("Timeout", "ProtocolViolation", "ProcessExited", "SIGKILL"):
+    for name in named:
         assert results[name]["error_type"] == f"{name} (the program's class)", results[name]
         assert verdict_signals(results[name]) == {}
+    assert results["str-subclass"]["error_type"] == "Timeout (the program's class)"
     assert results["long"]["error_type"] == "E" * 200 + "..."
     assert results["builtin"]["error_type"] == "MemoryError"  # the interpreter's own class keeps its name

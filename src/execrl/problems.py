@@ -50,7 +50,7 @@ class Problem:
     def __post_init__(self) -> None:
         problems = validation_errors(self)
         if problems:
-            raise MalformedProblemError(f"problem {self.id!r}: " + "; ".join(problems))
+            raise MalformedProblemError(f"problem {_shown(self.id)}: " + "; ".join(problems))
 
     def to_dict(self) -> dict[str, Any]:
         record = asdict(self)
@@ -139,22 +139,29 @@ def uncompilable_test(problem: Problem) -> str | None:
     return None
 
 
-def unwritable_text(problem: Problem) -> str | None:
-    """The first field of `problem` holding a string UTF-8 cannot encode (a lone surrogate, which
-    JSON's `\\ud800` escape makes), or None: the problems file and every prompt are UTF-8."""
-    stack = [(name, getattr(problem, name)) for name in reversed(Problem.__dataclass_fields__)]
+MAX_NESTING = 300
+"""The deepest a problem's values nest (the sandbox's limit for values it sends, too): deeper ones
+cannot be written (`dataclasses.asdict` and `json.dumps` recurse) nor sent to a run."""
+
+
+def unwritable_field(problem: Problem) -> str | None:
+    """Why a field of `problem` cannot be written to the problems file, or None: a string UTF-8
+    cannot encode (a lone surrogate, which JSON's `\\ud800` escape makes; the file and every prompt
+    are UTF-8), or values nested deeper than `MAX_NESTING`."""
+    stack = [(name, getattr(problem, name), 0) for name in reversed(Problem.__dataclass_fields__)]
     while stack:
-        where, value = stack.pop()
+        where, value, depth = stack.pop()
         if isinstance(value, str):
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError as error:
                 return f"{where} holds a character UTF-8 cannot encode ({value[error.start]!r} at {error.start})"
-        elif isinstance(value, dict):
-            stack.extend((f"{where}.{key}", item) for key, item in reversed(value.items()))
-            stack.extend((f"{where} key", key) for key in value if isinstance(key, str))
-        elif isinstance(value, (list, tuple)):
-            stack.extend((f"{where}[{i}]", item) for i, item in reversed(list(enumerate(value))))
+        elif isinstance(value, (dict, list, tuple)):
+            if depth >= MAX_NESTING:
+                return f"{where} nests deeper than {MAX_NESTING} levels"
+            # `where` stays the field's name: a test's list can hold many thousands of values
+            items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+            stack.extend((where, item, depth + 1) for item in reversed(items))
     return None
 
 
@@ -171,8 +178,8 @@ def iter_problems(path: str | Path) -> Iterator[Problem]:
                 continue
             try:
                 yield Problem.from_dict(json.loads(line))
-            except (ValueError, TypeError) as error:
-                raise MalformedProblemError(f"{path}:{line_number}: {error}") from error
+            except (ValueError, TypeError, RecursionError) as error:
+                raise MalformedProblemError(f"{path}:{line_number}: {str(error)[:400]}") from error
 
 
 def write_problems(problems: Iterable[Problem], path: str | Path) -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from execrl.problems import Problem, uncompilable_test, unwritable_text
+from execrl.problems import Problem, uncompilable_test, unwritable_field
 
 ON_MALFORMED = ("error", "skip")
 
@@ -60,6 +60,12 @@ class RawSource:
 
 LISTED_ROWS = 10
 """Malformed rows a DatasetError lists beyond the first (``Collector.finished``)."""
+LABEL_CHARS, REASON_CHARS = 200, 400
+"""The longest row label and reason a malformed row is recorded with (the rest cut, `...`)."""
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass
@@ -76,7 +82,8 @@ class Collector:
     def malformed(self, label: str, reason: str, cause: BaseException | None = None) -> None:
         if not self.skipped:
             self._first_cause = cause
-        self.skipped.append({"row": label, "error": reason})
+        # a row's id and values are quoted: cut, since a field can be megabytes
+        self.skipped.append({"row": _cut(label, LABEL_CHARS), "error": _cut(reason, REASON_CHARS)})
 
     def finished(self) -> list[Problem]:
         """The problems; with ``on_malformed="error"``, a DatasetError naming every malformed row
@@ -102,7 +109,7 @@ class Collector:
             if problem.id in self._ids:
                 self.malformed(label, f"duplicate problem id {problem.id!r}")
                 return
-            if reason := uncompilable_test(problem) or unwritable_text(problem):
+            if reason := uncompilable_test(problem) or unwritable_field(problem):
                 self.malformed(label, f"problem {problem.id!r}: {reason}")
                 return
             self._ids.add(problem.id)

@@ -36,6 +36,7 @@ from execrl.datasets._common import (
     check_int,
     check_optional_str,
     is_saved_dataset,
+    json_error_text,
     looks_like_hub_id,
     path_digest,
     read_hub,
@@ -166,8 +167,8 @@ def _json_field(value: Any, name: str, kind: type) -> Any:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except json.JSONDecodeError as error:
-            raise RowError(f"{name} is not valid JSON ({error.msg})") from error
+        except (ValueError, RecursionError) as error:  # a syntax error, a long integer, deep nesting
+            raise RowError(f"{name} is not valid JSON ({json_error_text(error)})") from error
     if not isinstance(value, kind):
         raise RowError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
     return value

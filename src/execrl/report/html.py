@@ -17,6 +17,7 @@ from execrl.compute import describe as describe_compute
 from execrl.generation.sampling import SamplingSettings
 from execrl.methods import METHODS
 from execrl.report import budget, comparisons, splits, stats, tables
+from execrl.report.figures import DIVERSITY_BOOTSTRAP
 from execrl.report.refinements import HEADINGS as REFINEMENT_HEADINGS
 from execrl.report.evaluations import OUTCOME_LABELS
 from execrl.report.training import SUMMARY_LABELS
@@ -118,8 +119,8 @@ FIGURES = {
         "Candidate diversity",
         "Per problem: distinct programs among the n samples after normalization (comments and layout dropped), as a "
         "share of n, and the mean pairwise similarity of the samples (difflib ratio of token sequences; token-set "
-        "Jaccard). Bars: mean over problems (and seeds), with a 95% percentile bootstrap interval over them (1,000 resamples, "
-        "seeded). RL that sharpens a model usually lowers diversity.",
+        "Jaccard). Bars: mean over problems (and seeds), with a 95% percentile bootstrap interval over them "
+        f"({DIVERSITY_BOOTSTRAP:,} resamples, seeded). RL that sharpens a model usually lowers diversity.",
     ),
     "cost": (
         "cost",

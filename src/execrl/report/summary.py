@@ -56,7 +56,7 @@ def trains(method: str, record: dict) -> bool:
 
     if method in METHODS:
         return METHODS[method].trained
-    return bool((record.get("cost") or {}).get("training_wall_h"))
+    return tables.has_training_cost(record.get("cost"))
 
 
 def refinement_findings(refinements: pd.DataFrame | None) -> list[str]:
@@ -115,7 +115,7 @@ def findings(records: list[dict], split: str) -> list[str]:
                 continue
             cost = record.get("cost") or {}
             cost_text = ""
-            if cost.get("training_wall_h"):  # a method that trains nothing (base's variants) has no training to cost
+            if tables.has_training_cost(cost):  # a method that trains nothing (base's variants) has no training to cost
                 cost_text = f"; training took {fmt_hours(cost.get('training_wall_h'))} h wall, {fmt_hours(cost.get('training_cpu_h'))} CPU h"
                 if cost.get("training_gpu_h"):
                     cost_text += f", {fmt_hours(cost['training_gpu_h'])} GPU h"
@@ -124,8 +124,7 @@ def findings(records: list[dict], split: str) -> list[str]:
                 said = f"(trains nothing: a control) {CONTROL_VERDICTS[said]}"
             # as the pairwise comparisons say it: one seed's interval holds the problems' spread only
             one_seed = " (one seed: seed-to-seed noise not measured)" if record.get("n_seeds") == 1 else ""
-            samples = record.get("n_samples")
-            ever = f" (of its {samples} samples, at least one passes)" if samples else ""
+            ever = " (a problem some sample of the method passed and none of base's, and the reverse)"
             sentences.append(
                 f"{record['method']} {said}: pass@1 {fmt(record['pass_at_k']['1']['mean'])} "
                 f"vs {fmt(base['pass_at_k']['1']['mean'])} for base (Δ {fmt_signed(versus['delta_pass_at_1'])}, "
@@ -267,7 +266,7 @@ def markdown(summary: dict, ks: Sequence[int]) -> str:
         frame = pd.DataFrame(summary["refinements"]).rename(columns=REFINEMENT_HEADINGS)
         parts += ["## Refinement (c2) after a failed first attempt", "", tables.frame_markdown(frame), ""]
     if summary["cost"]["per_method"]:
-        parts += ["## Cost per method (hours, summed over jobs)", "", tables.frame_markdown(pd.DataFrame(summary["cost"]["per_method"])), ""]
+        parts += ["## Cost per method (hours, summed over jobs)", "", tables.frame_markdown(pd.DataFrame(summary["cost"]["per_method"]).rename(columns=tables.COST_LABELS)), ""]
     if summary["cost"]["total"]:
         total = summary["cost"]["total"]
         parts += [

@@ -44,6 +44,13 @@ def fmt_count(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
+def has_training_cost(cost: dict | None) -> bool:
+    """Whether a method's cost record holds training time: a method that trains nothing has none
+    (missing, NaN before the summary is written, None after)."""
+    value = (cost or {}).get("training_wall_h")
+    return not is_missing(value) and value > 0
+
+
 def fmt_steps(span) -> str:
     """A window's steps: `3–9`, or `0` where it is one step."""
     return MISSING if not span else (f"{span[0]}" if span[0] == span[1] else f"{span[0]}–{span[1]}")
@@ -172,7 +179,7 @@ def main_table_rows(records: list[dict], split: str, ks: Sequence[int]) -> tuple
         diversity = record.get("diversity")
         cells["distinct / n"] = fmt(diversity["distinct_share"], 2) if diversity else MISSING
         cost = record.get("cost") or {}
-        trained = bool(cost.get("training_wall_h"))  # base and its variants train nothing: no cost to show
+        trained = has_training_cost(cost)  # base and its variants train nothing: no cost to show
         cells["training CPU h"] = fmt_hours(cost.get("training_cpu_h")) if trained else MISSING
         cells["training GPU h"] = fmt_hours(cost.get("training_gpu_h")) if trained else MISSING
         rows.append({"attrs": {"dataset": record["dataset"], "model": record["model"], "method": record["method"]}, "cells": cells})
@@ -313,7 +320,9 @@ def markdown_code(value) -> str:
     fence is longer than any run of backticks in the text."""
     text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value))
     fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    # Markdown strips one space from each end of a span that has both: a pad keeps the text's own
+    # (a span of spaces only is kept as it is)
+    pad = " " if text.strip() and (text[0] in "` " or text[-1] in "` ") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
 
 

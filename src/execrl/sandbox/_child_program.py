@@ -8,7 +8,7 @@ import builtins
 import sys
 
 from execrl.sandbox._exchange import (HARNESS_ERROR_TYPES, RESULT_FD, _bool, _dumps, _float, _id, _int, _len, _os_write,
-                                      _str, _text, _type)
+                                      _str, _str_copy, _text, _type)
 
 __builtins__ = dict(builtins.__dict__)  # a private snapshot, as in ``_exchange``
 
@@ -30,10 +30,10 @@ def _exc_name(e) -> str:
     one of the sandbox's own verdicts (``Timeout``, ``SIGKILL``) is told apart from it."""
     try:
         t = _type(e)
-        name = _NAME(t)
+        name = _str_copy(_NAME(t))  # a plain str: the program may make its class's name a str subclass
     except BaseException:  # noqa: BLE001
         return "BaseException"
-    if _id(t) not in _BUILTIN_EXCEPTIONS and (name in HARNESS_ERROR_TYPES or name.startswith("SIG")):
+    if _id(t) not in _BUILTIN_EXCEPTIONS and name in HARNESS_ERROR_TYPES:
         name = f"{name[:100]} (the program's class)"
     return name if _len(name) <= 200 else name[:200] + "..."
 

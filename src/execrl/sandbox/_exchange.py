@@ -38,12 +38,13 @@ _os_write, _os_exit, _os_read = os.write, os._exit, os.read
 _MSG_LIMIT = 600
 
 HARNESS_ERROR_TYPES = frozenset({
-    "Timeout", "ProtocolViolation", "ProcessExited", "OutputLimitExceeded", "JudgeError", "WorkerCrashed",
-    "ValueTooLarge", "ValueTooDeep",
-})
-"""The error types the sandbox itself gives (with ``SIG...``, a signal's name): the watch counts
-them, and a refinement prompt states them. A program's own exception class of such a name is
-told as ``NAME (the program's class)``."""
+    "Timeout", "ProtocolViolation", "ProcessExited", "OutputLimitExceeded", "JudgeError", "JudgeLimitExceeded",
+    "WorkerCrashed", "PrepareError", "ValueTooLarge", "ValueTooDeep",
+    "Nondeterministic",  # the code game's verdict on a program whose runs differ (execrl.training.code_game)
+}) | frozenset(s.name for s in signal.Signals)
+"""The error types the sandbox (and the code game) give their own verdicts, a killing signal's
+name among them: the watch counts them, and a refinement prompt states them. A program's own
+exception class of such a name is told as ``NAME (the program's class)``."""
 
 
 def _text(x, limit=_MSG_LIMIT) -> str:

@@ -110,15 +110,20 @@ def entry_point_call(problem: Problem) -> str | None:
     """The call of the problem's entry point in its first test, as source (`f(3)`), if it has one."""
     if not problem.tests:
         return None
-    test = problem.tests[0]
+    # a data set's test can be past what the parser, the unparser or repr take (deep nesting, an
+    # integer of more than 4300 digits): such a problem has no call to show
+    try:
+        return _first_call(problem, problem.tests[0])
+    except (SyntaxError, IndexError, ValueError, MemoryError, RecursionError):
+        return None
+
+
+def _first_call(problem: Problem, test) -> str | None:
     if problem.test_type == "call" and problem.entry_point:
         return f"{problem.entry_point}(*{test['args']!r})"
     if problem.test_type != "assert":
         return None
-    try:
-        statement = ast.parse(test).body[0]
-    except (SyntaxError, IndexError):
-        return None
+    statement = ast.parse(test).body[0]
     if isinstance(statement, ast.Assert) and isinstance(statement.test, ast.Compare):
         left = statement.test.left
         if isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id == problem.entry_point:
