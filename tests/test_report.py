@@ -764,7 +764,8 @@ def test_a_finding_names_training_cost_only_for_a_method_that_trained():
     # NaN: how cost.per_method gives a method no training job (a variant of base), before summary.json
     cool = next(s for s in sentences if s.startswith("base_low_temp"))
     trained = next(s for s in sentences if s.startswith("grpo"))
-    assert "training took" not in cool and cool.endswith("broke 1 (a problem some sample of the method passed and none of base's, and the reverse).")
+    assert "training took" not in cool and cool.endswith("broke 1.")
+    assert "fixed a problem that some sample of it passed and none of base's" in sentences[0]  # said once, per group
     # one seed: the interval holds the problems' spread, not the seeds' (as the pairwise sentences say)
     assert "95% CI [+0.010, +0.200]) (one seed: seed-to-seed noise not measured); fixed 2 problems" in trained
     several = summary.findings([record("base", 0.3, None), {**record("grpo", 0.35, 0.25), "n_seeds": 3}], "test")

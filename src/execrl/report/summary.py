@@ -106,7 +106,8 @@ def findings(records: list[dict], split: str) -> list[str]:
             intervals = f"95% intervals over problems (bootstrap) and {n_seeds} seeds (Student's t)"
         sentences.append(
             f"{dataset} · {model} ({split} split, {first['n_problems']} problems, {first['n_samples']} samples each): "
-            f"{ranking}; intervals are {intervals}."
+            f"{ranking}; intervals are {intervals}; a method fixed a problem that some sample of it passed and "
+            "none of base's, and broke one base passed and it never did."
         )
         base = next((r for r in group if r["method"] == "base"), None)
         for record in group:
@@ -124,12 +125,11 @@ def findings(records: list[dict], split: str) -> list[str]:
                 said = f"(trains nothing: a control) {CONTROL_VERDICTS[said]}"
             # as the pairwise comparisons say it: one seed's interval holds the problems' spread only
             one_seed = " (one seed: seed-to-seed noise not measured)" if record.get("n_seeds") == 1 else ""
-            ever = " (a problem some sample of the method passed and none of base's, and the reverse)"
             sentences.append(
                 f"{record['method']} {said}: pass@1 {fmt(record['pass_at_k']['1']['mean'])} "
                 f"vs {fmt(base['pass_at_k']['1']['mean'])} for base (Δ {fmt_signed(versus['delta_pass_at_1'])}, "
                 f"95% CI {fmt_interval(versus['ci_low'], versus['ci_high'], signed=True)}){one_seed}; "
-                f"fixed {fmt_count(versus['fixed'], 'problem')}, broke {versus['broken']}{ever}{cost_text}."
+                f"fixed {fmt_count(versus['fixed'], 'problem')}, broke {versus['broken']}{cost_text}."
             )
     return sentences
 
