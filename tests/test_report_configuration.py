@@ -19,9 +19,15 @@ def result_config(*overlays: Path) -> dict:
 def test_the_embedded_default_leaves_out_the_sections_of_methods_it_does_not_run():
     config = result_config()
     assert left_out_of_report(config) == ["exec", "code_game", "spiral", "method_variants.srrl_separate",
-                                          "generation.vllm"]
+                                          "generation.vllm", "grpo.vllm_*"]
     shown = shown_in_report(config)
     assert not {"exec", "code_game", "spiral"} & set(shown)
+    # GRPO generates with transformers here: vLLM's keys of training are left out, use_vllm itself shown
+    assert not [key for key in shown["grpo"] if key.startswith("vllm_")] and shown["grpo"]["use_vllm"] is False
+    # a method that generates with vLLM keeps them, through its own override too
+    overridden = {**config, "method_overrides": {"srrl": {"grpo": {"use_vllm": True}}}}
+    assert "grpo.vllm_*" not in left_out_of_report(overridden)
+    assert "grpo.vllm_*" not in left_out_of_report({**config, "grpo": {**config["grpo"], "use_vllm": True}})
     # what its methods read stays: DPO's, GRPO's and SRRL's sections, the rewards, the watch
     assert {"dpo", "grpo", "srrl", "rewards", "watch", "prompt", "execution", "tiny_model"} <= set(shown)
     assert set(shown["method_variants"]) == {"base_low_temp"}

@@ -218,6 +218,19 @@ def test_a_generation_key_its_backend_ignores_moves_nothing(embedded, backend):
     assert sampled and sampled <= differing(config, read)
 
 
+def test_vllms_training_settings_move_the_trained_segment_only_where_vllm_generates(embedded):
+    """`grpo.vllm_*` decide nothing with `grpo.use_vllm: false` (TRL reads them only with vLLM):
+    a change of one then reruns no training; with vLLM generating it retrains GRPO and SRRL."""
+    for use_vllm in (False, True):
+        config = changed(embedded, grpo__use_vllm=use_vllm)
+        moved = differing(config, changed(config, grpo__vllm_gpu_memory_utilization=0.5))
+        trained = {key for key in moved if key[0] == "trained"}
+        if use_vllm:
+            assert {key[1:3] for key in trained} >= {("tiny", "grpo"), ("tiny", "srrl")}, moved
+        else:
+            assert moved == set()
+
+
 def test_every_other_leaf_setting_moves_some_segment():
     """Every setting outside the report, logging and parallelism, changed alone, moves a segment
     of a config running every method (so no setting a job reads is left out of the paths)."""
@@ -234,6 +247,8 @@ def test_every_other_leaf_setting_moves_some_segment():
             continue
         if path[:2] in ignored_by_the_backend(config):
             continue
+        if path[0] == "grpo" and path[1].startswith("vllm_") and not config["grpo"]["use_vllm"]:
+            continue  # read only where vLLM generates in training (the next test)
         edited = copy.deepcopy(config)
         node = edited
         for key in path[:-1]:

@@ -170,8 +170,11 @@ def test_switching_back_plans_nothing_but_the_report(tmp_path, other):
              "generation": {"vllm": {"gpu_memory_utilization": 0.5}}},
             [],
         ),
+        # vLLM's settings of training where no method generates with vLLM (`grpo.use_vllm: false`):
+        # out of the training digest and the report's configuration
+        ({"grpo": {"vllm_gpu_memory_utilization": 0.5, "vllm_importance_sampling_clip_max": 2.0}}, []),
     ],
-    ids=["placement", "checkpointing", "logging-and-workers", "staging", "cluster", "unread-sections"],
+    ids=["placement", "checkpointing", "logging-and-workers", "staging", "cluster", "unread-sections", "vllm-off"],
 )
 def test_settings_that_change_no_result_rerun_none(tmp_path, overlay, replanned):
     """Changed over a finished run, they plan no job but those whose output shows them."""

@@ -77,7 +77,9 @@ def shown_in_report(result_config: dict[str, Any]) -> dict[str, Any]:
         shown[section] = {name: value for name, value in shown[section].items() if name in experiment[section]}
     for key in left_out_of_report(result_config):
         section, _, name = key.partition(".")
-        if name:
+        if name.endswith("*"):  # every key of the section that starts so
+            shown[section] = {k: v for k, v in shown[section].items() if not k.startswith(name[:-1])}
+        elif name:
             shown[section] = {k: v for k, v in shown[section].items() if k != name}
         else:
             shown.pop(section, None)
@@ -88,8 +90,9 @@ def left_out_of_report(result_config: dict[str, Any]) -> list[str]:
     """What no job of the experiment's grid reads, as `section` or `section.key`: the sections of
     methods it does not run (a section is read if a method it runs reads it, or, for `srrl`,
     `code_game` and `spiral`, if the tiny model's warm start writes examples of theirs), method
-    variants and overrides of methods it does not run, `tiny_model` without a tiny model, and
-    `generation.vllm` where the generation backend is not vLLM."""
+    variants and overrides of methods it does not run, `tiny_model` without a tiny model,
+    `generation.vllm` where the generation backend is not vLLM, and `grpo.vllm_*` where no method it
+    runs generates with vLLM in training (`grpo.use_vllm`, a method's override of it included)."""
     from execrl.methods import with_variants
 
     # each method's sections, a variant's those of the method it trains as
@@ -111,7 +114,22 @@ def left_out_of_report(result_config: dict[str, Any]) -> list[str]:
     generation = result_config.get("generation", {})
     if "vllm" in generation and generation.get("backend") != "vllm":
         left.append("generation.vllm")
+    if "grpo" in read and "grpo" not in left and not _trains_with_vllm(result_config, methods):
+        left.append("grpo.vllm_*")
     return left
+
+
+def _trains_with_vllm(result_config: dict[str, Any], methods: list[str]) -> bool:
+    """Whether a method of `methods` generates with vLLM in training: `grpo.use_vllm`, or its own
+    override of it (`method_overrides`, a variant's `overrides`)."""
+    if result_config.get("grpo", {}).get("use_vllm"):
+        return True
+    variants = result_config.get("method_variants") or {}
+    overrides = [result_config.get("method_overrides", {}).get(name, {}) for name in methods]
+    overrides += [variants[name].get("overrides", {}) for name in methods if name in variants]
+    overrides += [result_config.get("method_overrides", {}).get(variants[name]["method"], {}) for name in methods
+                  if name in variants]  # fmt: skip
+    return any(o.get("grpo", {}).get("use_vllm") for o in overrides)
 
 
 def model_kind(source: str) -> str:

@@ -88,10 +88,16 @@ def training_settings(config: dict, method: str, model: str) -> dict:
     if "grpo" in settings:
         from execrl.training.grpo_settings import rollout_settings
 
-        settings["grpo"] = rollout_settings(settings["grpo"], method_generation(config, method))
+        settings["grpo"] = without_unused_vllm_keys(rollout_settings(settings["grpo"], method_generation(config, method)))
     full_weight = config["models"][model]["finetuning"] == "full"
     settings["lora"] = None if full_weight else config["lora"]
     return settings
+
+
+def without_unused_vllm_keys(grpo: dict) -> dict:
+    """`grpo` less vLLM's keys (`vllm_*`) where vLLM does not generate (`use_vllm: false`): they
+    decide nothing then (TRL reads them only with vLLM), so a change of theirs reruns no training."""
+    return grpo if grpo.get("use_vllm") else {key: value for key, value in grpo.items() if not key.startswith("vllm_")}
 
 
 TRAINING_RUNTIME_KEYS = RUNTIME_SETTINGS["dpo"]

@@ -442,6 +442,16 @@ def get_method_overrides():
     return {m: method_overrides(config, m) for m in EXPERIMENT["methods"]}
 
 
+def get_report_grpo():
+    """The grpo section the report's rules read (steps, prompts and generations per step, to count
+    tokens and samples), less vLLM's settings, which no report figure or table reads."""
+    return {
+        key: value
+        for key, value in RESULT_CONFIG["grpo"].items()
+        if not key.startswith("vllm_")
+    }
+
+
 def get_report_figures():
     """The figures the report shows, by name; some only when the grid has what they plot."""
     figures = {

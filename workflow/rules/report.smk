@@ -94,7 +94,7 @@ rule plot_training_curves:
     resources:
         **job_resources("report"),
     params:
-        grpo=RESULT_CONFIG["grpo"],
+        grpo=get_report_grpo(),
         method_overrides=get_method_overrides(),
         variants=get_method_variants(),
     script:
@@ -243,7 +243,7 @@ rule render_report:
         ks=config["evaluation"]["k"],
         n_boot=config["report"]["bootstrap_samples"],
         examples=4,
-        grpo=RESULT_CONFIG["grpo"],
+        grpo=get_report_grpo(),
         method_overrides=get_method_overrides(),
         variants=get_method_variants(),
     script:
