@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -18,11 +19,22 @@ def iter_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
                 continue
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{line_number}: not valid JSON ({error.msg})") from error
-            except (ValueError, RecursionError) as error:  # an integer past 4300 digits, deep nesting
-                raise ValueError(f"{path}:{line_number}: not readable as JSON here ({type(error).__name__}: {str(error)[:200]})") from error
+            except (ValueError, RecursionError) as error:  # a syntax error, an integer past 4300 digits, deep nesting
+                raise ValueError(f"{path}:{line_number}: not valid JSON ({json_error_text(error)})") from error
             yield record
+
+
+def json_error_text(error: ValueError | RecursionError) -> str:
+    """Why `json.loads` refused a text, in a few words: a syntax error's message, or the limit the
+    text went past (Python's own message for a long integer suggests raising a process-wide limit)."""
+    if isinstance(error, json.JSONDecodeError):
+        return error.msg
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
+    if "integer string conversion" in str(error):
+        return f"an integer of more than {sys.get_int_max_str_digits()} digits"
+    text = str(error)
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

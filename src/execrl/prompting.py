@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -95,11 +96,17 @@ def defuse_special_tokens(text: str, tokenizer) -> str:
     specials = special_token_texts(tokenizer)
     if not any(s in text for s in specials):
         return text
-    pattern = re.compile("|".join(map(re.escape, specials)))
+    pattern = _alternatives(tuple(specials))
     # one pass breaks every match; a match that overlapped an earlier one is left whole: go again
     while pattern.search(text):
         text = pattern.sub(lambda m: m.group(0)[0] + SPECIAL_TOKEN_BREAK + m.group(0)[1:], text)
     return text
+
+
+@functools.lru_cache(maxsize=8)
+def _alternatives(texts: tuple[str, ...]) -> re.Pattern:
+    """One pattern matching any of `texts` (longest first), compiled once per tokenizer's set."""
+    return re.compile("|".join(map(re.escape, texts)))
 
 
 def chat_prompt(message: str, config: PromptConfig, tokenizer=None) -> str:

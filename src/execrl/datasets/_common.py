@@ -6,12 +6,12 @@ import copy
 import hashlib
 import json
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from execrl.jsonl import json_error_text
 from execrl.problems import Problem, uncompilable_test, unwritable_field
 
 ON_MALFORMED = ("error", "skip")
@@ -227,18 +227,6 @@ def json_lines_rows(text: str) -> list[RawRow]:
         except (ValueError, RecursionError) as error:
             rows.append(RawRow(f"line {line_number}", error=f"not valid JSON ({json_error_text(error)})"))
     return rows
-
-
-def json_error_text(error: ValueError | RecursionError) -> str:
-    """Why `json.loads` refused a text, in a few words: a syntax error's message, or the limit the
-    text went past (Python's own message for a long integer suggests raising a process-wide limit)."""
-    if isinstance(error, json.JSONDecodeError):
-        return error.msg
-    if isinstance(error, RecursionError):
-        return "nested too deeply"
-    if "integer string conversion" in str(error):
-        return f"an integer of more than {sys.get_int_max_str_digits()} digits"
-    return _short(str(error), 200)
 
 
 def read_saved_dataset(path: Path, split: str | None) -> tuple[list[RawRow], bool]:

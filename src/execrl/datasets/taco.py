@@ -36,13 +36,13 @@ from execrl.datasets._common import (
     check_int,
     check_optional_str,
     is_saved_dataset,
-    json_error_text,
     looks_like_hub_id,
     path_digest,
     read_hub,
     read_local_file,
     read_saved_dataset,
 )
+from execrl.jsonl import json_error_text
 from execrl.problems import Problem
 
 HUB_ID = "likaixin/TACO-verified"

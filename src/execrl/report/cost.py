@@ -102,13 +102,14 @@ def per_method(jobs: pd.DataFrame) -> pd.DataFrame:
         mine = attributed[attributed["method"] == method]
         training = mine[mine["phase"] == "training"]
         evaluation = mine[mine["phase"] == "evaluation"]
-        none = float("nan") if training.empty else 0.0  # a method that trains nothing (base, its variants) has no training cost
+        # a method that trains nothing (base, its variants) has no training cost, not a cost of 0
+        trained = 1.0 if not training.empty else float("nan")
         rows.append(
             {
                 "method": method,
-                "training_wall_h": none + training["wall_s"].sum() / 3600,
-                "training_cpu_h": none + training["cpu_s"].sum() / 3600,
-                "training_gpu_h": none + training["gpu_h"].sum(),
+                "training_wall_h": trained * training["wall_s"].sum() / 3600,
+                "training_cpu_h": trained * training["cpu_s"].sum() / 3600,
+                "training_gpu_h": trained * training["gpu_h"].sum(),
                 "evaluation_wall_h": evaluation["wall_s"].sum() / 3600,
                 "evaluation_cpu_h": evaluation["cpu_s"].sum() / 3600,
             }
