@@ -52,12 +52,21 @@ def test_a_grid_of_the_base_model_only_shows_no_training_section(tmp_path):
     overlay.write_text(yaml.safe_dump({"experiment": {"methods": ["base"]}}))
     shown = shown_in_report(result_config(overlay))
     assert not {"dpo", "grpo", "rewards", "watch", "exec", "code_game", "spiral"} & set(shown)
-    assert shown["method_variants"] == {}
+    assert "method_variants" not in shown  # its one variant is left out, and an empty section is not printed
 
 
-@pytest.mark.parametrize("left, shown", [([], False), (["exec", "generation.vllm"], True)])
-def test_the_report_names_what_it_leaves_out(left, shown):
+@pytest.mark.parametrize("left", [[], ["exec", "generation.vllm"]])
+def test_the_report_names_what_it_leaves_out(left):
     note = left_out_note(left)
-    assert bool(note) is shown
-    if shown:
-        assert "<code>exec</code>, <code>generation.vllm</code>" in note and "python -m execrl.config" in note
+    assert "cannot change a result" in note and "python -m execrl.config" in note
+    assert ("Left out below" in note) is bool(left)
+    if left:
+        assert "<code>exec</code>, <code>generation.vllm</code>" in note
+
+
+def test_sections_of_runtime_settings_only_are_not_printed_empty():
+    config = result_config()
+    assert config["wandb"] == {} and config["preflight"] == {}  # their keys cannot change a result
+    shown = shown_in_report(config)
+    assert not {"wandb", "preflight"} & set(shown)
+    assert not [section for section, value in shown.items() if value == {}]

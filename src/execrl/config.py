@@ -70,7 +70,8 @@ def shown_in_report(result_config: dict[str, Any]) -> dict[str, Any]:
     """The configuration the report prints: the result config less PLACEMENT_SECTIONS, so that
     moving the download cache or editing the partition file rewrites no report, and less what the
     experiment does not run (`left_out_of_report`), which an overlay inherits from the config
-    laid under it."""
+    laid under it, and less the sections left empty (those that hold only RUNTIME_SETTINGS, which
+    the result config has already lost)."""
     shown = {section: value for section, value in result_config.items() if section not in PLACEMENT_SECTIONS}
     experiment = shown["experiment"]
     for section in ("datasets", "models"):
@@ -83,7 +84,8 @@ def shown_in_report(result_config: dict[str, Any]) -> dict[str, Any]:
             shown[section] = {k: v for k, v in shown[section].items() if k != name}
         else:
             shown.pop(section, None)
-    return shown
+    # a section all of whose keys are runtime settings (`wandb`, `preflight`) would print as `{}`
+    return {section: value for section, value in shown.items() if value != {}}
 
 
 def left_out_of_report(result_config: dict[str, Any]) -> list[str]:

@@ -179,13 +179,15 @@ def sampling_section(config: dict) -> str:
 
 def left_out_note(left_out: list[str]) -> str:
     """The settings the printed configuration leaves out (``execrl.config.left_out_of_report``)."""
+    runtime = ("Settings that cannot change a result (logging, parallelism, checkpointing, "
+               "<code>preflight.required</code>) are not shown.")
+    everything = "<code>python -m execrl.config</code> with the same config files prints them all."
     if not left_out:
-        return ""
+        return f"<p class=\"caption\">{runtime} {everything}</p>"
     names = ", ".join(f"<code>{html.escape(key)}</code>" for key in left_out)
     return (f"<p class=\"caption\">Left out below, as no job of this experiment reads them: {names} (the sections of "
             f"methods it does not run, their variants and overrides, the tiny model's where no model is the tiny "
-            f"one, and the vLLM settings where generation does not use vLLM). <code>python -m execrl.config</code> with the same config files "
-            f"prints them all.</p>")
+            f"one, and the vLLM settings where generation does not use vLLM). {runtime} {everything}</p>")
 
 
 def checkout_root(path: str | Path | None = None) -> str | None:
