@@ -206,6 +206,22 @@ def test_each_cpu_overlay_validates_over_the_embedded_default_and_names_its_comm
     assert f"make report OVERLAYS=.test/config/{overlay}" in path.read_text()
 
 
+@pytest.mark.parametrize("overlay, method", [("srrl-token-budget.yaml", "srrl"), ("srrl-budgets.yaml", "srrl_tokens")])
+def test_the_token_budget_overlays_let_the_budget_stop_srrl_not_max_steps(overlay, method):
+    """SRRL samples fewer completion tokens per step than GRPO (0.94× in the committed summary's
+    `token_budget`), so at GRPO's max_steps it would stop short of GRPO's tokens: the overlays give it
+    a cap that the budget reaches first, everything else of GRPO's section unchanged."""
+    from execrl.training_settings import method_section
+
+    config = merged_config([REPO / EMBEDDED, REPO / ".test/config" / overlay], base=REPO / "config" / "config.yaml")
+    srrl, grpo = method_section(config, method, "grpo"), method_section(config, "grpo", "grpo")
+    assert method_section(config, method, "srrl")["budget"] == "generated_tokens"
+    assert srrl["max_steps"] >= 1.5 * grpo["max_steps"]
+    assert {**srrl, "max_steps": grpo["max_steps"]} == grpo
+    fields = {k: v for k, v in srrl.items() if k in GRPOSettings.__dataclass_fields__}
+    assert GRPOSettings(**fields).trl_args(1)["lr_scheduler_type"] == "constant"  # a higher cap changes nothing before the stop
+
+
 def test_seed_002s_cpu_overlay_trains_its_methods_on_the_tiny_model():
     config = merged_config([REPO / EMBEDDED, REPO / ".test/config/seed-002.yaml"], base=REPO / "config" / "config.yaml")
     assert config["experiment"]["methods"] == ["base", "exec", "code_game", "spiral"]

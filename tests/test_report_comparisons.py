@@ -261,7 +261,11 @@ def test_the_budget_a_comparison_used_is_named_with_both_token_totals(tmp_path):
     early = write_token_metrics(tmp_path, "srrl", 1, prompt_length=75, completion_length=25, steps=3)
     short_total = budget.pair_budget(budget.per_method(budget.token_budget([paths[0], early], GRPO_SETTINGS)),
                                      "toy", "m", "srrl", "grpo", srrl_budget="total_tokens")
-    assert "short of equal" in comparisons.budget_sentence({"method": "srrl", "baseline": "grpo", "budget": short_total})
+    assert short_total["matched"] is None and short_total["budget"] == (
+        "a budget of GRPO's total tokens set, not reached: srrl reached its max_steps (3) at 0.77× grpo's total tokens "
+        "(num_tokens) (steps: srrl 3, grpo 6)"
+    )
+    assert "set, not reached" in comparisons.budget_sentence({"method": "srrl", "baseline": "grpo", "budget": short_total})
     # The same runs compared at the default budget: equal completions per step, and it shows in the sentence.
     fewer = [paths[0], write_token_metrics(tmp_path, "srrl", 2, prompt_length=75, completion_length=25, steps=4)]
     default = budget.pair_budget(budget.per_method(budget.token_budget(fewer, GRPO_SETTINGS)), "toy", "m", "srrl",
@@ -280,9 +284,16 @@ def test_the_budget_a_comparison_used_is_named_with_both_token_totals(tmp_path):
             tmp_path, "srrl", 3, prompt_length=30, completion_length=25, steps=4)], GRPO_SETTINGS)),
         "toy", "m", "srrl", "grpo", srrl_budget="generated_tokens",
     )
-    assert "short of equal: SRRL reached grpo.max_steps before GRPO's count" in comparisons.budget_sentence(
-        {"method": "srrl", "baseline": "grpo", "budget": short}
-    )
+    # Nothing says "equal generated tokens", in the README's column (the rule) or in the finding.
+    assert short["matched"] is None and not short["budget"].startswith("equal")
+    assert short["budget"].startswith("a budget of GRPO's generated tokens set, not reached: srrl reached its max_steps (4)")
+    sentence = comparisons.budget_sentence({"method": "srrl", "baseline": "grpo", "budget": short})
+    assert "equal generated tokens" not in sentence and "not reached" in sentence
+    # From the GRPO side of the pair (grpo against srrl) the same shortfall is named.
+    reverse = budget.pair_budget(budget.per_method(budget.token_budget([paths[0], write_token_metrics(
+        tmp_path, "srrl", 4, prompt_length=30, completion_length=25, steps=4)], GRPO_SETTINGS)),
+        "toy", "m", "grpo", "srrl", srrl_budget="generated_tokens")
+    assert reverse["matched"] is None and "srrl reached its max_steps (4)" in reverse["budget"]
 
 
 def test_comparison_records_carry_the_runs_srrl_budget(tmp_path):
@@ -294,7 +305,10 @@ def test_comparison_records_carry_the_runs_srrl_budget(tmp_path):
     pairwise = stats.compare_methods(table, [("srrl", "grpo")], n_boot=100)
     curves = stats.pass_at_k_curves(table, n_boot=100)
     methods = budget.per_method(budget.token_budget(paths, GRPO_SETTINGS))
-    for srrl_budget, label in (("generated_tokens", "equal generated tokens"), ("completions", "equal completions"), (None, "equal completions")):
+    # SRRL's 3 steps drew fewer tokens than GRPO's 4: the budget it ran under is named, not reached.
+    budgets = (("generated_tokens", "a budget of GRPO's generated tokens set, not reached"),
+               ("completions", "equal completions"), (None, "equal completions"))
+    for srrl_budget, label in budgets:
         (record,) = comparisons.comparison_records(pairwise, curves, [1], token_methods=methods, srrl_budget=srrl_budget)
         assert record["budget"]["budget"].startswith(label)
         assert f"Budget: {label}" in comparisons.finding(record)

@@ -127,6 +127,22 @@ MATCHED = {
 """What a comparison of two online methods held equal, as the report names it."""
 MATCHED_COLUMN = {"generated_tokens": "completion_tokens", "total_tokens": "tokens"}
 """The token table's column each token budget equalises."""
+BUDGET_NAMES = {"generated_tokens": "a budget of GRPO's generated tokens", "total_tokens": "a budget of GRPO's total tokens"}
+"""Each token budget as the report names it where it was set but not reached."""
+
+
+def short_of_budget(mine: dict, theirs: dict, method: str, baseline: str, budget: str) -> str | None:
+    """Where the SRRL side of a pair held to `budget` used fewer of its tokens than the GRPO side
+    (`StopAtTokenBudget` stops at or past the count, so only `max_steps` ends a run short of it):
+    how far short, in words; None where it reached the count."""
+    column = MATCHED_COLUMN[budget]
+    sides = {method: mine, baseline: theirs}
+    srrl_side, grpo_side = srrl_and_grpo(method, baseline)
+    used, target = sides[srrl_side][column], sides[grpo_side][column]
+    if is_missing(used) or is_missing(target) or used >= target:
+        return None
+    return (f"{srrl_side} reached its max_steps ({sides[srrl_side]['steps']:g}) at {used / target:.2f}× {grpo_side}'s "
+            f"{LABELS[column]}")  # fmt: skip
 
 
 def matched_on(method: str, baseline: str, srrl_budget: str | dict | None) -> str:
@@ -159,13 +175,19 @@ def pair_budget(
     and prompt apart; None unless both sampled online. `srrl_budget` is the run's `srrl.budget`.
 
     `matched` is what the two were held equal on: `generated_tokens`, `total_tokens`,
-    `completions`, or None when they drew different completions per step (and so were not matched at all)."""
+    `completions`, or None when they drew different completions per step, or when SRRL's token
+    budget was set but `grpo.max_steps` stopped it first (so they were not matched at all; the
+    rule says which and by how much)."""
     mine, theirs = (for_method(methods, dataset, model, m) for m in (method, baseline))
     if mine is None or theirs is None:
         return None
     matched = matched_on(method, baseline, srrl_budget)
-    if matched in TOKEN_BUDGETS:
-        rule = f"{MATCHED[matched]} (steps: {method} {mine['steps']:g}, {baseline} {theirs['steps']:g})"
+    steps = f"steps: {method} {mine['steps']:g}, {baseline} {theirs['steps']:g}"
+    if matched in TOKEN_BUDGETS and (short := short_of_budget(mine, theirs, method, baseline, matched)):
+        matched = None  # the budget was set, and max_steps stopped SRRL before it held the two equal
+        rule = f"{BUDGET_NAMES[matched_on(method, baseline, srrl_budget)]} set, not reached: {short} ({steps})"
+    elif matched in TOKEN_BUDGETS:
+        rule = f"{MATCHED[matched]} ({steps})"
     elif mine["completions_per_step"] == theirs["completions_per_step"]:
         rule = f"{MATCHED['completions']} per step ({mine['completions_per_step']:g})"
         if mine["steps"] != theirs["steps"]:  # e.g. an SRRL variant stopped at GRPO's tokens

@@ -131,11 +131,6 @@ def budget_sentence(record: dict) -> str:
     )
     if spent["matched"] == "completions" and fmt(spent["completion_token_ratio"], 2) != fmt(1.0, 2):
         sentence += ", so equal completions are not equal generated tokens"
-    if spent["matched"] in budget.MATCHED_COLUMN:
-        column = budget.MATCHED_COLUMN[spent["matched"]]
-        srrl_side, grpo_side = budget.srrl_and_grpo(method, baseline)
-        if spent[column][srrl_side] < spent[column][grpo_side]:
-            sentence += f", short of equal: {display(srrl_side)} reached grpo.max_steps before {display(grpo_side)}'s count"
     return sentence + "."
 
 
