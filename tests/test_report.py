@@ -519,7 +519,9 @@ def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_probl
     assert summary.json_safe({"a": [float("nan"), np.float64(1.5), np.int64(2)]}) == {"a": [None, 1.5, 2]}
     assert record["main_split"] == "test" and len(record["findings"]) == 6  # dataset, 2 against base, 2 pairwise, refinements
     assert record["findings"][-1] == (
-        "toy · m: c2 pass rate on refinements of failed base attempts (1 prompts per seed): srrl 1.000 (1 samples)."
+        "toy · m: c2 pass rate on refinements of failed base attempts (1 prompts per seed): srrl 1.000 (1 samples). "
+        "The prompts are built from train-split problems, which SRRL trained on, so its rate mixes using the feedback "
+        "with having learned the task."
     )
     assert page.count('src="data:image/png;base64,') == 2 and not re.search(r"https?://", page)
     # A table wider than the page scrolls in its own box, never the whole page sideways.

@@ -59,8 +59,15 @@ def trains(method: str, record: dict) -> bool:
     return tables.has_training_cost(record.get("cost"))
 
 
+REFINEMENT_SPLIT = ("The prompts are built from train-split problems, which SRRL trained on, so its rate mixes using the "
+                    "feedback with having learned the task.")
+"""Where the refinement prompts come from (`sample_refinements` reads the base model's train-split
+candidates), said beside the rate."""
+
+
 def refinement_findings(refinements: pd.DataFrame | None) -> list[str]:
-    """One sentence per dataset and model: how often each model's c2 fixes a failed first attempt."""
+    """One sentence per dataset and model: how often each model's c2 fixes a failed first attempt,
+    and that the prompts are of SRRL's own training problems."""
     if refinements is None or refinements.empty:
         return []
     sentences = []
@@ -76,7 +83,7 @@ def refinement_findings(refinements: pd.DataFrame | None) -> list[str]:
         prompts = int(rows["prompts"].max())
         sentences.append(
             f"{dataset} · {model}: c2 pass rate on refinements of failed base attempts ({prompts} prompts per seed): "
-            + ", ".join(parts) + "."
+            + ", ".join(parts) + f". {REFINEMENT_SPLIT}"
         )
     return sentences
 
