@@ -20,7 +20,8 @@ class GRPOSettings:
 
     num_generations: int = 8
     prompts_per_step: int = 16
-    """Prompts per optimiser step over all training processes; each of N processes samples
+    """Prompts per generation round over all training processes (a round is one optimiser step
+    unless `steps_per_generation` spreads it over several); each of N processes samples
     prompts_per_step / N of them (whole groups), so the process count does not change a step."""
     max_steps: int = 200
     train_problems: int | None = None
