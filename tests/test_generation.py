@@ -4,6 +4,7 @@ import pytest
 
 from conftest import build_tiny_model
 from execrl.generation import GenerationSettings, candidate_records, get_backend
+from execrl.generation.sampling import SamplingSettings
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
 
@@ -99,6 +100,24 @@ def test_training_rollouts_and_evaluation_sample_from_one_distribution(tiny_mode
     assert not rollouts.use_vllm and rollouts.generation_kwargs == NEUTRAL_TRANSFORMERS_FIELDS
     assert {key: getattr(evaluation, key) for key in NEUTRAL_TRANSFORMERS_FIELDS} == NEUTRAL_TRANSFORMERS_FIELDS
     assert ENGINE_SAMPLING_ARGS == {"generation_config": "vllm"}  # vLLM ignores the model's file
+
+
+def test_dpos_interval_evaluation_samples_with_the_generation_sections_cuts():
+    """DPO's curve in the training figure is drawn beside GRPO's and SRRL's: from the same
+    distribution (the generation section's cuts at eval_temperature). Without a cut DPO's settings
+    are as before, so its run's digest does not move."""
+    from conftest import EMBEDDED
+    from execrl.config import merged_config
+    from execrl.training.dpo import DPOSettings
+    from execrl.training_settings import training_settings
+
+    config = merged_config([EMBEDDED])
+    assert "eval_sampling" not in training_settings(config, "dpo", "tiny")["dpo"]
+    assert DPOSettings(**training_settings(config, "dpo", "tiny")["dpo"]).interval_sampling == SamplingSettings(temperature=0.2)
+    config["generation"].update(top_p=0.9, top_k=20, temperature=1.0)
+    dpo = DPOSettings(**training_settings(config, "dpo", "tiny")["dpo"])
+    assert dpo.eval_sampling == {"top_k": 20, "top_p": 0.9}
+    assert dpo.interval_sampling == SamplingSettings(temperature=dpo.eval_temperature, top_k=20, top_p=0.9)
 
 
 def test_a_sampling_key_set_for_grpo_alone_is_refused():

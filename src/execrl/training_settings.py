@@ -89,9 +89,26 @@ def training_settings(config: dict, method: str, model: str) -> dict:
         from execrl.training.grpo_settings import rollout_settings
 
         settings["grpo"] = without_unused_vllm_keys(rollout_settings(settings["grpo"], method_generation(config, method)))
+    if "dpo" in settings:
+        cuts = interval_cuts(method_generation(config, method))
+        if cuts:  # none by default, so a DPO run's digest moves only where a cut is set
+            settings["dpo"] = {**settings["dpo"], "eval_sampling": cuts}
     full_weight = config["models"][model]["finetuning"] == "full"
     settings["lora"] = None if full_weight else config["lora"]
     return settings
+
+
+INTERVAL_CUTS = ("top_k", "top_p", "min_p", "repetition_penalty")
+"""The `generation` section's cuts, which DPO's interval evaluation samples with as GRPO's and
+SRRL's do (at its own `eval_temperature`)."""
+
+
+def interval_cuts(generation: dict) -> dict:
+    """The cuts of `generation` that differ from no cut (`SamplingSettings`' defaults)."""
+    from execrl.generation.sampling import SamplingSettings
+
+    neutral = SamplingSettings()
+    return {key: generation[key] for key in INTERVAL_CUTS if key in generation and generation[key] != getattr(neutral, key)}
 
 
 def without_unused_vllm_keys(grpo: dict) -> dict:

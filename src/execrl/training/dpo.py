@@ -53,6 +53,14 @@ class DPOSettings:
     """Longest completion the interval evaluation samples. DPO samples nothing else while it
     trains, so it has no completion length of its own to reuse (GRPO evaluates at its training one)."""
     seed: int = 0
+    eval_sampling: dict = field(default_factory=dict)
+    """The `generation` section's cuts that are set (`execrl.training_settings.interval_cuts`):
+    the interval evaluation samples with them, as GRPO's and SRRL's does."""
+
+    @property
+    def interval_sampling(self) -> SamplingSettings:
+        """What the interval evaluation samples with: the generation section's cuts at `eval_temperature`."""
+        return SamplingSettings(**self.eval_sampling).at_temperature(self.eval_temperature)
 
 
 def train_dpo(
@@ -112,7 +120,7 @@ def train_dpo(
         tokenizer,
         executor,
         lambda trainer: TransformersPolicySampler(
-            trainer, settings.eval_max_new_tokens, SamplingSettings(temperature=settings.eval_temperature)
+            trainer, settings.eval_max_new_tokens, settings.interval_sampling
         ),
         every=settings.eval_every,
         samples=settings.eval_samples,
