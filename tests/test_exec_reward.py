@@ -116,6 +116,11 @@ def test_a_second_run_that_differs_is_an_error():
     flaky = deterministic(first, ProgramRun("ran", "0.7\n"))
     assert flaky.status == "error" and flaky.error_type == "Nondeterministic"
     assert deterministic(first, ProgramRun("timeout")).status == "error"
+    # an object's default repr prints its address: the same within one worker, not across two,
+    # so it is refused whether the two runs landed on one worker or on two
+    point = ProgramRun("ran", "<__main__.Point object at 0x7fc2c108a790>\n")
+    assert deterministic(point, point).error_type == "Nondeterministic"
+    assert deterministic(ProgramRun("ran", "0xdeadbeef\n"), ProgramRun("ran", "0xdeadbeef\n")).status == "ran"
 
 
 class ByteTokenizer:

@@ -20,7 +20,7 @@ import _socket
 from execrl.sandbox._child import SOCK_FD, _run_served, _run_stdio
 from execrl.sandbox._child_exit import PROGRAM_FILE_MARKERS, _write_program_file
 from execrl.sandbox._child_program import _emit, compile_candidate
-from execrl.sandbox._exchange import _FD, RESULT_FD, PeerGone, _os_exit, _text, cpu_timer
+from execrl.sandbox._exchange import _FD, MACHINE_FREE_ENV, RESULT_FD, PeerGone, _os_exit, _text, cpu_timer
 from execrl.sandbox._files import _pwrite_all, _read_exact, _read_memfd, _rmtree
 from execrl.sandbox._forker import (_CMD, _DONE, KILL_CPU, KILL_NONE, KILL_WALL, REAP_GRACE_S, _count_own_processes,
                                     _ForkerControl)
@@ -99,7 +99,7 @@ class Worker(_ForkerControl, _JudgeLink):
             env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.workdir, "TMPDIR": self.workdir,
                    "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "USER": "sandbox",
                    "PYTHONHASHSEED": str(cfg.get("hash_seed", 0)),
-                   "PYTHONIOENCODING": "utf-8"}
+                   "PYTHONIOENCODING": "utf-8", **MACHINE_FREE_ENV}
             os.environ.clear()
             os.environ.update(env)
             self.empty_scratch = self._scratch_state()
@@ -253,6 +253,7 @@ class Worker(_ForkerControl, _JudgeLink):
         mb = 1 << 20
         nproc = int(lim["max_processes"]) + self.nproc_base
         soft_cpu = int(timeout) + 1
+        stack = resource.getrlimit(resource.RLIMIT_STACK)[0]  # RUN_STACK_BYTES, or a lower hard limit (machine_free_process)
         # Hard limits are set in the child: neither worker process lowers its own (it may
         # lack CAP_SYS_RESOURCE to raise them again for a later job). The records file is
         # bounded too: what one run reports cannot exceed MAX_RECORD_BYTES (plus one record).
@@ -261,7 +262,8 @@ class Worker(_ForkerControl, _JudgeLink):
                    (resource.RLIMIT_NPROC, (nproc, nproc)),
                    (resource.RLIMIT_FSIZE, (fsize, fsize)),
                    (resource.RLIMIT_NOFILE, (int(lim["max_open_files"]),) * 2),
-                   (resource.RLIMIT_CPU, (soft_cpu, soft_cpu + 1)))
+                   (resource.RLIMIT_CPU, (soft_cpu, soft_cpu + 1)),
+                   (resource.RLIMIT_STACK, (stack, stack)))
         job = marshal.dumps((spec["child"], code, compiled, rlimits, token, workdir, stdin_text is not None,
                              timeout))
         _pwrite_all(self.job_fd, job)

@@ -139,6 +139,44 @@ def cpu_timer(budget: float) -> float:
     return budget * CPU_TIMER_SLACK[0] + CPU_TIMER_SLACK[1]
 
 
+MACHINE_FREE_ENV = {"TZ": "UTC", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+"""Environment of the worker, its judge and every run, so that what a program computes does not
+depend on the host: local time is UTC whatever the host's ``/etc/localtime``, and numpy's BLAS
+starts one thread, not one per host core (threads count against ``max_processes``)."""
+RUN_STACK_BYTES = 8 << 20
+"""The C stack of the worker, its judge and every run, and the stack of every thread they start:
+Linux's usual default, whatever ``ulimit -s`` the job that started the executor had (a deep
+``lru_cache`` recursion passes at 16 MiB and crashes at 8)."""
+RUN_CPU_COUNT = 4
+"""The core count a program sees (``os.cpu_count()``, ``os.sched_getaffinity(0)``): the standard
+library sizes its default pools by it, and against the fixed ``max_processes`` a pool of one
+thread or process per core passes on a small host and fails on a large one."""
+
+
+def machine_free_process() -> None:
+    """Make this process (and what it forks) see the same machine on every host: the stack
+    limit and thread stack size (RUN_STACK_BYTES), the core count (RUN_CPU_COUNT), and the time
+    zone from MACHINE_FREE_ENV (already in the environment) read again."""
+    import _thread
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    stack = RUN_STACK_BYTES if hard == resource.RLIM_INFINITY or hard < 0 else min(RUN_STACK_BYTES, hard)
+    resource.setrlimit(resource.RLIMIT_STACK, (stack, hard))
+    _thread.stack_size(stack)
+    count = RUN_CPU_COUNT
+    os.cpu_count = lambda: count
+    if hasattr(os, "process_cpu_count"):
+        os.process_cpu_count = lambda: count
+    real_affinity = os.sched_getaffinity
+
+    def sched_getaffinity(pid, /):
+        return set(range(count)) if pid in (0, os.getpid()) else real_affinity(pid)
+
+    os.sched_getaffinity = sched_getaffinity
+    time.tzset()
+
+
 MAX_VALUE_BYTES = 32 << 20
 """A result whose encoding is larger stays in the program's process as a handle noted
 ``TOO_LARGE``, which the judge refuses to compare with a test's value (``ValueTooLarge``)."""

@@ -57,6 +57,55 @@ _STARTUP_MODULES = frozenset(name for name in sys.modules if not name.startswith
 """The modules the judge holds before any problem (the worker's preloaded ones among them)."""
 
 
+
+
+class _InterpreterState:
+    """What one candidate's setup and tests may change in the judge's interpreter, which serves
+    every candidate of every problem its worker gets: saved when the judge starts, put back
+    before each candidate, so that a verdict does not depend on which candidates the same judge
+    served before (another problem's ``getcontext().prec = 6``, a test's ``random`` draws).
+    Plain Python gives each candidate a fresh interpreter; the module-level random generators
+    (``random``'s and numpy's legacy one) are seeded from the problem's key instead of from the
+    OS, so a test that draws its inputs unseeded (HumanEval/53's ``random.randint``) checks every
+    candidate of a problem with the same draws, in every run and on every machine."""
+
+    def __init__(self) -> None:
+        import os
+        import random  # noqa: F401 - held, so a test's ``import random`` is the module seeded below
+        import warnings
+
+        self.recursion = sys.getrecursionlimit()
+        self.filters = list(warnings.filters)
+        self.path = list(sys.path)
+        self.environ = dict(os.environ)
+        numpy = sys.modules.get("numpy")
+        self.numpy_errors = numpy.geterr() if numpy is not None else None
+
+    def restore(self, key: str) -> None:
+        import os
+        import random
+        import warnings
+        import zlib
+
+        sys.setrecursionlimit(self.recursion)
+        if warnings.filters != self.filters:
+            warnings.filters[:] = self.filters
+            warnings._filters_mutated()
+        sys.path[:] = self.path
+        if os.environ != self.environ:
+            os.environ.clear()
+            os.environ.update(self.environ)
+        decimal = sys.modules.get("decimal")
+        if decimal is not None:
+            decimal.setcontext(decimal.Context())  # a fresh thread's context: DefaultContext's values
+        random.seed(key)
+        numpy = sys.modules.get("numpy")
+        if numpy is not None:
+            numpy.random.seed(zlib.crc32(key.encode()))
+            if self.numpy_errors is not None:
+                numpy.seterr(**self.numpy_errors)
+
+
 # --------------------------------------------------------------------------------------
 # Running one candidate
 # --------------------------------------------------------------------------------------
@@ -430,6 +479,7 @@ def judge_main(fd: int, cfg: dict) -> None:
     sock = _socket.socket(fileno=fd)
     problems: dict[str, Problem] = {}
     fd_space = _socket.CMSG_SPACE(_FD.size)
+    fresh = _InterpreterState()
     while True:
         head, ancillary, _flags, _addr = sock.recvmsg(4, fd_space)
         if not head:
@@ -462,6 +512,7 @@ def judge_main(fd: int, cfg: dict) -> None:
                 problem, reply = None, {"judge_error": f"the tests could not be prepared: {type(e).__name__}: {e}"}
             while len(problems) > cfg.get("cache_size", JUDGE_CACHE):
                 problems.pop(next(iter(problems)))
+            fresh.restore(key)
         start = _cpu_time()
         try:
             _limit(msg.get("timeout_s", 10.0), msg.get("memory_mb", 1024))

@@ -31,7 +31,7 @@ from execrl.sandbox._child_exit import _WARMING, _flush, _WarmDone
 from execrl.sandbox._child_program import compile_candidate
 from execrl.sandbox._controller import Worker
 from execrl.sandbox._files import _pwrite_all, _read_exact
-from execrl.sandbox._exchange import _LEN, RESULT_FD, _Side
+from execrl.sandbox._exchange import _LEN, RESULT_FD, _Side, machine_free_process
 from execrl.sandbox._isolation import PR_SET_PDEATHSIG, _libc, _prctl
 
 __builtins__ = dict(builtins.__dict__)  # a private snapshot, as in ``_exchange``
@@ -143,6 +143,7 @@ def main() -> None:
     if os.getppid() == 1:
         return
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    machine_free_process()  # before the preloads: numpy's BLAS sizes its threads at import
     for name in cfg.get("preload", ()):
         try:
             __import__(name)

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from execrl.problems import Problem
-from execrl.sandbox._exchange import cpu_timer
+from execrl.sandbox._exchange import MACHINE_FREE_ENV, RUN_STACK_BYTES, cpu_timer
 from execrl.sandbox.host_judge import stdio_equal
 from execrl.sandbox.limits import ExecutionLimits
 
@@ -399,7 +399,8 @@ def _rlimits(limits: ExecutionLimits, slack: bool) -> list[tuple[str, int, int]]
     mb = 1 << 20
     return [("RLIMIT_CPU", cpu, cpu + 1), ("RLIMIT_AS", limits.memory_mb * mb, limits.memory_mb * mb),
             ("RLIMIT_FSIZE", limits.file_size_mb * mb, limits.file_size_mb * mb),
-            ("RLIMIT_NOFILE", limits.max_open_files, limits.max_open_files)]
+            ("RLIMIT_NOFILE", limits.max_open_files, limits.max_open_files),
+            ("RLIMIT_STACK", RUN_STACK_BYTES, RUN_STACK_BYTES)]
 
 
 def _run(args: list[str], cwd: str, limits: ExecutionLimits, stdin: bytes | None, pass_fds=(),
@@ -408,7 +409,7 @@ def _run(args: list[str], cwd: str, limits: ExecutionLimits, stdin: bytes | None
     kill, and every process it leaves behind killed); (wait status, CPU seconds of it and its
     reaped children by the larger of the reported and the timer's clock, wall killed, stdout)."""
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
-           "PYTHONDONTWRITEBYTECODE": "1", "HOME": cwd, "TMPDIR": cwd, "PYTHONIOENCODING": "utf-8"}
+           "PYTHONDONTWRITEBYTECODE": "1", "HOME": cwd, "TMPDIR": cwd, "PYTHONIOENCODING": "utf-8", **MACHINE_FREE_ENV}
     out_path = os.path.join(os.path.dirname(cwd), "stdout")
     wall = limits.wall_timeout_s or 3 * limits.timeout_s + 2
     spec = {"args": args, "cwd": cwd, "env": env, "out": out_path, "wall": wall,

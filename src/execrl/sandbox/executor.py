@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from execrl.problems import Problem
+from execrl.sandbox._exchange import MACHINE_FREE_ENV
 from execrl.sandbox.host_judge import judge
 from execrl.sandbox.limits import ExecutionLimits, candidate_wall
 from execrl.sandbox.result import ExecutionResult
@@ -146,7 +147,7 @@ class _WorkerHandle:
         cfg = dict(cfg, uid=_pick_uid(), judge_uid=_pick_uid())  # the judge process runs as a uid of its own
         self.sandbox_uid: int | None = None
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-               "PYTHONHASHSEED": str(cfg["hash_seed"]), "PYTHONDONTWRITEBYTECODE": "1"}
+               "PYTHONHASHSEED": str(cfg["hash_seed"]), "PYTHONDONTWRITEBYTECODE": "1", **MACHINE_FREE_ENV}
         code_fd = _worker_code_fd(cfg)
         try:
             args = [sys.executable, "-s"] + (["-P"] if sys.version_info >= (3, 11) else []) + [

@@ -15,8 +15,8 @@ the rule printing `"x" * 1000` would win every game.
 
 Output that changes from run to run (the clock, unseeded randomness, addresses) cannot be
 predicted from the code, so a policy could win every game by printing it. With
-`require_deterministic` every program runs twice and one whose two outputs differ is scored as
-a run-time error.
+`require_deterministic` every program runs twice and one whose two outputs differ, or whose
+output shows an object's address (`OBJECT_ADDRESS`), is scored as a run-time error.
 
 The opponent is a frozen copy of the base model (`base`), sampled with transformers. Predictions
 are sampled for every completion of a step, whether its program ran or not. The policy itself
@@ -29,7 +29,6 @@ programs, which its fixed-size, one-prompt-per-group step does not hold.
 from __future__ import annotations
 
 import contextlib
-
 import re
 from collections.abc import Callable
 
@@ -78,16 +77,26 @@ def output_tokens(output: str, comparison: str, tokenizer) -> int:
     return len(tokenizer(compared_output(output, comparison), add_special_tokens=False)["input_ids"])
 
 
+OBJECT_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
+"""An object's default repr (`<__main__.Point object at 0x7fc2c108a790>`): its address, which
+differs between the sandbox's workers (each its own address layout) and between runs of the
+workflow, and which no opponent can predict from the code."""
+
+
 def deterministic(first: ProgramRun, second: ProgramRun) -> ProgramRun:
-    """`first`, or a run-time error when the second run of the same program did otherwise."""
-    if first.status == second.status and first.stdout == second.stdout:
+    """`first`, or a run-time error when the second run of the same program did otherwise, or
+    when its output shows an object's address (`OBJECT_ADDRESS`). The two runs land on the same
+    worker or on two, as the batch is scheduled: an address compared only between two runs would
+    pass the check with one worker and fail it with two."""
+    if first.status == second.status and first.stdout == second.stdout and not OBJECT_ADDRESS.search(first.stdout):
         return first
     return ProgramRun(
         status="error",
         stdout=first.stdout,
         stdout_truncated=first.stdout_truncated,
         error_type="Nondeterministic",
-        error_message="two runs of the program printed different output or ended differently",
+        error_message="two runs of the program printed different output or ended differently, or it printed an "
+                      "object's address",
     )
 
 

@@ -1,0 +1,125 @@
+"""Verdicts that do not depend on the machine, the job that started the executor, or the
+candidates a worker judged before: the run's time zone, core count and stack, and the judge's
+interpreter state (docs/sandbox.md, "Isolation and limits")."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from execrl.problems import Problem
+from execrl.sandbox import Executor
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+OBSERVE = r"""
+import datetime, os, resource, time, _thread
+print(os.environ.get("TZ"), time.tzname[0], datetime.datetime.fromtimestamp(0).date(), os.cpu_count(),
+      len(os.sched_getaffinity(0)), resource.getrlimit(resource.RLIMIT_STACK)[0], _thread.stack_size(),
+      os.environ.get("OPENBLAS_NUM_THREADS"))
+"""
+
+# A memoised top-down DP 20,000 deep: every level passes through C (lru_cache), so how deep it
+# gets is the C stack's size, not the recursion limit.
+DEEP = """
+import sys
+from functools import lru_cache
+sys.setrecursionlimit(10 ** 6)
+
+@lru_cache(maxsize=None)
+def ways(n):
+    return 1 if n <= 1 else (ways(n - 1) + ways(n - 2)) % 1_000_000_007
+"""
+
+
+def _ways(n: int) -> int:
+    a, b = 1, 1
+    for _ in range(n - 1):
+        a, b = b, (a + b) % 1_000_000_007
+    return b
+
+
+LAUNCHED = f"""
+import json, sys
+sys.path.insert(0, {str(SRC)!r})
+from execrl.problems import Problem
+from execrl.sandbox import ExecutionLimits, Executor
+deep = Problem(id="deep", prompt="x", test_type="assert", tests=["assert ways(10) == 89", "assert ways(20000) == {_ways(20000)}"])
+with Executor(workers=1, limits=ExecutionLimits(timeout_s=10, memory_mb=1024)) as ex:
+    seen = run_programs(ex, [{OBSERVE!r}])[0].stdout
+    result = ex.run(deep, {DEEP!r})
+print(json.dumps({{"seen": seen, "deep": [result.status, [t["status"] for t in result.test_outcomes]]}}))
+"""
+
+
+def launched(stack: int, tz: str) -> dict:
+    """What a run sees, and the deep DP's verdict, from an executor started by a process with
+    this stack limit and TZ (a shell's `ulimit -s`, a cluster node's local time)."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_STACK, (stack, resource.getrlimit(resource.RLIMIT_STACK)[1]))
+
+    out = subprocess.run([sys.executable, "-c", LAUNCHED], capture_output=True, text=True, timeout=300,
+                         preexec_fn=limit, env={"TZ": tz, "PATH": "/usr/bin:/bin"}, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_run_sees_the_same_machine_whatever_started_the_executor():
+    small = launched(8 << 20, "Asia/Tokyo")
+    large = launched(resource.RLIM_INFINITY, "America/New_York")
+    # UTC, 4 cores, an 8 MiB stack for the main thread and every thread, one BLAS thread
+    assert small["seen"] == large["seen"] == "UTC UTC 1970-01-01 4 4 8388608 8388608 1\n"
+    # so a deep recursion through C crashes (or passes) alike: before, it passed under `ulimit -s unlimited`
+    assert small["deep"] == large["deep"] == ["error", ["pass", "error"]]
+
+
+def test_a_default_sized_pool_runs_as_on_a_small_host():
+    """The standard library sizes its pools by the core count; against the fixed max_processes a
+    pool of one process per core failed on a many-core host only."""
+    pool = Problem(id="pool", prompt="x", test_type="assert", tests=["assert total(100) == 4950"])
+    code = ("from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor\n"
+            "def total(n):\n"
+            "    with ThreadPoolExecutor() as t, ProcessPoolExecutor() as p:\n"
+            "        return sum(t.map(int, range(n))) + 0 * sum(p.map(abs, range(4)))\n")
+    with Executor(workers=1) as ex:
+        assert ex.run(pool, code).status == "pass"
+        # the tests see the same machine as the program
+        assert ex.run(Problem(id="cores", prompt="x", test_type="assert",
+                              tests=["import os, time\nassert os.cpu_count() == 4 and time.tzname[0] == 'UTC'"]),
+                      "x = 1").status == "pass"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_another_problems_setup_does_not_change_the_next_verdict(workers):
+    """One judge serves every problem of its worker: a setup that sets the decimal precision (or
+    the recursion limit, a warnings filter, an environment variable) is undone before the next
+    candidate. Before, the correct candidate of `third` failed when judged after `six_digits`."""
+    six_digits = Problem(id="six", prompt="x", test_type="assert",
+                         setup_code="from decimal import getcontext\ngetcontext().prec = 6\nimport sys\nsys.setrecursionlimit(400)",
+                         tests=["from decimal import Decimal\nassert str(Decimal(2) / Decimal(3)) == '0.666667' and third"])
+    third = Problem(id="third", prompt="x", test_type="assert",
+                    tests=["from decimal import Decimal\nassert third(1) == Decimal(1) / Decimal(3)",
+                           "import sys\nassert sys.getrecursionlimit() != 400"])
+    code = "from decimal import Decimal\ndef third(x):\n    return Decimal(x) / Decimal(3)\n"
+    with Executor(workers=workers) as ex:
+        alone = ex.run(third, code).status
+        batch = [r.status for r in ex.run_batch([(six_digits, code)] * 2 + [(third, code)] * 4)]
+    assert alone == "pass" and batch == ["pass"] * 2 + ["pass"] * 4
+
+
+def test_a_tests_unseeded_draws_are_the_same_for_every_candidate_and_run():
+    """HumanEval/53's check draws its inputs with the module-level `random`, unseeded: a wrong
+    candidate passed or failed by chance, and by what the candidates before it drew. Now each
+    problem's draws come from its key."""
+    coin = Problem(id="coin", prompt="x", test_type="assert",
+                   tests=["import random\nx = random.random()\nassert lucky(x)"])
+    code = "def lucky(x):\n    return x >= 0.5\n"  # right for half the draws
+    verdicts = []
+    for _ in range(2):
+        with Executor(workers=2) as ex:
+            verdicts.append([r.status for r in ex.run_batch([(coin, code)] * 12)])
+    assert len(set(verdicts[0])) == 1 and verdicts[0] == verdicts[1]
