@@ -120,6 +120,20 @@ def test_pass_rates():
     assert pass_rates([PASS, WRONG, PASS, CRASH]) == {"execution/pass_rate": 0.5}
 
 
+def test_the_c1_pass_rate_reads_each_groups_first_round_only():
+    """Two groups of 4 (2 first attempts, 2 refinement slots): the hard one fails both first
+    attempts and gets 2 refinements; the easy one passes both, and its slots return to c1 (and
+    pass). Per problem the first round passes 0 and 1: a c1 rate of 0.5, where pooling every c1
+    gives 4 of 6 (the easy problem counted twice)."""
+    results = [WRONG, WRONG, WRONG, PASS, PASS, PASS, PASS, PASS]
+    kinds = ["c1", "c1", "c2", "c2", "c1", "c1", "c1", "c1"]
+    first = [True, True, False, False, True, True, False, False]
+    rates = pass_rates(results, kinds, first)
+    assert rates["srrl/c1_pass_rate"] == 0.5 and rates["srrl/c2_pass_rate"] == 0.5
+    assert rates["srrl/c1_share"] == 0.75 and rates["srrl/c2_share"] == 0.25  # shares count every completion
+    assert pass_rates(results, kinds)["srrl/c1_pass_rate"] == pytest.approx(4 / 6)  # without the marks, as before
+
+
 THREE_TESTS = Problem(
     id="cap/1",
     prompt="Write add(a, b).",

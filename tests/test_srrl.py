@@ -132,7 +132,7 @@ def test_rollout_groups_hold_c1_then_c2_at_equal_cost():
     rollout = SRRLRollout({prompt: PROBLEM}, ScriptedExecutor(), SRRLSettings(refine_share=0.5), CONFIG, None)
     sampler = FakeSampler()
     output = rollout.rollout([prompt], group_size=4, sampler=sampler)
-    assert output["sample_kind"] == ["c1", "c1", "c2", "c2"]
+    assert output["sample_kind"] == ["c1", "c1", "c2", "c2"] and output["first_round"] == [True, True, False, False]
     assert len(output["completion_ids"]) == len(output["prompt_ids"]) == len(output["execution"]) == 4
     assert len(sampler.calls[0]) == 2 and len(sampler.calls[1]) == 2  # 4 samples in all, as GRPO would draw
     assert all("A previous attempt" in p for p in sampler.calls[1])
@@ -152,6 +152,7 @@ def test_rollout_returns_unused_refinement_budget_to_c1():
         [prompt], group_size=4, sampler=sampler
     )
     assert output["sample_kind"] == ["c1"] * 4
+    assert output["first_round"] == [True, True, False, False]  # the returned slots are not the first round
     assert sampler.calls[1] == [prompt, prompt]
 
 

@@ -114,13 +114,21 @@ def completion_text(completion) -> str:
     return completion
 
 
-def pass_rates(results: list[dict], sample_kind: list[str] | None = None) -> dict[str, float]:
-    """Pass rate of a batch and, for SRRL, of its first attempts (c1) and refinements (c2)."""
+def pass_rates(results: list[dict], sample_kind: list[str] | None = None,
+               first_round: list[bool] | None = None) -> dict[str, float]:
+    """Pass rate of a batch and, for SRRL, of its first attempts (c1) and refinements (c2), and
+    the share of each.
+
+    The c1 pass rate is that of each group's first round (`first_round`, SRRL's rollout marks
+    them): where every first attempt of a group passed, its refinement budget returns to c1 and
+    more first attempts of that easy problem are drawn; counting those would weigh the problems
+    that pass most up to twice and bias the rate, and its rise over training, upward."""
     rates = {"execution/pass_rate": sum(r["status"] == "pass" for r in results) / len(results)}
     if sample_kind is not None:
+        first = first_round if first_round is not None else [True] * len(results)
         for kind in ("c1", "c2"):
-            members = [r for r, k in zip(results, sample_kind, strict=True) if k == kind]
-            rates[f"srrl/{kind}_share"] = len(members) / len(results)
+            rates[f"srrl/{kind}_share"] = sum(k == kind for k in sample_kind) / len(results)
+            members = [r for r, k, f in zip(results, sample_kind, first, strict=True) if k == kind and (f or kind == "c2")]
             if members:
                 rates[f"srrl/{kind}_pass_rate"] = sum(r["status"] == "pass" for r in members) / len(members)
     return rates
@@ -158,6 +166,7 @@ class ExecutionRewards(OnlineTask):
         execution: list | None = None,
         sample_kind: list[str] | None = None,
         log_metric=None,
+        first_round: list[bool] | None = None,
     ) -> list[dict]:
         texts = [completion_text(c) for c in completions]
         key = (tuple(texts), tuple(problem_id))
@@ -174,7 +183,7 @@ class ExecutionRewards(OnlineTask):
                 results[i] = result.to_dict()
             self._batch_key, self._batch_results = key, results
             if log_metric is not None:
-                for name, value in pass_rates(results, sample_kind).items():
+                for name, value in pass_rates(results, sample_kind, first_round).items():
                     log_metric(name, value)
                 if self.watch is not None:
                     judged = [self.settings.capped(self.problems[pid]) for pid in problem_id]
@@ -193,8 +202,8 @@ class ExecutionRewards(OnlineTask):
     def _component(self, name: str) -> Callable:
         component = COMPONENTS[name]
 
-        def reward(completions, problem_id, execution=None, sample_kind=None, log_metric=None, **kwargs):
-            results = self.results(completions, problem_id, execution, sample_kind, log_metric)
+        def reward(completions, problem_id, execution=None, sample_kind=None, log_metric=None, first_round=None, **kwargs):
+            results = self.results(completions, problem_id, execution, sample_kind, log_metric, first_round)
             return [
                 component(result, completion_text(c), self.settings)
                 for result, c in zip(results, completions, strict=True)

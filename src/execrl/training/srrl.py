@@ -138,7 +138,8 @@ class SRRLRollout:
         second = sampler(second_prompts) if second_prompts else []
         second_results = self._execute([(problems[g], sample[2]) for g, sample in zip(owners, second, strict=True)])
 
-        output = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "execution": [], "sample_kind": []}
+        output = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "execution": [], "sample_kind": [],
+                  "first_round": []}
         for g in range(len(unique_prompts)):
             members = [(first[g * n_first + i], first_results[g * n_first + i], "c1") for i in range(n_first)]
             members += [
@@ -148,6 +149,9 @@ class SRRLRollout:
             ]
             if len(members) != group_size:
                 raise AssertionError(f"group {g} has {len(members)} completions, expected {group_size}")
+            # the n_first attempts drawn before any refinement: the c1s a problem gets whatever its
+            # outcome (the c1s drawn in place of refinements come only where all of these passed)
+            output["first_round"] += [True] * n_first + [False] * (len(members) - n_first)
             for (prompt_ids, completion_ids, _, logprobs), result, kind in members:
                 output["prompt_ids"].append(prompt_ids)
                 output["completion_ids"].append(completion_ids)
