@@ -235,7 +235,7 @@ WINDOW_RULE = (
     "its first and last values), and the mean of all its logged values. The change (last − first) has a 95% "
     f"interval where each window holds at least {2 * CHANGE_BATCHES} values: each window is cut into "
     f"{CHANGE_BATCHES} batches of consecutive steps and the batch means' spread gives each window mean's standard "
-    f"error (Student's t at {2 * (CHANGE_BATCHES - 1)} degrees of freedom), so that neighbouring steps that move "
+    f"error (Student's t at Welch's degrees of freedom, {CHANGE_BATCHES - 1} to {2 * (CHANGE_BATCHES - 1)}), so that neighbouring steps that move "
     "together are not counted as independent evidence; the change is resolved when its interval excludes 0."
 )
 MAX_POINTS = 12
@@ -255,8 +255,9 @@ def change_interval(
     estimates the window mean's standard error without a model of the autocorrelation (an AR fit
     or a sum of lag autocorrelations needs one, or a lag cut-off, and on windows of 40 values the
     estimated autocorrelations are biased low). The two windows are far apart in the run, so their
-    errors are taken as independent and the variances add; Student's t at 2 × (batches − 1) degrees
-    of freedom pays for estimating the variance from 2 × batches means. A trend inside a window
+    errors are taken as independent and the variances add; Student's t at Welch's degrees of
+    freedom (`welch_df`: 2 × (batches − 1) where the windows vary alike, fewer where one varies
+    more, as a run's early steps often do) pays for estimating the variances from the batch means. A trend inside a window
     widens the batch means' spread, which errs on the wide side. Four batches trade width against
     coverage: on AR(1) noise of lag correlation 0.5 with windows of 40 values, the interval covers a
     known shift about 94% of the time, where the iid interval covers about 74%
@@ -265,13 +266,24 @@ def change_interval(
     first, last = np.asarray(first, dtype=float), np.asarray(last, dtype=float)
     if min(first.size, last.size) < 2 * batches:
         return None
-    variance = sum(
+    variances = [
         np.array([batch.mean() for batch in np.array_split(window, batches)]).var(ddof=1) / batches
         for window in (first, last)
-    )
-    half = t_quantile(1 - (1 - confidence) / 2, 2 * (batches - 1)) * math.sqrt(variance)
+    ]
+    variance = sum(variances)
+    half = t_quantile(1 - (1 - confidence) / 2, welch_df(variances, batches - 1)) * math.sqrt(variance)
     change = last.mean() - first.mean()
     return change - half, change + half
+
+
+def welch_df(variances: list[float], df_each: int) -> float:
+    """Welch–Satterthwaite degrees of freedom of a sum of independently estimated variances, each
+    on `df_each` degrees of freedom: the sum of theirs (2 × df_each for two) where the variances
+    are equal, down to df_each where one dominates; the sum where all are 0 (no interval width to
+    pay for)."""
+    total = sum(variances)
+    spread = sum(v * v / df_each for v in variances)
+    return total * total / spread if spread > 0 else df_each * len(variances)
 
 
 def window_metrics(method: str) -> list[str]:
