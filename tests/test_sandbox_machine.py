@@ -49,6 +49,7 @@ import json, sys
 sys.path.insert(0, {str(SRC)!r})
 from execrl.problems import Problem
 from execrl.sandbox import ExecutionLimits, Executor
+from execrl.sandbox.programs import run_programs
 deep = Problem(id="deep", prompt="x", test_type="assert", tests=["assert ways(10) == 89", "assert ways(20000) == {_ways(20000)}"])
 with Executor(workers=1, limits=ExecutionLimits(timeout_s=10, memory_mb=1024)) as ex:
     seen = run_programs(ex, [{OBSERVE!r}])[0].stdout
@@ -72,9 +73,27 @@ def test_a_run_sees_the_same_machine_whatever_started_the_executor():
     small = launched(8 << 20, "Asia/Tokyo")
     large = launched(resource.RLIM_INFINITY, "America/New_York")
     # UTC, 4 cores, an 8 MiB stack for the main thread and every thread, one BLAS thread
-    assert small["seen"] == large["seen"] == "UTC UTC 1970-01-01 4 4 8388608 8388608 1\n"
+    assert small["seen"] == large["seen"] == "UTC0 UTC 1970-01-01 4 4 8388608 8388608 1\n"
     # so a deep recursion through C crashes (or passes) alike: before, it passed under `ulimit -s unlimited`
     assert small["deep"] == large["deep"] == ["error", ["pass", "error"]]
+
+
+def test_local_time_is_utc_on_a_host_set_to_another_zone():
+    """A host's local time reaches the run through the /etc bound into its private root: a cluster
+    node set to Tokyo time turned timestamp 0 into 1970-01-01 09:00. The host is set to Tokyo in a
+    mount namespace of the test's own (`unshare -m`, the zone's file bound over /etc/localtime's
+    target); nothing outside it changes."""
+    tokyo = Path("/usr/share/zoneinfo/Asia/Tokyo")
+    assert tokyo.is_file(), "tzdata is needed (apt-get install tzdata)"
+    script = (f"import sys, time, datetime; sys.path.insert(0, {str(SRC)!r})\n"
+              "from execrl.sandbox import Executor\nfrom execrl.sandbox.programs import run_programs\n"
+              "with Executor(workers=1) as ex:\n"
+              "    seen = run_programs(ex, ['import datetime; print(datetime.datetime.fromtimestamp(0))'])[0].stdout\n"
+              "print(time.tzname[0], datetime.datetime.fromtimestamp(0), '|', seen.strip())\n")
+    out = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {tokyo} /etc/localtime && exec \"$0\" -c \"$1\"",
+                          sys.executable, script], capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "JST 1970-01-01 09:00:00 | 1970-01-01 00:00:00"  # the host is in Tokyo, the run in UTC
 
 
 def test_a_default_sized_pool_runs_as_on_a_small_host():

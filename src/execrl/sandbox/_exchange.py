@@ -139,9 +139,10 @@ def cpu_timer(budget: float) -> float:
     return budget * CPU_TIMER_SLACK[0] + CPU_TIMER_SLACK[1]
 
 
-MACHINE_FREE_ENV = {"TZ": "UTC", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+MACHINE_FREE_ENV = {"TZ": "UTC0", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """Environment of the worker, its judge and every run, so that what a program computes does not
-depend on the host: local time is UTC whatever the host's ``/etc/localtime``, and numpy's BLAS
+depend on the host: local time is UTC whatever the host's ``/etc/localtime`` (``UTC0``, a POSIX
+zone string, reads no zoneinfo file, which a host may lack or differ in), and numpy's BLAS
 starts one thread, not one per host core (threads count against ``max_processes``)."""
 RUN_STACK_BYTES = 8 << 20
 """The C stack of the worker, its judge and every run, and the stack of every thread they start:
