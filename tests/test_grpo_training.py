@@ -132,6 +132,37 @@ def test_only_rotary_models_are_scored_in_chunks():
     assert not uses_rotary_positions(GPT2Config())
 
 
+def bos_prepending_tokenizer():
+    """A tokenizer whose post-processor prepends a BOS, as Llama's, Gemma's and Mistral's do."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<s>": 0, "</s>": 1, "<unk>": 2, "a": 3, "b": 4}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+
+
+def test_grpo_and_vllm_tokenize_a_templated_prompt_as_the_evaluation_does():
+    """The chat template's text starts with the BOS already: GRPO's rollouts (TRL's default adds
+    special tokens) and vLLM (given text, it adds them too) would see two, SRRL's rollouts and the
+    transformers evaluation one. All now get the ids of `add_special_tokens=False`."""
+    from types import SimpleNamespace
+
+    from execrl.generation.vllm_backend import token_prompts
+    from execrl.training.grpo import CountingGRPOTrainer
+
+    tokenizer = bos_prepending_tokenizer()
+    text = "<s> a b"
+    assert tokenizer(text)["input_ids"] == [0, 0, 3, 4]  # what TRL's and vLLM's defaults would give
+    evaluation = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert evaluation == [0, 3, 4]
+    ids, images, fields = CountingGRPOTrainer._tokenize_prompts(SimpleNamespace(processing_class=tokenizer), [text, text])
+    assert ids == [evaluation, evaluation] and images is None and fields == {}
+    assert token_prompts(tokenizer, [text]) == [{"prompt_token_ids": evaluation}]
+
+
 def test_full_weight_training_without_deepspeed_loads_fp32(tiny_model, tmp_path):
     """Adam's small steps would round away on bf16 weights; LoRA keeps the checkpoint's dtype."""
     from transformers import AutoModelForCausalLM

@@ -56,5 +56,12 @@ class VLLMBackend(GenerationBackend):
         sampling = settings.sampling.for_model(self.model_path)
         eos_ids = model_eos_token_ids(self.model_path, self.tokenizer)
         params = SamplingParams(**sampling_params_kwargs(settings, sampling, eos_ids))
-        results = self.llm.generate(prompts, params, use_tqdm=True)
+        results = self.llm.generate(token_prompts(self.tokenizer, prompts), params, use_tqdm=True)
         return [[choice.text for choice in result.outputs] for result in results]
+
+
+def token_prompts(tokenizer, prompts: list[str]) -> list[dict]:
+    """vLLM's token prompts of `prompts`, tokenized without special tokens as the transformers
+    backend and the training paths tokenize them: the chat template's text holds them already,
+    and vLLM, given text, would add a BOS-prepending tokenizer's BOS a second time."""
+    return [{"prompt_token_ids": tokenizer(prompt, add_special_tokens=False)["input_ids"]} for prompt in prompts]

@@ -80,6 +80,16 @@ class CountingGRPOTrainer(GRPOTrainer):
         self.generated_tokens = GeneratedTokenCount()
         self.add_callback(self.generated_tokens)
         self.add_callback(CheckpointedTotals(self))
+
+    def _tokenize_prompts(self, prompts: list):
+        """Text prompts tokenized as every other path of execrl tokenizes them (SRRL's rollouts,
+        the interval evaluation, candidates, TRL's DPO): the chat template's text already holds the
+        model's special tokens, so none are added. TRL's default adds them, and a tokenizer that
+        prepends a BOS (Llama, Gemma, Mistral) would train GRPO on two where the evaluation sees one.
+        Conversational and multimodal prompts go to TRL unchanged."""
+        if prompts and isinstance(prompts[0], str):
+            return self.processing_class(text=prompts, add_special_tokens=False)["input_ids"], None, {}
+        return super()._tokenize_prompts(prompts)
         self._pending_counts: dict[str, float] = {}
 
     def _get_train_sampler(self, dataset=None):
