@@ -102,7 +102,7 @@ def test_training_rollouts_and_evaluation_sample_from_one_distribution(tiny_mode
     assert ENGINE_SAMPLING_ARGS == {"generation_config": "vllm"}  # vLLM ignores the model's file
 
 
-def test_dpos_interval_evaluation_samples_with_the_generation_sections_cuts():
+def test_dpos_interval_evaluation_samples_with_the_generation_sections_cuts(tmp_path):
     """DPO's curve in the training figure is drawn beside GRPO's and SRRL's: from the same
     distribution (the generation section's cuts at eval_temperature). Without a cut DPO's settings
     are as before, so its run's digest does not move."""
@@ -113,11 +113,21 @@ def test_dpos_interval_evaluation_samples_with_the_generation_sections_cuts():
 
     config = merged_config([EMBEDDED])
     assert "eval_sampling" not in training_settings(config, "dpo", "tiny")["dpo"]
-    assert DPOSettings(**training_settings(config, "dpo", "tiny")["dpo"]).interval_sampling == SamplingSettings(temperature=0.2)
+    assert DPOSettings(**training_settings(config, "dpo", "tiny")["dpo"]).interval_sampling() == SamplingSettings(temperature=0.2)
     config["generation"].update(top_p=0.9, top_k=20, temperature=1.0)
     dpo = DPOSettings(**training_settings(config, "dpo", "tiny")["dpo"])
     assert dpo.eval_sampling == {"top_k": 20, "top_p": 0.9}
-    assert dpo.interval_sampling == SamplingSettings(temperature=dpo.eval_temperature, top_k=20, top_p=0.9)
+    assert dpo.interval_sampling() == SamplingSettings(temperature=dpo.eval_temperature, top_k=20, top_p=0.9)
+    # the model's generation config, where the section asks for it, as GRPO's rollouts take it
+    config["generation"].update(use_model_generation_config=True)
+    dpo = DPOSettings(**training_settings(config, "dpo", "tiny")["dpo"])
+    assert dpo.eval_sampling["use_model_generation_config"] is True
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "generation_config.json").write_text('{"top_k": 7, "repetition_penalty": 1.1, "temperature": 0.6}')
+    resolved = dpo.interval_sampling(str(model))
+    assert (resolved.top_k, resolved.repetition_penalty, resolved.top_p) == (7, 1.1, 0.9)
+    assert resolved.temperature == dpo.eval_temperature  # the interval evaluation's own temperature
 
 
 def test_a_sampling_key_set_for_grpo_alone_is_refused():

@@ -98,9 +98,9 @@ def training_settings(config: dict, method: str, model: str) -> dict:
     return settings
 
 
-INTERVAL_CUTS = ("top_k", "top_p", "min_p", "repetition_penalty")
-"""The `generation` section's cuts, which DPO's interval evaluation samples with as GRPO's and
-SRRL's do (at its own `eval_temperature`)."""
+INTERVAL_CUTS = ("top_k", "top_p", "min_p", "repetition_penalty", "use_model_generation_config")
+"""The `generation` section's cuts (and whether the model's generation config sets them), which
+DPO's interval evaluation samples with as GRPO's and SRRL's do (at its own `eval_temperature`)."""
 
 
 def interval_cuts(generation: dict) -> dict:

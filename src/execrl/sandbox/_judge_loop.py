@@ -64,26 +64,39 @@ class _InterpreterState:
     every candidate of every problem its worker gets: saved when the judge starts, put back
     before each candidate, so that a verdict does not depend on which candidates the same judge
     served before (another problem's ``getcontext().prec = 6``, a test's ``random`` draws).
+    What a test may change beyond these (a module attribute it rebinds, the locale, the modules
+    it imports) is not put back.
     Plain Python gives each candidate a fresh interpreter; the module-level random generators
     (``random``'s and numpy's legacy one) are seeded from the problem's key instead of from the
     OS, so a test that draws its inputs unseeded (HumanEval/53's ``random.randint``) checks every
     candidate of a problem with the same draws, in every run and on every machine."""
 
+    DECIMAL_FIELDS = ("prec", "rounding", "Emin", "Emax", "capitals", "clamp")
+
     def __init__(self) -> None:
+        import decimal
         import os
         import random  # noqa: F401 - held, so a test's ``import random`` is the module seeded below
         import warnings
 
+        try:  # held too, so its generator is seeded and its settings put back from the first candidate on
+            import numpy
+        except ImportError:
+            numpy = None
         self.recursion = sys.getrecursionlimit()
         self.filters = list(warnings.filters)
         self.path = list(sys.path)
         self.environ = dict(os.environ)
-        numpy = sys.modules.get("numpy")
+        self.decimal = {name: getattr(decimal.DefaultContext, name) for name in self.DECIMAL_FIELDS}
+        self.decimal_traps = dict(decimal.DefaultContext.traps)
         self.numpy_errors = numpy.geterr() if numpy is not None else None
+        self.numpy_print = numpy.get_printoptions() if numpy is not None else None
 
     def restore(self, key: str) -> None:
+        import decimal
         import os
         import random
+        import time
         import warnings
         import zlib
 
@@ -95,15 +108,21 @@ class _InterpreterState:
         if os.environ != self.environ:
             os.environ.clear()
             os.environ.update(self.environ)
-        decimal = sys.modules.get("decimal")
-        if decimal is not None:
-            decimal.setcontext(decimal.Context())  # a fresh thread's context: DefaultContext's values
+        time.tzset()  # a test's own TZ and tzset() undone too (UTC0 reads no file)
+        # DefaultContext is what a new context copies (a test may set it, as for new threads)
+        for name, value in self.decimal.items():
+            setattr(decimal.DefaultContext, name, value)
+        for trap, on in self.decimal_traps.items():
+            decimal.DefaultContext.traps[trap] = on
+        decimal.DefaultContext.clear_flags()
+        decimal.setcontext(decimal.Context())
         random.seed(key)
         numpy = sys.modules.get("numpy")
         if numpy is not None:
             numpy.random.seed(zlib.crc32(key.encode()))
             if self.numpy_errors is not None:
                 numpy.seterr(**self.numpy_errors)
+                numpy.set_printoptions(**self.numpy_print)
 
 
 # --------------------------------------------------------------------------------------

@@ -57,10 +57,14 @@ class DPOSettings:
     """The `generation` section's cuts that are set (`execrl.training_settings.interval_cuts`):
     the interval evaluation samples with them, as GRPO's and SRRL's does."""
 
-    @property
-    def interval_sampling(self) -> SamplingSettings:
-        """What the interval evaluation samples with: the generation section's cuts at `eval_temperature`."""
-        return SamplingSettings(**self.eval_sampling).at_temperature(self.eval_temperature)
+    def interval_sampling(self, model_path: str | None = None) -> SamplingSettings:
+        """What the interval evaluation samples with: the generation section's cuts (those of the
+        model's generation config at `model_path`, where `use_model_generation_config` asks for them,
+        as GRPO's rollouts take them) at `eval_temperature`."""
+        sampling = SamplingSettings(**self.eval_sampling)
+        if model_path is not None:
+            sampling = sampling.for_model(model_path)
+        return sampling.at_temperature(self.eval_temperature)
 
 
 def train_dpo(
@@ -120,7 +124,7 @@ def train_dpo(
         tokenizer,
         executor,
         lambda trainer: TransformersPolicySampler(
-            trainer, settings.eval_max_new_tokens, settings.interval_sampling
+            trainer, settings.eval_max_new_tokens, settings.interval_sampling(model_path)
         ),
         every=settings.eval_every,
         samples=settings.eval_samples,

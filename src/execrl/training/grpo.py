@@ -80,6 +80,7 @@ class CountingGRPOTrainer(GRPOTrainer):
         self.generated_tokens = GeneratedTokenCount()
         self.add_callback(self.generated_tokens)
         self.add_callback(CheckpointedTotals(self))
+        self._pending_counts: dict[str, float] = {}
 
     def _tokenize_prompts(self, prompts: list):
         """Text prompts tokenized as every other path of execrl tokenizes them (SRRL's rollouts,
@@ -90,7 +91,6 @@ class CountingGRPOTrainer(GRPOTrainer):
         if prompts and isinstance(prompts[0], str):
             return self.processing_class(text=prompts, add_special_tokens=False)["input_ids"], None, {}
         return super()._tokenize_prompts(prompts)
-        self._pending_counts: dict[str, float] = {}
 
     def _get_train_sampler(self, dataset=None):
         sampler = super()._get_train_sampler(dataset)
