@@ -79,20 +79,20 @@ class _InterpreterState:
         import random  # noqa: F401 - held, so a test's ``import random`` is the module seeded below
         import warnings
 
-        try:  # held too, so its generator is seeded and its settings put back from the first candidate on
-            import numpy
-        except ImportError:
-            numpy = None
         self.recursion = sys.getrecursionlimit()
         self.filters = list(warnings.filters)
         self.path = list(sys.path)
         self.environ = dict(os.environ)
         self.decimal = {name: getattr(decimal.DefaultContext, name) for name in self.DECIMAL_FIELDS}
         self.decimal_traps = dict(decimal.DefaultContext.traps)
-        self.numpy_errors = numpy.geterr() if numpy is not None else None
-        self.numpy_print = numpy.get_printoptions() if numpy is not None else None
+        self.numpy_errors: dict | None = None  # numpy's settings as imported (``restore`` imports it)
+        self.numpy_print: dict | None = None
 
-    def restore(self, key: str) -> None:
+    def restore(self, key: str, imported: set[str] = frozenset()) -> None:
+        """Put the saved state back and seed the generators from ``key``; numpy is imported first
+        where the problem's setup or tests import it (``imported``), outside the candidate's budget,
+        so its generator is seeded from the first such candidate on (a judge that never serves one
+        never pays for the import)."""
         import decimal
         import os
         import random
@@ -118,11 +118,17 @@ class _InterpreterState:
         decimal.setcontext(decimal.Context())
         random.seed(key)
         numpy = sys.modules.get("numpy")
+        if numpy is None and "numpy" in imported:
+            try:
+                import numpy
+            except ImportError:
+                numpy = None
         if numpy is not None:
+            if self.numpy_errors is None:  # first seen here: before any test of this judge changed them
+                self.numpy_errors, self.numpy_print = numpy.geterr(), numpy.get_printoptions()
             numpy.random.seed(zlib.crc32(key.encode()))
-            if self.numpy_errors is not None:
-                numpy.seterr(**self.numpy_errors)
-                numpy.set_printoptions(**self.numpy_print)
+            numpy.seterr(**self.numpy_errors)
+            numpy.set_printoptions(**self.numpy_print)
 
 
 # --------------------------------------------------------------------------------------
@@ -531,7 +537,8 @@ def judge_main(fd: int, cfg: dict) -> None:
                 problem, reply = None, {"judge_error": f"the tests could not be prepared: {type(e).__name__}: {e}"}
             while len(problems) > cfg.get("cache_size", JUDGE_CACHE):
                 problems.pop(next(iter(problems)))
-            fresh.restore(key)
+            if problem is not None:
+                fresh.restore(key, problem.imported)
         start = _cpu_time()
         try:
             _limit(msg.get("timeout_s", 10.0), msg.get("memory_mb", 1024))
