@@ -90,6 +90,8 @@ class Worker(_ForkerControl, _JudgeLink):
         self.seccomp = bytes.fromhex(cfg["seccomp"]) if cfg.get("seccomp") else None
         self.report["seccomp"] = self.seccomp is not None
         self.empty_scratch = None
+        # RUN_STACK_BYTES, or a lower hard limit: set by machine_free_process before the worker starts
+        self.run_stack = resource.getrlimit(resource.RLIMIT_STACK)[0]
         if self.private_root:
             self.workdir = "/tmp/run"
             # Group-writable files (umask 002, inherited by the forker, the runs and the
@@ -253,7 +255,6 @@ class Worker(_ForkerControl, _JudgeLink):
         mb = 1 << 20
         nproc = int(lim["max_processes"]) + self.nproc_base
         soft_cpu = int(timeout) + 1
-        stack = resource.getrlimit(resource.RLIMIT_STACK)[0]  # RUN_STACK_BYTES, or a lower hard limit (machine_free_process)
         # Hard limits are set in the child: neither worker process lowers its own (it may
         # lack CAP_SYS_RESOURCE to raise them again for a later job). The records file is
         # bounded too: what one run reports cannot exceed MAX_RECORD_BYTES (plus one record).
@@ -263,7 +264,7 @@ class Worker(_ForkerControl, _JudgeLink):
                    (resource.RLIMIT_FSIZE, (fsize, fsize)),
                    (resource.RLIMIT_NOFILE, (int(lim["max_open_files"]),) * 2),
                    (resource.RLIMIT_CPU, (soft_cpu, soft_cpu + 1)),
-                   (resource.RLIMIT_STACK, (stack, stack)))
+                   (resource.RLIMIT_STACK, (self.run_stack,) * 2))
         job = marshal.dumps((spec["child"], code, compiled, rlimits, token, workdir, stdin_text is not None,
                              timeout))
         _pwrite_all(self.job_fd, job)

@@ -154,6 +154,14 @@ library sizes its default pools by it, and against the fixed ``max_processes`` a
 thread or process per core passes on a small host and fails on a large one."""
 
 
+def run_stack_bytes() -> int:
+    """RUN_STACK_BYTES, or this process's hard stack limit where it is lower (it cannot be raised)."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
+    return RUN_STACK_BYTES if hard == resource.RLIM_INFINITY or hard < 0 else min(RUN_STACK_BYTES, hard)
+
+
 def machine_free_process() -> None:
     """Make this process (and what it forks) see the same machine on every host: the stack
     limit and thread stack size (RUN_STACK_BYTES), the core count (RUN_CPU_COUNT), and the time
@@ -161,9 +169,8 @@ def machine_free_process() -> None:
     import _thread
     import resource
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
-    stack = RUN_STACK_BYTES if hard == resource.RLIM_INFINITY or hard < 0 else min(RUN_STACK_BYTES, hard)
-    resource.setrlimit(resource.RLIMIT_STACK, (stack, hard))
+    stack = run_stack_bytes()
+    resource.setrlimit(resource.RLIMIT_STACK, (stack, resource.getrlimit(resource.RLIMIT_STACK)[1]))
     _thread.stack_size(stack)
     count = RUN_CPU_COUNT
     os.cpu_count = lambda: count

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from execrl.problems import Problem
-from execrl.sandbox._exchange import MACHINE_FREE_ENV, RUN_STACK_BYTES, cpu_timer
+from execrl.sandbox._exchange import MACHINE_FREE_ENV, cpu_timer, run_stack_bytes
 from execrl.sandbox.host_judge import stdio_equal
 from execrl.sandbox.limits import ExecutionLimits
 
@@ -400,15 +400,7 @@ def _rlimits(limits: ExecutionLimits, slack: bool) -> list[tuple[str, int, int]]
     return [("RLIMIT_CPU", cpu, cpu + 1), ("RLIMIT_AS", limits.memory_mb * mb, limits.memory_mb * mb),
             ("RLIMIT_FSIZE", limits.file_size_mb * mb, limits.file_size_mb * mb),
             ("RLIMIT_NOFILE", limits.max_open_files, limits.max_open_files),
-            ("RLIMIT_STACK", _run_stack(), _run_stack())]
-
-
-def _run_stack() -> int:
-    """RUN_STACK_BYTES, or this process's hard stack limit where it is lower (it cannot be raised)."""
-    import resource
-
-    hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
-    return RUN_STACK_BYTES if hard == resource.RLIM_INFINITY or hard < 0 else min(RUN_STACK_BYTES, hard)
+            ("RLIMIT_STACK", *(run_stack_bytes(),) * 2)]
 
 
 def _run(args: list[str], cwd: str, limits: ExecutionLimits, stdin: bytes | None, pass_fds=(),
