@@ -101,10 +101,12 @@ def _judged_by_a_worker(reported_cpu: float, on_the_timers_clock: float) -> dict
     processes reported ``reported_cpu`` seconds, its first process's CPU time on the timer's
     clock was ``on_the_timers_clock`` (no forker: the answer is written where it would be)."""
     from execrl.sandbox._controller import Worker
+    from execrl.sandbox._exchange import run_stack_bytes
     from execrl.sandbox._forker import _DONE, KILL_NONE
 
     worker = object.__new__(Worker)  # only what ``run_one`` uses, without isolation or a forker
     worker.workdir, worker.uid, worker.nproc_base = None, None, 0
+    worker.run_stack = run_stack_bytes()
     for name in ("res_fd", "out_fd", "err_fd", "in_fd", "job_fd"):
         setattr(worker, name, os.memfd_create(name))
     worker.cmd_sock, forker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
