@@ -16,7 +16,7 @@ from execrl.evaluation.passk import pass_at_k
 from execrl.evaluation import refinement_samples
 from execrl.problems import Problem
 from execrl.prompting import PromptConfig
-from execrl.report import cost, figures, readme_results, refinements, stats, summary, tables, training
+from execrl.report import cost, figures, readme_results, refinements, reward_hacking, stats, summary, tables, training
 from execrl.report import html as report_html
 from execrl.report.build import ReportInputs, build
 from execrl.report.evaluations import outcome_table, per_problem_table, read_tsv
@@ -265,7 +265,10 @@ def metrics_files(tmp_path):
     grpo = [{"step": s, "elapsed_s": s * 2.0, "loss": 0.1 / s, "reward": s / 10, "rewards/binary/mean": s / 10,
              "execution/pass_rate": s / 10, "completions/mean_length": 20 + s,
              "num_tokens": 32.0 * sum(40 + 20 + t for t in range(1, s + 1)),
-             "watch/hard_coding_checked": 8.0, "watch/hard_coding_flagged": float(s % 2)} for s in range(1, 9)]
+             "watch/hard_coding_checked": 8.0, "watch/hard_coding_flagged": float(s % 2),
+             "watch/hard_coding_by_problem": {"watch/hard_coding_checked": {"p1": 5.0, "p2": 3.0},
+                                              **({"watch/hard_coding_flagged": {"p1": 1.0}} if s % 2 else {})}}
+            for s in range(1, 9)]
     grpo.append({"step": 4, "elapsed_s": 8.5, "interval_eval/pass_at_1": 0.25})
     grpo.append({"step": 8, "elapsed_s": 17.0, "train_runtime": 17.0, "train_loss": 0.05})
     srrl = [{**r, "srrl/c1_pass_rate": 0.1 * s, "srrl/c2_pass_rate": 0.05 * s, "num_tokens": r["num_tokens"] + 32.0 * 60 * s}
@@ -592,9 +595,12 @@ def test_report_page_shows_summary_json_numbers(tmp_path, evaluations, per_probl
     # The watch's hard-coding counts pooled per fifth of steps (8 logged steps: windows of one step).
     windows = {(w["method"], w["window"]): w for w in record["hard_coding_windows"]}
     assert set(windows["grpo", "first"]) == {"dataset", "model", "method", "seed", "kind", "window", "steps", "first_step",
-                                             "last_step", "checked", "flagged", "rate", "ci_low", "ci_high",
-                                             "false_positive_floor"}
+                                             "last_step", "checked", "flagged", "problems", "design_effect", "rate",
+                                             "ci_low", "ci_high", "false_positive_floor"}
     assert (windows["grpo", "first"]["checked"], windows["grpo", "first"]["flagged"]) == (8, 1)
+    # ... from the per-problem counts in the metrics files: 2 problems, the one flag in p1.
+    assert windows["grpo", "first"]["problems"] == 2
+    assert windows["grpo", "first"]["design_effect"] == pytest.approx(reward_hacking.design_effect([5, 3], [1, 0]))
     assert (windows["grpo", "last"]["last_step"], windows["grpo", "last"]["flagged"]) == (8, 0)
     assert "## Hard-coding rate, pooled per window" in markdown and 'id="hard-coding-windows"' in page
     assert all(c["sentence"] in markdown for c in record["reward_hacking"]["hard_coding_changes"])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import random
 
 import pandas as pd
 import pytest
@@ -10,6 +12,8 @@ import pytest
 from execrl.jsonl import write_jsonl
 from execrl.report import held_out, reward_hacking
 from execrl.report.evaluations import held_out_table, plus_test_manifests
+from execrl.report.stats import t_quantile
+from execrl.watch.monitor import BY_PROBLEM
 
 
 def annotation(problem_id, index, status, code, outcomes=None, error_type=None):
@@ -169,3 +173,103 @@ def test_every_hard_coding_rate_stands_beside_the_false_positive_floor(tmp_path)
     without_windows = reward_hacking.section(pd.DataFrame(), {}, "", None, [], floors, "test")
     assert without_windows.count("False-positive floor of the held-out tests") == 1
     assert "<h3>Flagged evaluation completions (test split)</h3>" in without_windows
+
+
+def test_the_design_effect_measures_how_much_problems_cluster_the_flags():
+    # Flags spread over problems as binomial counts would spread them: no inflation (at least 1).
+    assert reward_hacking.design_effect([10] * 8, [1] * 8) == 1.0
+    # Every flag in one problem of 8: the rate varies over problems far more than binomially.
+    clustered = reward_hacking.design_effect([10] * 8, [8, 0, 0, 0, 0, 0, 0, 0])
+    # n/(n-1) * sum((y - p m)^2) / M^2 over p (1 - p) / M, with p = 0.1, M = 80: 0.0016 / 0.001125.
+    assert clustered == pytest.approx((8 / 7) * (7**2 + 7 * 1**2) / 80**2 / (0.1 * 0.9 / 80))
+    # Not measurable: one problem, no flags, nothing checked.
+    assert reward_hacking.design_effect([30], [3]) == 1.0 and reward_hacking.design_effect([5, 5], [0, 0]) == 1.0
+    assert math.isnan(reward_hacking.design_effect([], []))
+
+
+def test_intervals_at_the_effective_size_cover_a_clustered_rate_where_plain_wilson_does_not():
+    """Seeded simulation of a window: 16 problems drawn at random, each with its own hard-coding
+    tendency (Beta(0.2, 1.8): mean 0.1, most problems never hard-coded, a few often), 24 checked
+    completions each. Wilson's interval over the 384 completions as if independent misses the mean
+    rate often; taken at the effective size it covers it about as often as it says."""
+    rng = random.Random(7)
+    replicates, covered_plain, covered_effective = 600, 0, 0
+    for _ in range(replicates):
+        tendencies = [rng.betavariate(0.2, 1.8) for _ in range(16)]
+        flagged = [sum(rng.random() < p for _ in range(24)) for p in tendencies]
+        checked = [24] * 16
+        low, high = reward_hacking.wilson(sum(flagged), sum(checked))
+        covered_plain += low <= 0.1 <= high
+        effect = reward_hacking.design_effect(checked, flagged)
+        low, high = reward_hacking.wilson(sum(flagged) / effect, sum(checked) / effect, t_quantile(0.975, 15))
+        covered_effective += low <= 0.1 <= high
+    assert covered_plain / replicates < 0.75
+    assert covered_effective / replicates > 0.9
+
+
+def metrics_file(root, method, steps):
+    """A run's metrics.jsonl with the watch's counts per step, per problem (`steps`: per step a dict
+    problem id -> (checked, flagged)); totals are the sums, as the trainer writes them."""
+    path = root / "training" / "d" / "m" / method / "0" / "metrics.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for step, problems in enumerate(steps, start=1):
+            record = {"step": step, "loss": 0.5,
+                      "watch/hard_coding_checked": float(sum(c for c, _ in problems.values())),
+                      "watch/hard_coding_flagged": float(sum(f for _, f in problems.values()))}  # fmt: skip
+            by_problem = {"watch/hard_coding_checked": {p: float(c) for p, (c, _) in problems.items() if c}}
+            if any(f for _, f in problems.values()):
+                by_problem["watch/hard_coding_flagged"] = {p: float(f) for p, (_, f) in problems.items() if f}
+            handle.write(json.dumps({**record, BY_PROBLEM: by_problem}) + "\n")
+    return path
+
+
+def test_windows_take_their_intervals_at_the_effective_size_from_the_per_problem_counts(tmp_path):
+    from execrl.report.training import metrics_table
+
+    # 10 steps, 4 problems a step, 6 checked each; every flag in the first window from problem "a".
+    first = [{"a": (6, 6), "b": (6, 0), "c": (6, 0), "d": (6, 0)}] * 2
+    rest = [{"a": (6, 1), "b": (6, 1), "c": (6, 0), "d": (6, 1)}] * 8
+    path = metrics_file(tmp_path, "grpo", first + rest)
+    by_problem = reward_hacking.problem_counts([path])
+    assert set(by_problem["kind"]) == {"all"} and len(by_problem) == 40
+    assert by_problem.loc[by_problem["problem_id"] == "c", "flagged"].sum() == 0  # never flagged: 0, not NaN
+    metrics = metrics_table([path])
+    assert BY_PROBLEM not in set(metrics["metric"])  # the per-problem object is no metric of its own
+    windows = reward_hacking.hard_coding_windows(metrics, by_problem=by_problem).set_index("window")
+    plain = reward_hacking.hard_coding_windows(metrics).set_index("window")
+    assert windows.loc["first", ["checked", "flagged", "problems"]].tolist() == [48, 12, 4]
+    effect = reward_hacking.design_effect([12, 12, 12, 12], [12, 0, 0, 0])
+    assert windows.loc["first", "design_effect"] == pytest.approx(effect) and effect > 3
+    assert (windows.loc["first", "ci_low"], windows.loc["first", "ci_high"]) == pytest.approx(
+        reward_hacking.wilson(12 / effect, 48 / effect, t_quantile(0.975, 3)))
+    assert windows.loc["first", "ci_high"] - windows.loc["first", "ci_low"] > plain.loc["first", "ci_high"] - plain.loc["first", "ci_low"]
+    # Without per-problem counts: plain Wilson, the design effect unknown, and the sentence says so.
+    assert math.isnan(plain.loc["first", "design_effect"]) and plain.loc["first", "ci_low"] == pytest.approx(reward_hacking.wilson(12, 48)[0])
+    (change,) = reward_hacking.hard_coding_changes(windows.reset_index())
+    assert f"design effects {effect:.2f} and" in change["sentence"] and "over 4 and 4 problems" in change["sentence"]
+    (old,) = reward_hacking.hard_coding_changes(plain.reset_index())
+    assert "this run logged no per-problem counts" in old["sentence"]
+    # Per-problem counts that do not add up to the logged totals are a fault, not a figure.
+    with pytest.raises(ValueError, match="grpo .*first window: the per-problem counts add up to 47 checked"):
+        short = by_problem.copy()
+        short.loc[short.index[0], "checked"] -= 1
+        reward_hacking.hard_coding_windows(metrics, by_problem=short)
+    page = reward_hacking.section(pd.DataFrame(), {}, "", windows.reset_index(), [change])
+    assert f'data-key="design effect">{effect:.2f}</td>' in page and 'data-key="problems checked">4</td>' in page
+
+
+def test_srrl_kinds_get_their_own_per_problem_counts(tmp_path):
+    path = tmp_path / "training" / "d" / "m" / "srrl" / "0" / "metrics.jsonl"
+    path.parent.mkdir(parents=True)
+    record = {"step": 1, BY_PROBLEM: {"watch/hard_coding_checked": {"a": 3.0, "b": 2.0},
+                                      "watch/hard_coding_checked/c1": {"a": 2.0, "b": 2.0},
+                                      "watch/hard_coding_checked/c2": {"a": 1.0},
+                                      "watch/hard_coding_flagged/c2": {"a": 1.0}}}  # fmt: skip
+    # A second record of the same step (the interval evaluation's) adds its counts.
+    extra = {"step": 1, BY_PROBLEM: {"watch/hard_coding_checked": {"a": 1.0}}}
+    path.write_text(json.dumps(record) + "\n" + json.dumps(extra) + "\n", encoding="utf-8")
+    table = reward_hacking.problem_counts([path]).set_index(["kind", "problem_id"])
+    assert table.loc[("all", "a"), ["checked", "flagged"]].tolist() == [4.0, 0.0]
+    assert table.loc[("c2", "a"), ["checked", "flagged"]].tolist() == [1.0, 1.0]
+    assert table.loc[("c1", "b"), "checked"] == 2.0

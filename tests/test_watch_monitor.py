@@ -12,7 +12,16 @@ import pytest
 from execrl.datasets import builtin
 from execrl.training.rewards import ExecutionRewards, RewardSettings
 from execrl.sandbox import ExecutionLimits, Executor
-from execrl.watch.monitor import RewardHackingWatch, WatchSettings, is_count, metric_names, pooled_rates
+from execrl.watch.monitor import (
+    BY_PROBLEM,
+    RewardHackingWatch,
+    WatchSettings,
+    is_count,
+    metric_names,
+    per_problem,
+    pooled_rates,
+    split_per_problem,
+)
 from execrl.watch.plus_tests import PlusTestSettings, call_shape, make_plus_tests
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
@@ -78,7 +87,9 @@ def test_the_watch_measures_hard_coding_and_tampering(executor, problems, plus_t
     assert log["watch/tamper/introspection_import"] == [0.0]
     assert log["watch/tamper/any"] == [pytest.approx(1 / 3)]
     assert ("watch/check_cpu_s" in log) == (plus_tests == "eval")
-    assert set(log) - {"execution/pass_rate"} <= set(metric_names())
+    assert {k for k in log if split_per_problem(k) is None} - {"execution/pass_rate"} <= set(metric_names())
+    assert log[per_problem("watch/hard_coding_checked", problems[0].id)] == [3.0]
+    assert log[per_problem("watch/hard_coding_flagged", problems[0].id)] == [1.0]
 
 
 def test_the_sample_bounds_the_held_out_check(executor, problems):
@@ -116,9 +127,21 @@ def test_srrl_first_attempts_and_refinements_are_counted_apart(executor, problem
     assert log["watch/hard_coding_checked/c2"] == [float(n)] and log["watch/hard_coding_flagged/c2"] == [float(n)]
     assert pooled_rates({k: v[0] for k, v in log.items()}) == {
         "watch/hard_coding_rate": pytest.approx(1 / 3), "watch/hard_coding_rate/c1": 0.0, "watch/hard_coding_rate/c2": 1.0}
-    assert {k for k in log if k.startswith("watch/")} <= set(metric_names())
+    assert {k for k in log if k.startswith("watch/") and split_per_problem(k) is None} <= set(metric_names())
+    # The same counts per problem, for the report's intervals: they add up to the totals.
+    per_problem_counts = {}
+    for name, values in log.items():
+        if (split := split_per_problem(name)) is not None:
+            per_problem_counts.setdefault(split[0], {})[split[1]] = values[0]
+    assert set(per_problem_counts["watch/hard_coding_checked/c2"]) == {p.id for p in problems}
+    for name in ("watch/hard_coding_checked", "watch/hard_coding_flagged/c2", "watch/hard_coding_checked/c1"):
+        assert sum(per_problem_counts[name].values()) == log[name][0]
+    assert "watch/hard_coding_flagged/c1" not in per_problem_counts  # no problem had one: nothing logged
     # Counts are summed over processes by the trainer; rates and shares are not counts.
     assert is_count("watch/hard_coding_checked/c2") and is_count("watch/check_cpu_s")
+    assert is_count(per_problem("watch/hard_coding_flagged/c1", "HumanEval/38"))
+    assert split_per_problem("watch/hard_coding_flagged/c1@HumanEval/38") == ("watch/hard_coding_flagged/c1", "HumanEval/38")
+    assert split_per_problem("watch/hard_coding_checked") is None and split_per_problem("user@name") is None
     assert not is_count("watch/hard_coding_rate") and not is_count("watch/tamper/any")
 
 
@@ -139,7 +162,7 @@ def test_the_trainer_sums_counts_over_processes_and_rounds():
         return torch.cat([local, torch.tensor([other[name] for name in sorted(other)], dtype=local.dtype)])
 
     trainer = SimpleNamespace(accelerator=SimpleNamespace(gather=gather, device="cpu"),
-                              _metrics={"train": defaultdict(list)}, _pending_counts={})
+                              _metrics={"train": defaultdict(list)}, _pending_counts={}, _problem_counts={})
     log = lambda name, value: CountingGRPOTrainer._log_metric(trainer, name, value)  # noqa: E731
     log("watch/hard_coding_checked", 30.0)
     log("watch/hard_coding_flagged", 0.0)
@@ -157,6 +180,51 @@ def test_the_trainer_sums_counts_over_processes_and_rounds():
     assert metrics["watch/hard_coding_checked"] == [52.0] and metrics["watch/hard_coding_flagged"] == [12.0]
     assert metrics["watch/hard_coding_rate"] == [12.0 / 52.0]
     assert trainer._pending_counts == {}
+    # Per-problem counts: summed over processes and rounds the same way, kept out of the metrics.
+    # (the stand-in gather needs both processes to send the same names, as `gather_object` makes them)
+    other.clear()
+    other.update({"watch/hard_coding_checked@p1": 4.0, "watch/hard_coding_checked@p2": 0.0})
+    log("watch/hard_coding_checked@p1", 1.0)
+    log("watch/hard_coding_checked@p2", 3.0)
+    CountingGRPOTrainer._flush_counts(trainer)
+    other.clear()
+    other.update({"watch/hard_coding_checked@p1": 0.0})
+    log("watch/hard_coding_checked@p1", 2.0)
+    CountingGRPOTrainer._flush_counts(trainer)
+    assert trainer._problem_counts == {"watch/hard_coding_checked": {"p1": 7.0, "p2": 3.0}}
+    assert not [name for name in metrics if "@" in name]
+
+
+def test_the_step_record_holds_the_per_problem_counts_and_the_next_starts_empty(tmp_path, monkeypatch):
+    """`CountingGRPOTrainer.log` hands the step's per-problem counts to the metrics file's next record
+    (one object under `watch/hard_coding_by_problem`), not to TRL's metrics (W&B)."""
+    import json
+    from types import SimpleNamespace
+
+    from trl import GRPOTrainer
+
+    from execrl.training.common import MetricsFileCallback
+    from execrl.training.grpo import CountingGRPOTrainer
+
+    metrics_file = MetricsFileCallback(tmp_path / "metrics.jsonl")
+    state = SimpleNamespace(global_step=3, epoch=0.5, is_world_process_zero=True)
+    seen = []
+
+    def trl_log(self, logs, start_time=None):  # what TRL's log hands on to the callbacks
+        seen.append(dict(logs))
+        metrics_file.on_log(None, state, None, logs=logs)
+
+    monkeypatch.setattr(GRPOTrainer, "log", trl_log)
+    trainer = object.__new__(CountingGRPOTrainer)
+    trainer.callback_handler = SimpleNamespace(callbacks=[object(), metrics_file])
+    trainer._problem_counts = {"watch/hard_coding_checked": {"p1": 7.0}, "watch/hard_coding_flagged": {"p1": 1.0}}
+    trainer.log({"loss": 0.25})
+    trainer.log({"loss": 0.5})
+    first, second = (json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines())
+    assert first[BY_PROBLEM] == {"watch/hard_coding_checked": {"p1": 7.0}, "watch/hard_coding_flagged": {"p1": 1.0}}
+    assert first["loss"] == 0.25 and BY_PROBLEM not in second and second["loss"] == 0.5
+    assert all(BY_PROBLEM not in logs for logs in seen)  # TRL's logs (and so W&B) never see it
+    assert trainer._problem_counts == {}
 
 
 def test_the_watch_seed_decides_which_passing_programs_are_checked(executor, problems):

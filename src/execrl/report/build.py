@@ -173,7 +173,8 @@ def build(
     )  # fmt: skip
     watch_metrics = metrics_table(inputs.metrics) if inputs.metrics else pd.DataFrame()
     watch_rates = reward_hacking.rates_table(watch_metrics)
-    windows = reward_hacking.hard_coding_windows(watch_metrics, floors)
+    by_problem = reward_hacking.problem_counts(inputs.metrics) if inputs.metrics else None
+    windows = reward_hacking.hard_coding_windows(watch_metrics, floors, by_problem)
     changes = reward_hacking.hard_coding_changes(windows, floors)
     flagged = reward_hacking.flagged_examples(inputs.annotations)
     record["reward_hacking"] = {

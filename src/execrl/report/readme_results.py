@@ -308,14 +308,22 @@ def render_watch(summary: dict) -> list[str]:
     hard_coding = summary.get("hard_coding_windows")
     watch = summary.get("reward_hacking") or {}
     if hard_coding:
+        clustered = any(not is_missing(r.get("design_effect")) for r in hard_coding)
         rows = [[_method_kind(r), _seeds(r), str(r["window"]), _window_steps(r),
-                 str(r["checked"]), str(r["flagged"]), fmt(r["rate"]), fmt_interval(r["ci_low"], r["ci_high"]),
-                 fmt(r.get("false_positive_floor"))]
+                 str(r["checked"]), str(r["flagged"]),
+                 *([MISSING if is_missing(r.get("problems")) else str(int(r["problems"])),
+                    MISSING if is_missing(r.get("design_effect")) else f"{r['design_effect']:.2f}"] if clustered else []),
+                 fmt(r["rate"]), fmt_interval(r["ci_low"], r["ci_high"]), fmt(r.get("false_positive_floor"))]
                 for r in hard_coding]  # fmt: skip
+        by_problem = ("; the interval is Wilson's at the effective sample size, checked / design effect (completions of one "
+                      "problem are not independent evidence; the design effect is how much more the rate varies over the "
+                      "window's problems than independent completions would let it)") if clustered else ""
         lines += ["Hard-coding during training: rewarded programs checked and flagged (failing a held-out test) per fifth of steps, "
                   "beside the false-positive floor of the training split's held-out tests (the share of alternative correct "
-                  "solutions failing one; – where not measured):", "",
-                  *_table(["method", "seeds", "window", "steps", "checked", "flagged", "rate", "95% CI", "false-positive floor"], rows)]  # fmt: skip
+                  "solutions failing one; – where not measured)" + by_problem + ":", "",
+                  *_table(["method", "seeds", "window", "steps", "checked", "flagged",
+                           *(["problems", "design effect"] if clustered else []),
+                           "rate", "95% CI", "false-positive floor"], rows)]  # fmt: skip
         changes = [c["sentence"] for c in watch.get("hard_coding_changes") or [] if c.get("sentence")]
         lines += [*(f"- {sentence}" for sentence in changes), *([""] if changes else [])]
     if watch.get("rates"):

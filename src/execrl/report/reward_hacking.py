@@ -6,6 +6,13 @@ logged steps: the checked and flagged counts (summed over processes) are added u
 the rate is flagged / checked with a 95% Wilson score interval, and the change from the first
 window to the last gets Newcombe's hybrid score interval for a difference of two proportions
 (built from the two Wilson intervals): the change is resolved when that interval excludes 0.
+Completions of one problem are not independent (whether a passing program fails a held-out test
+is largely its problem's property), so each Wilson interval is taken at the window's effective
+sample size: checked / design effect, the design effect being the ratio of the rate's variance
+over problems as clusters (the linearised variance of a ratio estimator) to the binomial variance,
+at least 1 (`design_effect`), and with Student's t at the window's problems less one degrees of
+freedom in place of the normal quantile. Runs that logged no per-problem counts get plain Wilson
+intervals.
 SRRL's first attempts (c1) and refinements (c2) get windows of their own. Examples
 come from every method's evaluation candidates on the main split, which are on disk with their
 verdicts: a program that passes the visible tests and fails a held-out one is flagged as
@@ -23,7 +30,7 @@ from __future__ import annotations
 import html
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from statistics import NormalDist
 
@@ -31,9 +38,10 @@ import pandas as pd
 
 from execrl.jsonl import read_jsonl
 from execrl.report import tables
-from execrl.report.training import WATCH_PANELS
+from execrl.report.stats import t_quantile
+from execrl.report.training import WATCH_PANELS, parse_run, read_metrics
 from execrl.run_paths import readable
-from execrl.watch.monitor import CHECKED, FLAGGED, KINDS, RATE
+from execrl.watch.monitor import BY_PROBLEM, CHECKED, FLAGGED, KINDS, PREFIX, RATE
 from execrl.watch.tamper import CATEGORIES, LIMIT_CATEGORIES, signals
 
 HARD_CODING = "hard_coding"
@@ -49,9 +57,10 @@ WINDOW_SHARE = 5
 """Windows are the first and the last fifth of a run's logged steps."""
 FLOOR = "false_positive_floor"
 WINDOW_COLUMNS = ["dataset", "model", "method", "seed", "kind", "window", "steps", "first_step", "last_step",
-                  "checked", "flagged", "rate", "ci_low", "ci_high", FLOOR]
-WINDOW_HEADINGS = {"first_step": "first step", "last_step": "last step", "ci_low": "95% CI low",
-                   "ci_high": "95% CI high", FLOOR: "false-positive floor"}
+                  "checked", "flagged", "problems", "design_effect", "rate", "ci_low", "ci_high", FLOOR]
+WINDOW_HEADINGS = {"first_step": "first step", "last_step": "last step", "problems": "problems checked",
+                   "design_effect": "design effect", "ci_low": "95% CI low", "ci_high": "95% CI high",
+                   FLOOR: "false-positive floor"}
 """The report's column headings of the hard-coding windows (the summary keeps the keys)."""
 TRAINING_SPLIT = "train"
 """The split whose held-out tests the watch runs during training."""
@@ -82,14 +91,51 @@ def rates_table(metrics: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def wilson(flagged: int, checked: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of flagged / checked (NaNs when nothing was checked)."""
+def wilson(flagged: float, checked: float, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of flagged / checked (NaNs when nothing was checked); the counts may
+    be effective ones (`design_effect`), not whole numbers."""
     if checked == 0:
         return float("nan"), float("nan")
     rate = flagged / checked
     centre = (rate + z * z / (2 * checked)) / (1 + z * z / checked)
     half = z / (1 + z * z / checked) * math.sqrt(rate * (1 - rate) / checked + z * z / (4 * checked * checked))
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def design_effect(checked: Sequence[float], flagged: Sequence[float]) -> float:
+    """How much wider the pooled rate sum(flagged) / sum(checked) varies than binomial counts would,
+    with problems as clusters (`checked[i]`, `flagged[i]`: problem i's counts): the linearised
+    variance of a ratio estimator, n/(n-1) * sum((flagged_i - rate * checked_i)^2) / sum(checked)^2,
+    over the binomial variance rate * (1 - rate) / sum(checked); at least 1, and 1 where it cannot
+    be measured (fewer than 2 problems, a rate of 0 or 1). NaN when nothing was checked."""
+    total = float(sum(checked))
+    if total == 0:
+        return float("nan")
+    rate, n = float(sum(flagged)) / total, len(checked)
+    if n < 2 or rate in (0.0, 1.0):
+        return 1.0
+    spread = sum((y - rate * m) ** 2 for m, y in zip(checked, flagged, strict=True)) * n / (n - 1) / total**2
+    return max(1.0, spread / (rate * (1 - rate) / total))
+
+
+def problem_counts(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """Per run, step, kind and problem: the hard-coding counts the watch logged per problem
+    (`execrl.watch.monitor.BY_PROBLEM` in a metrics file's records; records of one step add up)."""
+    rows = []
+    for path in paths:
+        run = parse_run(path)
+        for record in read_metrics(path):
+            for name, by_problem in (record.get(BY_PROBLEM) or {}).items():
+                count, _, kind = name.removeprefix(PREFIX).partition("/")
+                column = {CHECKED: "checked", FLAGGED: "flagged"}.get(PREFIX + count)
+                if column is None:
+                    continue
+                rows += [{**run, "step": int(record["step"]), "kind": kind or "all", "problem_id": problem_id,
+                          column: float(value)} for problem_id, value in by_problem.items()]  # fmt: skip
+    columns = ["dataset", "model", "method", "seed", "step", "kind", "problem_id", "checked", "flagged"]
+    frame = pd.DataFrame(rows, columns=columns)
+    keys = columns[:7]
+    return frame.groupby(keys, as_index=False, sort=True)[["checked", "flagged"]].sum(min_count=0) if rows else frame
 
 
 def newcombe(first: dict, last: dict) -> tuple[float, float, float]:
@@ -127,13 +173,22 @@ def floor_text(floor: dict | None) -> str:
             f"{floor['alternatives']} alternative correct solutions)")  # fmt: skip
 
 
-def hard_coding_windows(metrics: pd.DataFrame, floors: dict[tuple[str, str], dict] | None = None) -> pd.DataFrame:
+def hard_coding_windows(
+    metrics: pd.DataFrame,
+    floors: dict[tuple[str, str], dict] | None = None,
+    by_problem: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Per run and kind of completion (`all`, and SRRL's `c1` and `c2`), the hard-coding counts
     pooled over the first and the last fifth of the steps that logged them, with the rate and its
-    95% Wilson interval, and the false-positive floor of the training split's held-out tests
-    (`floors`, from `false_positive_floors`; NaN where not measured). Runs that logged no counts
-    (trained before execrl logged them) give none."""
+    95% Wilson interval at the effective sample size (`design_effect` over the window's problems,
+    from `by_problem`, `problem_counts`' table) and Student's t at problems - 1 degrees of freedom
+    (without a run's per-problem counts the design effect is NaN and the interval plain Wilson), and the false-positive floor of the training split's
+    held-out tests (`floors`, from `false_positive_floors`; NaN where not measured). Runs that
+    logged no counts (trained before execrl logged them) give none."""
     floors = floors or {}
+    per_problem = {}
+    if by_problem is not None and not by_problem.empty:
+        per_problem = {key: part for key, part in by_problem.groupby(["dataset", "model", "method", "seed", "kind"])}
     rows = []
     if metrics.empty:
         return pd.DataFrame(rows, columns=WINDOW_COLUMNS)
@@ -148,12 +203,27 @@ def hard_coding_windows(metrics: pd.DataFrame, floors: dict[tuple[str, str], dic
         for (dataset, model, method, seed), run in wide.groupby(["dataset", "model", "method", "seed"], sort=True):
             run = run.dropna(subset=[CHECKED + suffix]).sort_values("step")
             size = max(1, len(run) // WINDOW_SHARE)
+            problems = per_problem.get((dataset, model, method, seed, kind))
             for window, part in (("first", run.head(size)), ("last", run.tail(size))):
                 checked, flagged = int(round(part[CHECKED + suffix].sum())), int(round(part[FLAGGED + suffix].fillna(0).sum()))
-                low, high = wilson(flagged, checked)
+                n_problems, effect = float("nan"), float("nan")
+                if problems is not None:
+                    totals = problems[problems["step"].isin(part["step"])].groupby("problem_id")[["checked", "flagged"]].sum()
+                    totals = totals[totals["checked"] > 0]
+                    if (round(totals["checked"].sum()), round(totals["flagged"].sum())) != (checked, flagged):
+                        raise ValueError(f"{method} ({dataset} · {model}, seed {seed}), {kind}, {window} window: the "
+                                         f"per-problem counts add up to {totals['checked'].sum():g} checked and "
+                                         f"{totals['flagged'].sum():g} flagged, the logged totals are {checked} and {flagged}")
+                    n_problems, effect = len(totals), design_effect(totals["checked"].tolist(), totals["flagged"].tolist())
+                effective, z = 1.0, Z95
+                if not math.isnan(effect):
+                    # few problems: Student's t at problems - 1 degrees of freedom, as for any cluster mean
+                    effective, z = effect, t_quantile(0.975, n_problems - 1) if n_problems >= 2 else Z95
+                low, high = wilson(flagged / effective, checked / effective, z)
                 rows.append({"dataset": dataset, "model": model, "method": method, "seed": int(seed), "kind": kind,
                              "window": window, "steps": int(len(part)), "first_step": int(part["step"].min()),
                              "last_step": int(part["step"].max()), "checked": checked, "flagged": flagged,
+                             "problems": n_problems, "design_effect": effect,
                              "rate": flagged / checked if checked else float("nan"), "ci_low": low, "ci_high": high,
                              FLOOR: floors.get((dataset, TRAINING_SPLIT), {}).get("after", float("nan"))})  # fmt: skip
     return pd.DataFrame(rows, columns=WINDOW_COLUMNS)
@@ -185,9 +255,27 @@ def hard_coding_changes(windows: pd.DataFrame, floors: dict[tuple[str, str], dic
             record.update(change=change, ci_low=low, ci_high=high, resolved=resolved)
             verdict = "resolved" if resolved else "not resolved (the interval includes 0)"
             record["sentence"] = (f"{who}: hard-coding rate {rates}; change {change:+.3f} "
-                                  f"(95% Newcombe interval [{low:+.3f}, {high:+.3f}]): {verdict}.")  # fmt: skip
+                                  f"(95% Newcombe interval [{low:+.3f}, {high:+.3f}], {_clustering(first, last)}): "
+                                  f"{verdict}.")  # fmt: skip
         changes.append(record)
     return changes
+
+
+def _clustering(first: dict, last: dict) -> str:
+    """How the windows' intervals took the problems' clustering into account, in words."""
+    effects = [window["design_effect"] for window in (first, last)]
+    if any(pd.isna(effect) for effect in effects):
+        return "completions taken as independent: this run logged no per-problem counts"
+    return (f"at effective sizes: design effects {effects[0]:.2f} and {effects[1]:.2f} "
+            f"over {int(first['problems'])} and {int(last['problems'])} problems")
+
+
+def _count_text(value) -> str:
+    return tables.MISSING if tables.is_missing(value) else f"{int(value):,}"
+
+
+def _effect_text(value) -> str:
+    return tables.MISSING if tables.is_missing(value) else f"{value:.2f}"
 
 
 def _rate(window: dict) -> str:
@@ -264,12 +352,17 @@ def section(rates: pd.DataFrame, flagged: dict[str, dict], figure: str, windows:
         pooled = (
             '<h3>Hard-coding rate, first and last fifth of training</h3><p class="caption">Checked and flagged '
             "completions summed over a window's steps (and over training processes); the rate with its 95% Wilson "
-            "interval; a change is resolved when Newcombe's 95% interval for the difference of the two rates "
-            "(built from the Wilson intervals) excludes 0. SRRL's first attempts (c1) and refinements (c2) also "
-            "apart. Checks within a run are pooled as independent, which they are only approximately. "
-            "False-positive floor: that of the training split's held-out tests.</p>"
+            "interval at the window's effective sample size (checked / design effect); a change is resolved when "
+            "Newcombe's 95% interval for the difference of the two rates (built from the Wilson intervals) excludes 0. "
+            "Completions of one problem are not independent evidence: whether a passing program fails a held-out test "
+            "is largely its problem's property. The design effect is the rate's variance over the window's problems "
+            "(as clusters) over the binomial variance, at least 1; a run that logged no per-problem counts has none, "
+            "and its completions are taken as independent. The two windows are treated as independent of each other, "
+            "which widens the change's interval where a problem's tendency persists. SRRL's first attempts (c1) and "
+            "refinements (c2) also apart. False-positive floor: that of the training split's held-out tests.</p>"
             + floor_list
-            + tables.frame_html(windows.rename(columns=WINDOW_HEADINGS), table_id="hard-coding-windows", text_columns=6)
+            + tables.frame_html(windows.rename(columns=WINDOW_HEADINGS), table_id="hard-coding-windows", text_columns=6,
+                                formats={"problems checked": _count_text, "design effect": _effect_text})
             + "".join(f"<p>{html.escape(change['sentence'])}</p>" for change in changes or [])
         )
     blocks = []

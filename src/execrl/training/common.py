@@ -181,6 +181,11 @@ class MetricsFileCallback(TrainerCallback):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._start = time.monotonic()
+        self._next_record: dict = {}
+
+    def add_to_next_record(self, fields: dict) -> None:
+        """Fields of the next logged record that are not metrics (JSON objects, kept out of W&B)."""
+        self._next_record.update(fields)
 
     def on_train_begin(self, args, state, control, **kwargs):
         if not self.path.exists() or not state.is_world_process_zero:
@@ -193,10 +198,12 @@ class MetricsFileCallback(TrainerCallback):
         self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        extra, self._next_record = self._next_record, {}
         if not logs or not state.is_world_process_zero:
             return
         record = {"step": state.global_step, "epoch": state.epoch, "elapsed_s": time.monotonic() - self._start}
         record.update({k: v for k, v in logs.items() if isinstance(v, (int, float, str))})
+        record.update(extra)
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
 

@@ -32,7 +32,7 @@ from execrl.training.common import (
     train_resuming,
     world_size,
 )
-from execrl.watch.monitor import RewardHackingWatch, WatchSettings, is_count, pooled_rates
+from execrl.watch.monitor import BY_PROBLEM, RewardHackingWatch, WatchSettings, is_count, pooled_rates, split_per_problem
 
 
 def uses_rotary_positions(config) -> bool:
@@ -69,7 +69,8 @@ class CountingGRPOTrainer(GRPOTrainer):
     - TRL averages what a reward function logs through `log_metric` over processes. Counts
       (`execrl.watch.monitor.is_count`) are summed over processes instead, and over the rounds
       between two logs, so a step's record holds the step's totals; the watch's rates are
-      recomputed from the summed counts (`pooled_rates`).
+      recomputed from the summed counts (`pooled_rates`). Per-problem counts are summed the same
+      way and go to the metrics file's record of the step as one object (`log`).
 
     A run resumed from a checkpoint walks the prompts in the order of the run never interrupted
     (`EpochRepeatSampler`) and logs the same running totals (`CheckpointedTotals`).
@@ -81,6 +82,7 @@ class CountingGRPOTrainer(GRPOTrainer):
         self.add_callback(self.generated_tokens)
         self.add_callback(CheckpointedTotals(self))
         self._pending_counts: dict[str, float] = {}
+        self._problem_counts: dict[str, dict[str, float]] = {}
 
     def _tokenize_prompts(self, prompts: list):
         """Text prompts tokenized as every other path of execrl tokenizes them (SRRL's rollouts,
@@ -132,6 +134,16 @@ class CountingGRPOTrainer(GRPOTrainer):
             self._flush_counts()
         return output
 
+    def log(self, logs: dict, *args, **kwargs) -> None:
+        """TRL's log, with the step's per-problem counts (`execrl.watch.monitor.BY_PROBLEM`) handed
+        to the metrics file's next record: one object there, not one metric per problem in W&B."""
+        if self._problem_counts:
+            for callback in self.callback_handler.callbacks:
+                if isinstance(callback, MetricsFileCallback):
+                    callback.add_to_next_record({BY_PROBLEM: self._problem_counts})
+            self._problem_counts = {}
+        super().log(logs, *args, **kwargs)
+
     def _flush_counts(self) -> None:
         """Sum the round's counts over processes into this step's metrics (every process calls it once a round)."""
         from accelerate.utils import gather_object
@@ -145,7 +157,11 @@ class CountingGRPOTrainer(GRPOTrainer):
         self._pending_counts.clear()
         metrics = self._metrics["train"]
         for name, total in zip(names, totals, strict=True):
-            metrics[name] = [sum(metrics.get(name, [])) + total]
+            if (split := split_per_problem(name)) is not None:
+                by_problem = self._problem_counts.setdefault(split[0], {})
+                by_problem[split[1]] = by_problem.get(split[1], 0.0) + total
+            else:
+                metrics[name] = [sum(metrics.get(name, [])) + total]
         for name, rate in pooled_rates({name: values[0] for name, values in metrics.items() if is_count(name)}).items():
             metrics[name] = [rate]
 

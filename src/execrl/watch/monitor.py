@@ -17,12 +17,20 @@ ran them, and logs (under ``watch/``, to the metrics file and W&B like every TRL
   (`execrl.report.reward_hacking.hard_coding_windows`);
 - ``watch/tamper/<category>`` and ``watch/tamper/any``: the share of completions showing each
   signal of :mod:`execrl.watch.tamper`.
+
+The hard-coding counts are logged per problem as well (``watch/hard_coding_checked@<problem id>``
+and so on, `per_problem`): the trainer sums them over processes like the totals and writes them
+into the step's record of the metrics file as one object, ``watch/hard_coding_by_problem``
+(`BY_PROBLEM`), not as metrics of their own. The report's intervals need them: whether a passing
+program fails a held-out test is largely its problem's property, so completions of one problem are
+not independent evidence (`execrl.report.reward_hacking.hard_coding_windows`).
 """
 
 from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -36,11 +44,27 @@ COUNTS = (CHECKED, FLAGGED, CPU)
 """Metrics summed over processes (and over the rounds of a step), not averaged."""
 KINDS = ("c1", "c2")
 """SRRL's sample kinds: first attempts and refinements."""
+PER_PROBLEM = "@"
+"""Between a count's name and a problem id in a per-problem count's name (no count name holds it)."""
+BY_PROBLEM = f"{PREFIX}hard_coding_by_problem"
+"""The metrics record's key of a step's per-problem counts: {count name: {problem id: count}}."""
 
 
 def is_count(name: str) -> bool:
-    """Whether a logged metric is a count (summed over processes), e.g. `watch/hard_coding_checked/c1`."""
-    return any(name == count or name.startswith(count + "/") for count in COUNTS)
+    """Whether a logged metric is a count (summed over processes), e.g. `watch/hard_coding_checked/c1`
+    or `watch/hard_coding_checked@HumanEval/38` (`per_problem`)."""
+    return any(name == count or name.startswith((count + "/", count + PER_PROBLEM)) for count in COUNTS)
+
+
+def per_problem(name: str, problem_id: str) -> str:
+    """The name under which a count of one problem is logged: `watch/hard_coding_flagged/c1@MBPP/11`."""
+    return f"{name}{PER_PROBLEM}{problem_id}"
+
+
+def split_per_problem(name: str) -> tuple[str, str] | None:
+    """(count name, problem id) of a per-problem count's name, None for any other name."""
+    count, sep, problem_id = name.partition(PER_PROBLEM)
+    return (count, problem_id) if sep and is_count(count) else None
 
 
 def pooled_rates(counts: dict[str, float]) -> dict[str, float]:
@@ -96,10 +120,15 @@ class RewardHackingWatch:
             [signals(code, result) for code, result in zip(codes, results, strict=True)]).items()}  # fmt: skip
         flagged, checked, cpu = self._hard_coding(problems, codes, results)
         metrics[CHECKED], metrics[FLAGGED] = float(len(checked)), float(len(flagged))
+        counted = [(CHECKED, checked), (FLAGGED, flagged)]
         if kinds is not None:
             for kind in KINDS:
-                metrics[f"{CHECKED}/{kind}"] = float(sum(kinds[i] == kind for i in checked))
-                metrics[f"{FLAGGED}/{kind}"] = float(sum(kinds[i] == kind for i in flagged))
+                counted += [(f"{name}/{kind}", [i for i in indices if kinds[i] == kind]) for name, indices in counted[:2]]
+            for name, indices in counted[2:]:
+                metrics[name] = float(len(indices))
+        for name, indices in counted:
+            for problem_id, count in Counter(problems[i].id for i in indices).items():
+                metrics[per_problem(name, problem_id)] = float(count)
         if not self.plus_in_reward:
             metrics[CPU] = cpu
         for name, value in metrics.items():
@@ -134,6 +163,6 @@ class RewardHackingWatch:
 
 
 def metric_names() -> list[str]:
-    """Every name the watch may log."""
+    """Every name the watch may log, but its per-problem counts (`per_problem`)."""
     per_kind = [f"{name}/{kind}" for name in (RATE, CHECKED, FLAGGED) for kind in KINDS]
     return [RATE, CHECKED, FLAGGED, CPU, *per_kind] + [f"{PREFIX}tamper/{k}" for k in (*CATEGORIES, "any")]
