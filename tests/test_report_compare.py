@@ -310,3 +310,39 @@ def test_a_training_run_only_one_folder_holds_is_a_difference(tmp_path, capsys):
     assert code == 1, out
     assert f"builtin/tiny/dpo/0: only in A ({a / 'training' / DATASET / MODEL / TRAINED['dpo'] / '0' / 'metrics.jsonl'})" in out
     assert "DIFFER: training metrics of 1 of 4 runs" in out
+
+
+def test_a_count_that_moved_between_problems_names_the_problem(tmp_path, capsys):
+    """Records' objects (the watch's per-problem counts) are compared entry by entry."""
+    def with_counts(moved: bool):
+        records = metrics_records()
+        for record in records:
+            record["watch/hard_coding_by_problem"] = {"watch/hard_coding_checked": {"p1": 2.0, "p2": 1.0}}
+        if moved:
+            records[3]["watch/hard_coding_by_problem"] = {"watch/hard_coding_checked": {"p1": 1.0, "p2": 2.0}}
+        return records
+
+    a = results_folder(tmp_path / "a", load_default(), metrics={"grpo": with_counts(False)})
+    b = results_folder(tmp_path / "b", load_default(), metrics={"grpo": with_counts(True)})
+    code, out, _ = run(a, b, capsys)
+    assert code == 1, out
+    step = metrics_records()[3]["step"]
+    assert f"builtin/tiny/grpo/0: part at step {step}, watch/hard_coding_by_problem[watch/hard_coding_checked][p1]: A 2.0, B 1.0" in out
+
+
+def test_fields_one_side_never_logged_do_not_hide_a_later_difference(tmp_path, capsys):
+    """Results from before the watch logged per-problem counts against results from after: the
+    new field is named only when everything else agrees; a metric that parts later is found."""
+    newer = metrics_records()
+    for record in newer:
+        record["watch/hard_coding_by_problem"] = {"watch/hard_coding_checked": {"p1": 2.0}}
+    a = results_folder(tmp_path / "a", load_default())
+    b = results_folder(tmp_path / "b", load_default(), metrics={"grpo": newer})
+    code, out, _ = run(a, b, capsys)
+    assert code == 1, out
+    assert ("builtin/tiny/grpo/0: part at step 1, (fields logged by one side only): A (absent), "
+            'B "watch/hard_coding_by_problem (1 entry)"') in out
+    newer[6]["reward"] = math.nextafter(newer[6]["reward"], 0.0)
+    c = results_folder(tmp_path / "c", load_default(), metrics={"grpo": newer})
+    code, out, _ = run(a, c, capsys)
+    assert code == 1 and "builtin/tiny/grpo/0: part at step 7, reward:" in out, out

@@ -183,8 +183,12 @@ def test_the_design_effect_measures_how_much_problems_cluster_the_flags():
     # n/(n-1) * sum((y - p m)^2) / M^2 over p (1 - p) / M, with p = 0.1, M = 80: 0.0016 / 0.001125.
     assert clustered == pytest.approx((8 / 7) * (7**2 + 7 * 1**2) / 80**2 / (0.1 * 0.9 / 80))
     # Not measurable: one problem, no flags, nothing checked.
-    assert reward_hacking.design_effect([30], [3]) == 1.0 and reward_hacking.design_effect([5, 5], [0, 0]) == 1.0
-    assert math.isnan(reward_hacking.design_effect([], []))
+    # No flags (or only flags): both variances 0, the counts' size stands.
+    assert reward_hacking.design_effect([5, 5], [0, 0]) == 1.0 and reward_hacking.design_effect([5, 5], [5, 5]) == 1.0
+    # Not measurable: one problem (no spread over problems), nothing checked.
+    assert math.isnan(reward_hacking.design_effect([30], [3])) and math.isnan(reward_hacking.design_effect([], []))
+    with pytest.raises(ValueError, match="finite"):
+        reward_hacking.design_effect([5, float("nan")], [1, 0])
 
 
 def test_intervals_at_the_effective_size_cover_a_clustered_rate_where_plain_wilson_does_not():
@@ -249,7 +253,21 @@ def test_windows_take_their_intervals_at_the_effective_size_from_the_per_problem
     (change,) = reward_hacking.hard_coding_changes(windows.reset_index())
     assert f"design effects {effect:.2f} and" in change["sentence"] and "over 4 and 4 problems" in change["sentence"]
     (old,) = reward_hacking.hard_coding_changes(plain.reset_index())
-    assert "this run logged no per-problem counts" in old["sentence"]
+    assert "per-problem counts were not logged for every step of the windows" in old["sentence"]
+    # A run resumed across the release that began logging them: some steps without. Plain Wilson
+    # for the window missing some, no error; the other window keeps its effective size.
+    partial = reward_hacking.hard_coding_windows(metrics, by_problem=by_problem[by_problem["step"] != 1]).set_index("window")
+    assert math.isnan(partial.loc["first", "design_effect"]) and math.isnan(partial.loc["first", "problems"])
+    assert partial.loc["first", "ci_low"] == plain.loc["first", "ci_low"]
+    assert partial.loc["last", "design_effect"] == windows.loc["last", "design_effect"]
+    # One problem checked in a window: no spread to measure, plain Wilson, and the sentence says why.
+    alone = by_problem[(by_problem["problem_id"] == "a") | (by_problem["step"] > 2)]
+    lone = metrics_table([metrics_file(tmp_path / "lone", "grpo", [{"a": (6, 6)}] * 2 + rest)])
+    lone_windows = reward_hacking.hard_coding_windows(lone, by_problem=alone).set_index("window")
+    assert lone_windows.loc["first", "problems"] == 1 and math.isnan(lone_windows.loc["first", "design_effect"])
+    assert lone_windows.loc["first", "ci_low"] == pytest.approx(reward_hacking.wilson(12, 12)[0])
+    (lone_change,) = reward_hacking.hard_coding_changes(lone_windows.reset_index())
+    assert "a window checked one problem" in lone_change["sentence"]
     # Per-problem counts that do not add up to the logged totals are a fault, not a figure.
     with pytest.raises(ValueError, match="grpo .*first window: the per-problem counts add up to 47 checked"):
         short = by_problem.copy()
@@ -266,7 +284,7 @@ def test_srrl_kinds_get_their_own_per_problem_counts(tmp_path):
                                       "watch/hard_coding_checked/c1": {"a": 2.0, "b": 2.0},
                                       "watch/hard_coding_checked/c2": {"a": 1.0},
                                       "watch/hard_coding_flagged/c2": {"a": 1.0}}}  # fmt: skip
-    # A second record of the same step (the interval evaluation's) adds its counts.
+    # Records of one step add up (a step may have two: the interval evaluation's, then the step's own).
     extra = {"step": 1, BY_PROBLEM: {"watch/hard_coding_checked": {"a": 1.0}}}
     path.write_text(json.dumps(record) + "\n" + json.dumps(extra) + "\n", encoding="utf-8")
     table = reward_hacking.problem_counts([path]).set_index(["kind", "problem_id"])

@@ -6,7 +6,9 @@ A and B are each a `summary.json` (what the report writes: `results/summary.json
 copy under `docs/results/`) or a results folder (the workflow's `results/`, or the folder above it).
 From a results folder the comparison reads its `summary.json` and its training metrics,
 `training/{dataset}/{model}/{method}/{seed}/metrics.jsonl` (and the warm start's `.../sft/...`);
-training metrics are compared only when both sides are results folders.
+training metrics are compared only when both sides are results folders. A record's objects (the
+watch's per-problem counts) are compared entry by entry; fields only one side's file ever logs (a
+release that began logging something new) are named after every other field of the run agreed.
 
 Exit status: 0 when every result agrees to the last digit, 1 when one differs (the output names the
 first job, dataset/model/method/seed, and metric where they part, the training step for training
@@ -437,15 +439,32 @@ class TrainingDifference:
     b: Any = None
 
 
+def _flat_fields(record: dict, prefix: str = "") -> dict[str, Any]:
+    """A metrics record with its objects opened: `watch/hard_coding_by_problem[watch/hard_coding_checked][p1]`."""
+    fields = {}
+    for key, value in record.items():
+        name = f"{prefix}[{key}]" if prefix else key
+        if isinstance(value, dict):
+            fields.update(_flat_fields(value, name))
+        else:
+            fields[name] = value
+    return fields
+
+
 def first_metrics_difference(job: Job, path_a: Path, path_b: Path) -> TrainingDifference | None:
     """The first record (in logging order) where the two files part, and its first differing
-    metric; timing metrics ignored."""
-    records_a, records_b = read_metrics(path_a), read_metrics(path_b)
+    metric (inside a record's object, the entry that differs); timing metrics ignored. Fields one
+    file never logs (a release that began logging something) are not compared step by step: they
+    are named after every other field agreed."""
+    records_a = [_flat_fields(r) for r in read_metrics(path_a)]
+    records_b = [_flat_fields(r) for r in read_metrics(path_b)]
+    logged_a, logged_b = ({key for r in records for key in r} for records in (records_a, records_b))
+    one_sided = logged_a ^ logged_b
     for record_a, record_b in zip(records_a, records_b):
         if not _same(record_a["step"], record_b["step"]):
             return TrainingDifference(job, path_a, path_b, record_a["step"], "step", record_a["step"], record_b["step"])
         for key in dict.fromkeys([*record_a, *record_b]):
-            if volatile_metric(key):
+            if volatile_metric(key) or key in one_sided:
                 continue
             value_a, value_b = record_a.get(key, MISSING), record_b.get(key, MISSING)
             if not _same(value_a, value_b):
@@ -454,7 +473,24 @@ def first_metrics_difference(job: Job, path_a: Path, path_b: Path) -> TrainingDi
         longer = records_a if len(records_a) > len(records_b) else records_b
         step = longer[min(len(records_a), len(records_b))]["step"]
         return TrainingDifference(job, path_a, path_b, step, "(records logged)", len(records_a), len(records_b))
+    one_sided = {key for key in one_sided if not volatile_metric(key)}
+    if one_sided:
+        first = min((r["step"] for r in (*records_a, *records_b) if one_sided & set(r)), default=0)
+        return TrainingDifference(job, path_a, path_b, first, "(fields logged by one side only)",
+                                  _field_names(logged_a & one_sided), _field_names(logged_b & one_sided))  # fmt: skip
     return None
+
+
+def _field_names(keys: set[str]) -> str | Any:
+    """One side's fields, by the name before any object's entries: `watch/hard_coding_by_problem (12 entries)`."""
+    if not keys:
+        return MISSING
+    heads: dict[str, int] = {}
+    for key in sorted(keys):
+        head = key.split("[", 1)[0]
+        heads[head] = heads.get(head, 0) + 1
+    return ", ".join(head if head in keys else f"{head} ({count} {'entry' if count == 1 else 'entries'})"
+                     for head, count in heads.items())
 
 
 def training_differences(

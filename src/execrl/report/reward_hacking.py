@@ -11,8 +11,9 @@ is largely its problem's property), so each Wilson interval is taken at the wind
 sample size: checked / design effect, the design effect being the ratio of the rate's variance
 over problems as clusters (the linearised variance of a ratio estimator) to the binomial variance,
 at least 1 (`design_effect`), and with Student's t at the window's problems less one degrees of
-freedom in place of the normal quantile. Runs that logged no per-problem counts get plain Wilson
-intervals.
+freedom in place of the normal quantile. A window without per-problem counts for each of its steps
+(runs trained before they were logged) or with one problem gets a plain Wilson interval, and its
+change's sentence says so.
 SRRL's first attempts (c1) and refinements (c2) get windows of their own. Examples
 come from every method's evaluation candidates on the main split, which are on disk with their
 verdicts: a program that passes the visible tests and fails a held-out one is flagged as
@@ -106,13 +107,16 @@ def design_effect(checked: Sequence[float], flagged: Sequence[float]) -> float:
     """How much wider the pooled rate sum(flagged) / sum(checked) varies than binomial counts would,
     with problems as clusters (`checked[i]`, `flagged[i]`: problem i's counts): the linearised
     variance of a ratio estimator, n/(n-1) * sum((flagged_i - rate * checked_i)^2) / sum(checked)^2,
-    over the binomial variance rate * (1 - rate) / sum(checked); at least 1, and 1 where it cannot
-    be measured (fewer than 2 problems, a rate of 0 or 1). NaN when nothing was checked."""
+    over the binomial variance rate * (1 - rate) / sum(checked); at least 1. At a rate of 0 or 1 both
+    variances are 0 and it is 1 (the counts' size stands, as Korn and Graubard keep it). NaN when
+    nothing was checked or fewer than 2 problems were (no spread over problems to measure)."""
+    if not all(math.isfinite(value) for value in (*checked, *flagged)):
+        raise ValueError(f"hard-coding counts must be finite numbers, got checked {list(checked)}, flagged {list(flagged)}")
     total = float(sum(checked))
-    if total == 0:
+    rate, n = (float(sum(flagged)) / total if total else float("nan")), len(checked)
+    if total == 0 or n < 2:
         return float("nan")
-    rate, n = float(sum(flagged)) / total, len(checked)
-    if n < 2 or rate in (0.0, 1.0):
+    if rate in (0.0, 1.0):
         return 1.0
     spread = sum((y - rate * m) ** 2 for m, y in zip(checked, flagged, strict=True)) * n / (n - 1) / total**2
     return max(1.0, spread / (rate * (1 - rate) / total))
@@ -182,7 +186,9 @@ def hard_coding_windows(
     pooled over the first and the last fifth of the steps that logged them, with the rate and its
     95% Wilson interval at the effective sample size (`design_effect` over the window's problems,
     from `by_problem`, `problem_counts`' table) and Student's t at problems - 1 degrees of freedom
-    (without a run's per-problem counts the design effect is NaN and the interval plain Wilson), and the false-positive floor of the training split's
+    (where some step of the window has no per-problem counts, or one problem was checked, the design
+    effect is NaN and the interval plain Wilson; per-problem counts that disagree with the totals
+    raise ValueError), and the false-positive floor of the training split's
     held-out tests (`floors`, from `false_positive_floors`; NaN where not measured). Runs that
     logged no counts (trained before execrl logged them) give none."""
     floors = floors or {}
@@ -207,7 +213,10 @@ def hard_coding_windows(
             for window, part in (("first", run.head(size)), ("last", run.tail(size))):
                 checked, flagged = int(round(part[CHECKED + suffix].sum())), int(round(part[FLAGGED + suffix].fillna(0).sum()))
                 n_problems, effect = float("nan"), float("nan")
-                if problems is not None:
+                # Per-problem counts for every step of the window that checked any (a run resumed
+                # across the release that began logging them has them for some steps only).
+                steps_checked = set(part.loc[part[CHECKED + suffix] > 0, "step"])
+                if problems is not None and steps_checked <= set(problems["step"]):
                     totals = problems[problems["step"].isin(part["step"])].groupby("problem_id")[["checked", "flagged"]].sum()
                     totals = totals[totals["checked"] > 0]
                     if (round(totals["checked"].sum()), round(totals["flagged"].sum())) != (checked, flagged):
@@ -218,7 +227,7 @@ def hard_coding_windows(
                 effective, z = 1.0, Z95
                 if not math.isnan(effect):
                     # few problems: Student's t at problems - 1 degrees of freedom, as for any cluster mean
-                    effective, z = effect, t_quantile(0.975, n_problems - 1) if n_problems >= 2 else Z95
+                    effective, z = effect, t_quantile(0.975, n_problems - 1)
                 low, high = wilson(flagged / effective, checked / effective, z)
                 rows.append({"dataset": dataset, "model": model, "method": method, "seed": int(seed), "kind": kind,
                              "window": window, "steps": int(len(part)), "first_step": int(part["step"].min()),
@@ -264,8 +273,10 @@ def hard_coding_changes(windows: pd.DataFrame, floors: dict[tuple[str, str], dic
 def _clustering(first: dict, last: dict) -> str:
     """How the windows' intervals took the problems' clustering into account, in words."""
     effects = [window["design_effect"] for window in (first, last)]
+    if any(pd.isna(window["problems"]) for window in (first, last)):
+        return "completions taken as independent: per-problem counts were not logged for every step of the windows"
     if any(pd.isna(effect) for effect in effects):
-        return "completions taken as independent: this run logged no per-problem counts"
+        return "completions taken as independent: a window checked one problem, whose spread over problems cannot be measured"
     return (f"at effective sizes: design effects {effects[0]:.2f} and {effects[1]:.2f} "
             f"over {int(first['problems'])} and {int(last['problems'])} problems")
 

@@ -70,7 +70,7 @@ class CountingGRPOTrainer(GRPOTrainer):
       (`execrl.watch.monitor.is_count`) are summed over processes instead, and over the rounds
       between two logs, so a step's record holds the step's totals; the watch's rates are
       recomputed from the summed counts (`pooled_rates`). Per-problem counts are summed the same
-      way and go to the metrics file's record of the step as one object (`log`).
+      way and go to the metrics file's next record as one object (`log`).
 
     A run resumed from a checkpoint walks the prompts in the order of the run never interrupted
     (`EpochRepeatSampler`) and logs the same running totals (`CheckpointedTotals`).

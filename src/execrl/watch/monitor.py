@@ -20,8 +20,9 @@ ran them, and logs (under ``watch/``, to the metrics file and W&B like every TRL
 
 The hard-coding counts are logged per problem as well (``watch/hard_coding_checked@<problem id>``
 and so on, `per_problem`): the trainer sums them over processes like the totals and writes them
-into the step's record of the metrics file as one object, ``watch/hard_coding_by_problem``
-(`BY_PROBLEM`), not as metrics of their own. The report's intervals need them: whether a passing
+into the metrics file as one object, ``watch/hard_coding_by_problem`` (`BY_PROBLEM`), not as
+metrics of their own, in the step's first record (at a step with an interval evaluation, the
+evaluation's, which holds the step's watch totals too; the report adds up the records of a step). The report's intervals need them: whether a passing
 program fails a held-out test is largely its problem's property, so completions of one problem are
 not independent evidence (`execrl.report.reward_hacking.hard_coding_windows`).
 """
