@@ -182,6 +182,27 @@ def test_code_game_on_crafted_programs(executor):
     assert len(opponent.prompts) == 6 and tricky in opponent.prompts[1] and "91" not in opponent.prompts[1]
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_addresses_hashes_and_uids_are_refused_with_any_number_of_workers(workers):
+    """A bare address, a hash of one and the worker's uid cannot be predicted from the code. The
+    second run is in a pool of its own, so it never shares the first's process: the program is
+    refused with one worker as with two (in one pool, one worker ran both runs in processes forked
+    from one forker, with one address layout and one uid, and they passed)."""
+    unpredictable = ["print(id(int))", "print(hash(object()))", "import os\nprint(os.getuid())"]
+    fixed = "print(sum(range(10)))"
+    limits = ExecutionLimits(timeout_s=0.5, wall_timeout_s=2.0, memory_mb=256)
+    with Executor(workers=workers, limits=limits) as pool:
+        rewards, _ = game(pool, {})
+        try:
+            logged = {}
+            got = rewards.reward_functions()[0][0]([*unpredictable, fixed], log_metric=logged.__setitem__)
+            assert rewards.second_pool() is not pool and rewards.second_pool().workers == workers
+        finally:
+            rewards.close()
+    assert got == [-1.0, -1.0, -1.0, 1.0]  # refused (an error), and a fixed output the opponent missed wins
+    assert logged["code_game/nondeterministic_rate"] == pytest.approx(3 / 4)
+
+
 def test_without_the_determinism_check_an_unseeded_program_wins(executor):
     unseeded = "import random\nprint(random.random())"
     rewards, _ = game(executor, {}, require_deterministic=False)

@@ -352,6 +352,10 @@ class Executor:
         if isolation not in ("auto", "root", "userns", "none"):
             raise ValueError(f"unknown isolation mode {isolation!r}")
         require_linux()
+        preload = list(preload)
+        self._options = {"workers": workers, "limits": limits, "isolation": isolation, "network": network,
+                         "preload": preload, "hash_seed": hash_seed, "drop_privileges": drop_privileges,
+                         "tmpfs_mb": tmpfs_mb, "cache_size": cache_size}  # fmt: skip
         self.workers = workers
         self.limits = limits or ExecutionLimits()
         seccomp = build_filter()
@@ -385,6 +389,12 @@ class Executor:
             log.warning("sandbox isolation is reduced: %s", self.isolation)
 
     # -- lifecycle ------------------------------------------------------------------------
+    def sibling(self) -> Executor:
+        """Another executor with this one's settings and workers of its own: a program run in each
+        ran in two processes that share no address layout, uid or earlier runs, however either
+        pool scheduled it. The caller closes it."""
+        return Executor(**self._options)
+
     def _spawn(self) -> _WorkerHandle:
         h = _WorkerHandle(self._cfg, self._cache_size)
         with self._lock:

@@ -15,7 +15,9 @@ the rule printing `"x" * 1000` would win every game.
 
 Output that changes from run to run (the clock, unseeded randomness, addresses) cannot be
 predicted from the code, so a policy could win every game by printing it. With
-`require_deterministic` every program runs twice and one whose two outputs differ, or whose
+`require_deterministic` every program runs twice, the second time in a second pool of sandbox
+workers (`Executor.sibling`), so the two runs are always two processes with their own address
+layouts and uids, whatever the pools' sizes and schedules; one whose two outputs differ, or whose
 output shows an object's address (`OBJECT_ADDRESS`), is scored as a run-time error.
 
 The opponent is a frozen copy of the base model (`base`), sampled with transformers. Predictions
@@ -85,9 +87,8 @@ workflow, and which no opponent can predict from the code."""
 
 def deterministic(first: ProgramRun, second: ProgramRun) -> ProgramRun:
     """`first`, or a run-time error when the second run of the same program did otherwise, or
-    when its output shows an object's address (`OBJECT_ADDRESS`). The two runs land on the same
-    worker or on two, as the batch is scheduled: an address compared only between two runs would
-    pass the check with one worker and fail it with two."""
+    when its output shows an object's address (`OBJECT_ADDRESS`: refused as it is, whichever
+    processes the two runs had; `CodeGameRewards` runs the second in a pool of its own)."""
     if first.status == second.status and first.stdout == second.stdout and not OBJECT_ADDRESS.search(first.stdout):
         return first
     return ProgramRun(
@@ -157,6 +158,7 @@ class CodeGameRewards(OnlineTask):
         self.reasoning_format = reasoning_format
         self.predict = None
         self.tokenizer = None
+        self._second_pool = None
 
     def prompt(self, problem: Problem, prompt_config: PromptConfig, tokenizer) -> str:
         self.tokenizer = tokenizer
@@ -167,6 +169,21 @@ class CodeGameRewards(OnlineTask):
 
     def opponent_prompt(self, code: str) -> str:
         return opponent_prompt(code, self.settings, self.prompt_config, self.tokenizer)
+
+    def second_pool(self):
+        """The sandbox workers of every program's second run (`require_deterministic`), started at
+        the first game: a pool apart from `executor`'s, so that an address, a hash of one or the
+        worker's uid printed by a program differs between its two runs with one worker as with
+        eight (within one pool the two runs could land on one worker, forked from one process).
+        Closed with `close`, or when the game is collected."""
+        if self._second_pool is None:
+            self._second_pool = self.executor.sibling()
+        return self._second_pool
+
+    def close(self) -> None:
+        if self._second_pool is not None:
+            self._second_pool.close()
+            self._second_pool = None
 
     def too_long(self, runs: list[ProgramRun]) -> list[bool]:
         """Whether each program ran and printed more than the opponent may write."""
@@ -182,7 +199,7 @@ class CodeGameRewards(OnlineTask):
         codes = [extract_code(completion_text(c), self.reasoning_format) for c in completions]
         runs = run_programs(self.executor, codes)
         if self.settings.require_deterministic:
-            again = run_programs(self.executor, codes)
+            again = run_programs(self.second_pool(), codes)
             runs = [deterministic(a, b) for a, b in zip(runs, again, strict=True)]
         if self.predict is None:
             raise RuntimeError("the code game's opponent is not bound to a trainer (call bind(trainer) first)")

@@ -40,3 +40,6 @@ class OnlineTask:
     def trainer_class(self, base: type) -> type:
         """The trainer, given execrl's GRPOTrainer (a task that changes how advantages are made subclasses it)."""
         return base
+
+    def close(self) -> None:
+        """Release what the task started for itself (the code game's second sandbox pool)."""

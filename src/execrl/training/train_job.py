@@ -300,27 +300,32 @@ def main(argv: list[str] | None = None) -> None:
               f"training on all {len(problems)}", file=sys.stderr, flush=True)  # fmt: skip
     # Each training process rewards its own completions with its own sandbox workers.
     with Executor(workers=args.sandbox_workers, limits=settings["execution"]) as executor:
-        train_grpo(
-            model_path=args.model,
-            problems=problems[: grpo.train_problems],
-            eval_problems=read_problems(args.eval_problems)[: grpo.eval_problems] if grpo.eval_every else [],
-            prompt_config=settings["prompt"],
-            settings=grpo,
-            reward_settings=settings.get("rewards"),
-            lora=settings["lora"],
-            executor=executor,
-            checkpoint_dir=where,
-            adapter_dir=args.output,
-            metrics_path=args.metrics,
-            srrl=settings.get("srrl"),
-            watch=settings.get("watch"),
-            token_budget=tokens,
-            wandb=wandb,
-            run_name=args.run_name,
-            task=online_task(args.method, settings, executor, args.model),
-            micro_batch=args.micro_batch,
-            accumulation=args.accumulation,
-        )
+        task = online_task(args.method, settings, executor, args.model)
+        try:
+            train_grpo(
+                model_path=args.model,
+                problems=problems[: grpo.train_problems],
+                eval_problems=read_problems(args.eval_problems)[: grpo.eval_problems] if grpo.eval_every else [],
+                prompt_config=settings["prompt"],
+                settings=grpo,
+                reward_settings=settings.get("rewards"),
+                lora=settings["lora"],
+                executor=executor,
+                checkpoint_dir=where,
+                adapter_dir=args.output,
+                metrics_path=args.metrics,
+                srrl=settings.get("srrl"),
+                watch=settings.get("watch"),
+                token_budget=tokens,
+                wandb=wandb,
+                run_name=args.run_name,
+                task=task,
+                micro_batch=args.micro_batch,
+                accumulation=args.accumulation,
+            )
+        finally:
+            if task is not None:
+                task.close()
 
 
 def print_trainer_config(args, settings: dict, raw: dict, tokens: int | None) -> None:
