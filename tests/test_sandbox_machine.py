@@ -166,3 +166,17 @@ def test_a_tests_unseeded_draws_are_the_same_for_every_candidate_and_run():
             with Executor(workers=2) as ex:
                 verdicts.append([r.status for r in ex.run_batch([(coin, code)] * 12)])
         assert len(set(verdicts[0])) == 1 and verdicts[0] == verdicts[1], draw
+
+
+def test_every_candidate_finds_the_tests_standard_library_imports_loaded():
+    """A test's imports ran inside the first candidate's budget of each judge and were free for
+    the rest, so a candidate near its limit could time out only where it came first. Now the
+    judge imports them (standard library and numpy) before each candidate's budget starts: the
+    test sees `colorsys` loaded before its own import runs, for the first candidate as for the
+    later ones (before, nothing imported it ahead of the test, and the assertion failed)."""
+    loaded = Problem(id="loaded", prompt="x", test_type="assert",
+                     tests=["import sys\nassert 'colorsys' in sys.modules\n"
+                            "import colorsys\nassert double(colorsys.ONE_THIRD) == 2 / 3"])  # fmt: skip
+    with Executor(workers=1) as ex:
+        statuses = [r.status for r in ex.run_batch([(loaded, "def double(x):\n    return 2 * x\n")] * 3)]
+    assert statuses == ["pass"] * 3

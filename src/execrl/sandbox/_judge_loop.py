@@ -65,7 +65,8 @@ class _InterpreterState:
     before each candidate, so that a verdict does not depend on which candidates the same judge
     served before (another problem's ``getcontext().prec = 6``, a test's ``random`` draws).
     What a test may change beyond these (a module attribute it rebinds, the locale, the modules
-    it imports) is not put back.
+    it imports) is not put back; the standard-library modules a problem's tests import are
+    imported before its candidates' budgets start (``restore``), so no candidate pays for them.
     Plain Python gives each candidate a fresh interpreter; the module-level random generators
     (``random``'s and numpy's legacy one) are seeded from the problem's key instead of from the
     OS, so a test that draws its inputs unseeded (HumanEval/53's ``random.randint``) checks every
@@ -88,12 +89,18 @@ class _InterpreterState:
         self.numpy_errors: dict | None = None  # numpy's settings as imported (``restore`` imports it)
         self.numpy_print: dict | None = None
 
+    # Standard-library modules whose import prints or opens something: left to the test itself.
+    NOT_IMPORTED_AHEAD = frozenset({"this", "antigravity", "__hello__", "__phello__", "idlelib", "turtle", "turtledemo"})
+
     def restore(self, key: str, imported: set[str] = frozenset()) -> None:
-        """Put the saved state back and seed the generators from ``key``; numpy is imported first
-        where the problem's setup or tests import it (``imported``), outside the candidate's budget,
-        so its generator is seeded from the first such candidate on (a judge that never serves one
-        never pays for the import)."""
+        """Put the saved state back and seed the generators from ``key``. The modules of the
+        standard library and numpy that the problem's setup or tests import (``imported``) are
+        imported first, outside the candidate's budget: every candidate's tests then find them
+        loaded, so none pays for an import that only the first candidate of a judge would pay
+        for (a judge that never serves such a problem never imports them). numpy's generator is
+        seeded from the first candidate that imports it on."""
         import decimal
+        import importlib
         import os
         import random
         import time
@@ -117,6 +124,15 @@ class _InterpreterState:
         decimal.DefaultContext.clear_flags()
         decimal.setcontext(decimal.Context())
         random.seed(key)
+        for name in sorted(imported):
+            if name in sys.modules or name.partition(".")[0] not in sys.stdlib_module_names:
+                continue
+            if name.partition(".")[0] in self.NOT_IMPORTED_AHEAD:
+                continue
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the test's own import fails as it would have
+                pass
         numpy = sys.modules.get("numpy")
         if numpy is None and "numpy" in imported:
             try:
