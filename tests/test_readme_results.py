@@ -20,7 +20,9 @@ from execrl.report.tables import fmt, fmt_interval, fmt_mean_sd, fmt_signed
 REPO = Path(__file__).resolve().parent.parent
 # What the watch logs per step: counts summed over processes, the other rates as means.
 WATCH = {"watch/hard_coding_checked": 20, "watch/hard_coding_flagged": 1, "watch/hard_coding_rate": 0.05,
-         "watch/check_cpu_s": 0.017, "watch/tamper/any": 0.0}  # fmt: skip
+         "watch/check_cpu_s": 0.017, "watch/tamper/any": 0.0,
+         "watch/hard_coding_by_problem": {"watch/hard_coding_checked": {"p1": 12.0, "p2": 8.0},
+                                          "watch/hard_coding_flagged": {"p1": 1.0}}}  # fmt: skip
 
 
 @pytest.fixture
@@ -149,7 +151,8 @@ def test_the_rendered_sections_contain_every_figure_of_the_summary(run_summary):
     assert run_summary["hard_coding_windows"], "the report pools the logged counts"
     for window in run_summary["hard_coding_windows"]:
         row = (f"| {window['method']} | {window['seed']} | {window['window']} | {window['first_step']}–{window['last_step']} ({window['steps']}) | "
-               f"{window['checked']} | {window['flagged']} | {fmt(window['rate'])} | {fmt_interval(window['ci_low'], window['ci_high'])} | "
+               f"{window['checked']} | {window['flagged']} | {int(window['problems'])} | {window['design_effect']:.2f} | "
+               f"{fmt(window['rate'])} | {fmt_interval(window['ci_low'], window['ci_high'])} | "
                f"{fmt(window['false_positive_floor'])} |")
         assert row in watch and window["false_positive_floor"] == 0.0  # the training split's floor
     for change in run_summary["reward_hacking"]["hard_coding_changes"]:
