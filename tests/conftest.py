@@ -32,7 +32,7 @@ def copy_workflow(destination: Path) -> Path:
 
 
 def planned_jobs_of(workdir: Path, *configfiles: str, target: str = "results/report.html") -> dict:
-    """Output path -> {rule, params, directory} of every job the configs' DAG has (forced), read
+    """Output path -> {rule, params, directory, input} of every job the configs' DAG has (forced), read
     from Snakemake's own DAG by `tests/workflow_plan.py` in a process of its own (no job runs)."""
     import json
 

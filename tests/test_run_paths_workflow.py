@@ -203,3 +203,13 @@ def test_an_edited_test_split_reruns_only_the_training_that_samples_it(tmp_path)
                for rule, output in planned if rule == "train"}
     assert trained == {"grpo", "srrl"}
     assert any(rule == "generate_candidates" and "/test" in output for rule, output in planned)
+
+
+def test_the_watchs_floor_is_measured_where_the_train_split_is_not_evaluated(plans):
+    """The hackable overlay evaluates the test split only; its GRPO run is watched on the train
+    split's held-out tests, so their manifest (the false-positive floor beside the watch's rates)
+    is an input of the plus-test table as in the default, which evaluates train too."""
+    train_manifest = re.compile(r"results/data/[^/]+/[^/]+/train\.manifest\.json$")
+    for name in ("hackable-reward", "default"):
+        inputs = plans[name]["results/tables/plus_tests.tsv"]["input"]
+        assert [path for path in inputs if train_manifest.match(path)], name

@@ -1,6 +1,6 @@
 """The jobs a config plans, with each output's params, from Snakemake's own DAG (no job runs).
 
-    python tests/workflow_plan.py WORKDIR TARGET CONFIGFILE...   → JSON {output path: {rule, params, directory}}
+    python tests/workflow_plan.py WORKDIR TARGET CONFIGFILE...   → JSON {output path: {rule, params, directory, input}}
 
 Run as a script (one config per process: Snakemake keeps state in its modules).
 """
@@ -35,6 +35,7 @@ def planned_params(workdir: str, target: str, configfiles: list[str]) -> dict[st
                     "rule": job.rule.name,
                     "params": json.loads(json.dumps(params, default=str)),
                     "directory": is_flagged(output, "directory"),
+                    "input": sorted(str(path) for path in job.input),
                 }
     return plan
 

@@ -157,11 +157,17 @@ def get_all_plus_evaluations():
 
 
 def get_plus_test_manifests():
+    """The held-out tests' manifests of every evaluated split, and of the train split where the
+    reward-hacking watch ran on its held-out tests (its false-positive floor stands beside the
+    watch's hard-coding rates, evaluated on train or not)."""
+    splits = list(EXPERIMENT["eval_splits"])
+    if get_watched_metrics() and "train" not in splits:
+        splits.append("train")
     return expand(
         "results/data/{dataset}/{plus}/{split}.manifest.json",
         plus=SEGMENTS.plus,
         dataset=[SEGMENTS.dataset[d] for d in EXPERIMENT["datasets"]],
-        split=EXPERIMENT["eval_splits"],
+        split=splits,
     )
 
 
