@@ -291,3 +291,68 @@ def test_srrl_kinds_get_their_own_per_problem_counts(tmp_path):
     assert table.loc[("all", "a"), ["checked", "flagged"]].tolist() == [4.0, 0.0]
     assert table.loc[("c2", "a"), ["checked", "flagged"]].tolist() == [1.0, 1.0]
     assert table.loc[("c1", "b"), "checked"] == 2.0
+
+
+def test_the_changes_paired_bootstrap_over_problems_covers_where_newcombe_does_not():
+    """Seeded simulation of a run's two windows on the same 40 problems (tendencies Beta(0.3, 2.7),
+    4 to 16 checks a problem and window), with no change in the mean rate. Where each problem keeps
+    its tendency, its clustering cancels out of the change: Newcombe's interval at the windows'
+    effective sizes is twice as wide as it need be (it covered 0 every time), and the paired
+    bootstrap over problems covers it 93% of the time (1,000 replicates) at about half its width.
+    Where half the problems draw a new tendency for the last window (the policy starts or stops
+    hard-coding on them), Newcombe's plain interval covered 0 83% of the time, the paired
+    bootstrap 95% (300 replicates). 200 replicates here: the bounds leave room for their noise."""
+    def simulate(redraw: float) -> dict[str, tuple[float, float]]:
+        rng = random.Random(12)
+        covered, width = {"plain": 0, "effective": 0, "paired": 0}, {"plain": 0.0, "effective": 0.0, "paired": 0.0}
+        for _ in range(200):
+            first_tendency = [rng.betavariate(0.3, 2.7) for _ in range(40)]
+            last_tendency = [rng.betavariate(0.3, 2.7) if rng.random() < redraw else p for p in first_tendency]
+            windows = []
+            for tendency in (first_tendency, last_tendency):
+                checked = [rng.randint(4, 16) for _ in tendency]
+                flagged = [sum(rng.random() < p for _ in range(m)) for p, m in zip(tendency, checked)]
+                windows.append(pd.DataFrame({"checked": checked, "flagged": flagged}, index=[f"p{i}" for i in range(40)]))
+            intervals = {"paired": reward_hacking.paired_change_interval(*windows)}
+            for name in ("plain", "effective"):
+                records = []
+                for window in windows:
+                    checked, flagged = window["checked"].sum(), window["flagged"].sum()
+                    effect, z = 1.0, reward_hacking.Z95
+                    if name == "effective":
+                        effect, z = reward_hacking.design_effect(window["checked"].tolist(), window["flagged"].tolist()), t_quantile(0.975, 39)
+                    low, high = reward_hacking.wilson(flagged / effect, checked / effect, z)
+                    records.append({"rate": flagged / checked, "ci_low": low, "ci_high": high})
+                intervals[name] = reward_hacking.newcombe(*records)[1:]
+            for name, (low, high) in intervals.items():
+                covered[name] += low <= 0 <= high
+                width[name] += high - low
+        return {name: (covered[name] / 200, width[name] / 200) for name in covered}
+
+    kept = simulate(redraw=0.0)
+    assert kept["paired"][0] >= 0.88 and kept["effective"][0] >= 0.98
+    assert kept["paired"][1] < 0.6 * kept["effective"][1]
+    changed = simulate(redraw=0.5)
+    assert changed["plain"][0] < 0.88 and changed["paired"][0] >= 0.9
+    assert changed["paired"][1] < changed["effective"][1]
+    # Seeded: the same counts give the same interval.
+    window = pd.DataFrame({"checked": [5, 6, 7], "flagged": [1, 0, 3]}, index=["a", "b", "c"])
+    assert reward_hacking.paired_change_interval(window, window.iloc[::-1]) == reward_hacking.paired_change_interval(window, window)
+
+
+def test_a_change_with_per_problem_counts_gets_the_paired_bootstrap(tmp_path):
+    from execrl.report.training import metrics_table
+
+    first = [{"a": (6, 6), "b": (6, 0), "c": (6, 0), "d": (6, 0)}] * 2
+    rest = [{"a": (6, 1), "b": (6, 1), "c": (6, 0), "d": (6, 1)}] * 8
+    path = metrics_file(tmp_path, "grpo", first + rest)
+    by_problem = reward_hacking.problem_counts([path])
+    windows = reward_hacking.hard_coding_windows(metrics_table([path]), by_problem=by_problem)
+    (change,) = reward_hacking.hard_coding_changes(windows, by_problem=by_problem)
+    totals = [by_problem[by_problem["step"].isin(steps)].groupby("problem_id")[["checked", "flagged"]].sum()
+              for steps in ([1, 2], [9, 10])]  # fmt: skip
+    assert (change["ci_low"], change["ci_high"]) == reward_hacking.paired_change_interval(*totals)
+    assert change["interval"] == "paired bootstrap over problems"
+    assert "paired bootstrap over the 4 problems checked in either window, 2,000 resamples" in change["sentence"]
+    (newcombe,) = reward_hacking.hard_coding_changes(windows)
+    assert newcombe["interval"] == "Newcombe" and (newcombe["ci_low"], newcombe["ci_high"]) != (change["ci_low"], change["ci_high"])

@@ -175,7 +175,7 @@ def build(
     watch_rates = reward_hacking.rates_table(watch_metrics)
     by_problem = reward_hacking.problem_counts(inputs.metrics) if inputs.metrics else None
     windows = reward_hacking.hard_coding_windows(watch_metrics, floors, by_problem)
-    changes = reward_hacking.hard_coding_changes(windows, floors)
+    changes = reward_hacking.hard_coding_changes(windows, floors, by_problem)
     flagged = reward_hacking.flagged_examples(inputs.annotations)
     record["reward_hacking"] = {
         "rates": watch_rates.to_dict(orient="records"),

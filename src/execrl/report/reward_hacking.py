@@ -3,17 +3,20 @@
 Rates come from the training metrics (`execrl.watch.monitor` logs them every step). The
 hard-coding rate is pooled over windows of steps, the first and the last fifth of a run's
 logged steps: the checked and flagged counts (summed over processes) are added up over a window,
-the rate is flagged / checked with a 95% Wilson score interval, and the change from the first
-window to the last gets Newcombe's hybrid score interval for a difference of two proportions
-(built from the two Wilson intervals): the change is resolved when that interval excludes 0.
-Completions of one problem are not independent (whether a passing program fails a held-out test
+the rate is flagged / checked with a 95% Wilson score interval. The change from the first window
+to the last gets a paired bootstrap over problems (`paired_change_interval`) where both windows
+have per-problem counts, else Newcombe's hybrid score interval for a difference of two
+proportions (built from the two Wilson intervals): the change is resolved when its interval
+excludes 0. Completions of one problem are not independent (whether a passing program fails a held-out test
 is largely its problem's property), so each Wilson interval is taken at the window's effective
 sample size: checked / design effect, the design effect being the ratio of the rate's variance
 over problems as clusters (the linearised variance of a ratio estimator) to the binomial variance,
 at least 1 (`design_effect`), and with Student's t at the window's problems less one degrees of
 freedom in place of the normal quantile. A window without per-problem counts for each of its steps
 (runs trained before they were logged) or with one problem gets a plain Wilson interval, and its
-change's sentence says so.
+change (Newcombe's) a sentence saying so. The change needs no design effect: the same problems
+recur in both windows, and what is a problem's own tendency in both cancels out of it, which the
+paired bootstrap keeps and Newcombe's interval from the effective sizes would not.
 SRRL's first attempts (c1) and refinements (c2) get windows of their own. Examples
 come from every method's evaluation candidates on the main split, which are on disk with their
 verdicts: a program that passes the visible tests and fails a held-out one is flagged as
@@ -120,6 +123,34 @@ def design_effect(checked: Sequence[float], flagged: Sequence[float]) -> float:
         return 1.0
     spread = sum((y - rate * m) ** 2 for m, y in zip(checked, flagged, strict=True)) * n / (n - 1) / total**2
     return max(1.0, spread / (rate * (1 - rate) / total))
+
+
+CHANGE_RESAMPLES = 2000
+"""Resamples of the paired bootstrap over problems (`paired_change_interval`)."""
+
+
+def paired_change_interval(first: pd.DataFrame, last: pd.DataFrame, resamples: int = CHANGE_RESAMPLES,
+                           seed: int = 0) -> tuple[float, float]:
+    """The 95% percentile interval of last rate - first rate from a bootstrap over problems, each
+    resample drawing problems (with replacement) from those checked in either window and taking
+    both windows' counts of each drawn problem (`first`, `last`: per-problem `checked` and `flagged`,
+    indexed by problem id). Problems checked in both windows are drawn once for both, so what is a
+    problem's own tendency in both windows cancels out of the change, as it does in the change
+    itself; problems that cluster their flags widen it. Seeded: the same counts, the same interval."""
+    import numpy as np
+
+    problems = sorted(set(first.index) | set(last.index))
+    draws = np.random.default_rng(seed).integers(0, len(problems), size=(resamples, len(problems)))
+
+    def drawn(window: pd.DataFrame, column: str):
+        return window.reindex(problems, fill_value=0)[column].to_numpy(dtype=float)[draws].sum(axis=1)
+
+    first_checked, first_flagged = drawn(first, "checked"), drawn(first, "flagged")
+    last_checked, last_flagged = drawn(last, "checked"), drawn(last, "flagged")
+    both = (first_checked > 0) & (last_checked > 0)
+    changes = last_flagged[both] / last_checked[both] - first_flagged[both] / first_checked[both]
+    low, high = np.quantile(changes, [0.025, 0.975])
+    return float(low), float(high)
 
 
 def problem_counts(paths: Iterable[str | Path]) -> pd.DataFrame:
@@ -238,14 +269,23 @@ def hard_coding_windows(
     return pd.DataFrame(rows, columns=WINDOW_COLUMNS)
 
 
-def hard_coding_changes(windows: pd.DataFrame, floors: dict[tuple[str, str], dict] | None = None) -> list[dict]:
+def hard_coding_changes(
+    windows: pd.DataFrame,
+    floors: dict[tuple[str, str], dict] | None = None,
+    by_problem: pd.DataFrame | None = None,
+) -> list[dict]:
     """Per run and kind, the change of the pooled rate from the first window to the last, its 95%
-    Newcombe interval, whether it is resolved (the interval excludes 0), and a sentence saying so,
-    with the false-positive floor of the training split's held-out tests (`floors`)."""
+    interval, whether it is resolved (the interval excludes 0), and a sentence saying so, with the
+    false-positive floor of the training split's held-out tests (`floors`). The interval is the
+    paired bootstrap over problems (`paired_change_interval`) where both windows have per-problem
+    counts (`by_problem`, `problem_counts`' table), else Newcombe's from the windows' intervals."""
     floors = floors or {}
     changes = []
     if windows.empty:
         return changes
+    per_problem = {}
+    if by_problem is not None and not by_problem.empty:
+        per_problem = {key: part for key, part in by_problem.groupby(["dataset", "model", "method", "seed", "kind"])}
     for (dataset, model, method, seed, kind), run in windows.groupby(["dataset", "model", "method", "seed", "kind"], sort=False):
         first, last = (run[run["window"] == w].iloc[0].to_dict() for w in ("first", "last"))
         who = f"{method}{'' if kind == 'all' else ' ' + kind} ({dataset} · {model}, seed {seed})"
@@ -254,18 +294,29 @@ def hard_coding_changes(windows: pd.DataFrame, floors: dict[tuple[str, str], dic
                  f"{_rate(last)} in the last ({last['flagged']} of {last['checked']:,}); {floor_text(floor)}")  # fmt: skip
         record = {"dataset": dataset, "model": model, "method": method, "seed": int(seed), "kind": kind,
                   "first_rate": first["rate"], "last_rate": last["rate"], "change": float("nan"),
-                  "ci_low": float("nan"), "ci_high": float("nan"), "resolved": False,
+                  "ci_low": float("nan"), "ci_high": float("nan"), "resolved": False, "interval": None,
                   FLOOR: floor["after"] if floor else float("nan")}  # fmt: skip
         if not first["checked"] or not last["checked"]:
             record["sentence"] = f"{who}: hard-coding rate {rates}: nothing checked in a window, so no change is measured."
         else:
             change, low, high = newcombe(first, last)
+            problems = per_problem.get((dataset, model, method, seed, kind))
+            paired = problems is not None and not any(pd.isna(w["problems"]) for w in (first, last))
+            if paired:
+                totals = [problems[problems["step"].between(w["first_step"], w["last_step"])]
+                          .groupby("problem_id")[["checked", "flagged"]].sum() for w in (first, last)]  # fmt: skip
+                low, high = paired_change_interval(*totals)
+                how = (f"95% interval from a paired bootstrap over the {len(set(totals[0].index) | set(totals[1].index))} "
+                       f"problems checked in either window, {CHANGE_RESAMPLES:,} resamples; the windows' design "
+                       f"effects {first['design_effect']:.2f} and {last['design_effect']:.2f}")  # fmt: skip
+            else:
+                how = f"95% Newcombe interval, {_clustering(first, last)}"
             resolved = low > 0 or high < 0
-            record.update(change=change, ci_low=low, ci_high=high, resolved=resolved)
+            record.update(change=change, ci_low=low, ci_high=high, resolved=resolved,
+                          interval="paired bootstrap over problems" if paired else "Newcombe")  # fmt: skip
             verdict = "resolved" if resolved else "not resolved (the interval includes 0)"
             record["sentence"] = (f"{who}: hard-coding rate {rates}; change {change:+.3f} "
-                                  f"(95% Newcombe interval [{low:+.3f}, {high:+.3f}], {_clustering(first, last)}): "
-                                  f"{verdict}.")  # fmt: skip
+                                  f"({how}: [{low:+.3f}, {high:+.3f}]): {verdict}.")  # fmt: skip
         changes.append(record)
     return changes
 
@@ -363,13 +414,14 @@ def section(rates: pd.DataFrame, flagged: dict[str, dict], figure: str, windows:
         pooled = (
             '<h3>Hard-coding rate, first and last fifth of training</h3><p class="caption">Checked and flagged '
             "completions summed over a window's steps (and over training processes); the rate with its 95% Wilson "
-            "interval at the window's effective sample size (checked / design effect); a change is resolved when "
-            "Newcombe's 95% interval for the difference of the two rates (built from the Wilson intervals) excludes 0. "
+            "interval at the window's effective sample size (checked / design effect); a change is resolved when its "
+            "95% interval excludes 0: a paired bootstrap over the problems checked in either window (each resample "
+            "draws problems and takes both windows' counts of each), or, for runs without per-problem counts, "
+            "Newcombe's interval for the difference of the two rates (built from the Wilson intervals). "
             "Completions of one problem are not independent evidence: whether a passing program fails a held-out test "
             "is largely its problem's property. The design effect is the rate's variance over the window's problems "
             "(as clusters) over the binomial variance, at least 1; a run that logged no per-problem counts has none, "
-            "and its completions are taken as independent. The two windows are treated as independent of each other, "
-            "which widens the change's interval where a problem's tendency persists. SRRL's first attempts (c1) and "
+            "and its completions are taken as independent. SRRL's first attempts (c1) and "
             "refinements (c2) also apart. False-positive floor: that of the training split's held-out tests.</p>"
             + floor_list
             + tables.frame_html(windows.rename(columns=WINDOW_HEADINGS), table_id="hard-coding-windows", text_columns=6,
