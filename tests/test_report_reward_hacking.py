@@ -353,6 +353,12 @@ def test_a_change_with_per_problem_counts_gets_the_paired_bootstrap(tmp_path):
               for steps in ([1, 2], [9, 10])]  # fmt: skip
     assert (change["ci_low"], change["ci_high"]) == reward_hacking.paired_change_interval(*totals)
     assert change["interval"] == "paired bootstrap over problems"
-    assert "paired bootstrap over the 4 problems checked in either window, 2,000 resamples" in change["sentence"]
+    assert "paired bootstrap over the 4 problems checked in either window, 20,000 resamples" in change["sentence"]
     (newcombe,) = reward_hacking.hard_coding_changes(windows)
     assert newcombe["interval"] == "Newcombe" and (newcombe["ci_low"], newcombe["ci_high"]) != (change["ci_low"], change["ci_high"])
+    # A window with one problem: its rate would not vary over resamples, so Newcombe's interval.
+    lone = by_problem[(by_problem["problem_id"] == "a") | (by_problem["step"] > 2)]
+    lone_windows = reward_hacking.hard_coding_windows(
+        metrics_table([metrics_file(tmp_path / "lone", "grpo", [{"a": (6, 6)}] * 2 + rest)]), by_problem=lone)
+    (lone_change,) = reward_hacking.hard_coding_changes(lone_windows, by_problem=lone)
+    assert lone_change["interval"] == "Newcombe" and "a window checked one problem" in lone_change["sentence"]

@@ -180,3 +180,16 @@ def test_every_candidate_finds_the_tests_standard_library_imports_loaded():
     with Executor(workers=1) as ex:
         statuses = [r.status for r in ex.run_batch([(loaded, "def double(x):\n    return 2 * x\n")] * 3)]
     assert statuses == ["pass"] * 3
+
+
+def test_a_test_import_that_exits_is_the_candidates_error_not_the_judges_death():
+    """`import venv.__main__` calls `sys.exit` as it loads. The judge does not import a `__main__`
+    module ahead of the tests (nor does a SystemExit from an import ahead of them end the judge):
+    each candidate gets the test's own SystemExit, as in plain Python, and no worker is retried."""
+    exits = Problem(id="exits", prompt="x", test_type="assert",
+                    tests=["assert double(2) == 4", "import venv.__main__\nassert double(1) == 2"])
+    with Executor(workers=1) as ex:
+        results = ex.run_batch([(exits, "def double(x):\n    return 2 * x\n")] * 2)
+        retries = ex.retries
+    assert [(r.status, r.error_type, r.tests_passed) for r in results] == [("error", "SystemExit", 1)] * 2
+    assert retries == 0

@@ -125,7 +125,7 @@ def design_effect(checked: Sequence[float], flagged: Sequence[float]) -> float:
     return max(1.0, spread / (rate * (1 - rate) / total))
 
 
-CHANGE_RESAMPLES = 2000
+CHANGE_RESAMPLES = 20000
 """Resamples of the paired bootstrap over problems (`paired_change_interval`)."""
 
 
@@ -301,7 +301,8 @@ def hard_coding_changes(
         else:
             change, low, high = newcombe(first, last)
             problems = per_problem.get((dataset, model, method, seed, kind))
-            paired = problems is not None and not any(pd.isna(w["problems"]) for w in (first, last))
+            # two problems a window at least: a lone problem's rate would not vary over resamples
+            paired = problems is not None and all(not pd.isna(w["problems"]) and w["problems"] >= 2 for w in (first, last))
             if paired:
                 totals = [problems[problems["step"].between(w["first_step"], w["last_step"])]
                           .groupby("problem_id")[["checked", "flagged"]].sum() for w in (first, last)]  # fmt: skip
@@ -415,9 +416,11 @@ def section(rates: pd.DataFrame, flagged: dict[str, dict], figure: str, windows:
             '<h3>Hard-coding rate, first and last fifth of training</h3><p class="caption">Checked and flagged '
             "completions summed over a window's steps (and over training processes); the rate with its 95% Wilson "
             "interval at the window's effective sample size (checked / design effect); a change is resolved when its "
-            "95% interval excludes 0: a paired bootstrap over the problems checked in either window (each resample "
-            "draws problems and takes both windows' counts of each), or, for runs without per-problem counts, "
-            "Newcombe's interval for the difference of the two rates (built from the Wilson intervals). "
+            "95% interval excludes 0: a paired percentile bootstrap over the problems checked in either window (20,000 "
+            "resamples with a fixed seed, each drawing problems with replacement and taking both windows' counts of "
+            "each; a resample with nothing checked in a window is dropped; with few problems it covers a little less "
+            "than 95%), or, where a window has no per-problem counts or one problem, Newcombe's interval for the "
+            "difference of the two rates (built from the Wilson intervals, the windows taken as independent). "
             "Completions of one problem are not independent evidence: whether a passing program fails a held-out test "
             "is largely its problem's property. The design effect is the rate's variance over the window's problems "
             "(as clusters) over the binomial variance, at least 1; a run that logged no per-problem counts has none, "

@@ -87,10 +87,12 @@ class _InterpreterState:
         self.decimal = {name: getattr(decimal.DefaultContext, name) for name in self.DECIMAL_FIELDS}
         self.decimal_traps = dict(decimal.DefaultContext.traps)
         self.numpy_errors: dict | None = None  # numpy's settings as imported (``restore`` imports it)
+        self.failed_imports: set[str] = set()  # tried once ahead of the tests; the tests' own import fails again
         self.numpy_print: dict | None = None
 
     # Standard-library modules whose import prints or opens something: left to the test itself.
-    NOT_IMPORTED_AHEAD = frozenset({"this", "antigravity", "__hello__", "__phello__", "idlelib", "turtle", "turtledemo"})
+    NOT_IMPORTED_AHEAD = frozenset({"this", "antigravity", "__hello__", "__phello__", "idlelib", "turtle", "turtledemo",
+                                    "tkinter"})
 
     def restore(self, key: str, imported: set[str] = frozenset()) -> None:
         """Put the saved state back and seed the generators from ``key``. The modules of the
@@ -107,6 +109,17 @@ class _InterpreterState:
         import warnings
         import zlib
 
+        # First, so that what an import changes (a filter, the decimal context) is put back below.
+        for name in sorted(imported):
+            top = name.partition(".")[0]
+            if name in sys.modules or name in self.failed_imports or top not in sys.stdlib_module_names:
+                continue
+            if top in self.NOT_IMPORTED_AHEAD or name.endswith("__main__"):
+                continue
+            try:
+                importlib.import_module(name)
+            except BaseException:  # noqa: BLE001 - a SystemExit too: the test's own import fails as it would have
+                self.failed_imports.add(name)
         sys.setrecursionlimit(self.recursion)
         if warnings.filters != self.filters:
             warnings.filters[:] = self.filters
@@ -124,15 +137,6 @@ class _InterpreterState:
         decimal.DefaultContext.clear_flags()
         decimal.setcontext(decimal.Context())
         random.seed(key)
-        for name in sorted(imported):
-            if name in sys.modules or name.partition(".")[0] not in sys.stdlib_module_names:
-                continue
-            if name.partition(".")[0] in self.NOT_IMPORTED_AHEAD:
-                continue
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - the test's own import fails as it would have
-                pass
         numpy = sys.modules.get("numpy")
         if numpy is None and "numpy" in imported:
             try:
