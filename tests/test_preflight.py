@@ -240,12 +240,17 @@ def test_the_gate_passes_a_clean_report_and_stops_at_a_failure(tmp_path):
 
 
 def test_preflight_required_reruns_nothing(tmp_path):
-    """The switch only adds the preflight job: every other job keeps its path and params."""
+    """The switch only adds the preflight job: every other job keeps its path and params, and only
+    the gate's inputs change (it reads the preflight's report)."""
     workdir = copy_workflow(tmp_path)
     off, on = planned_params(workdir, False), planned_params(workdir, True)
     added = set(on) - set(off)
     assert {on[path]["rule"] for path in added} == {"preflight"}
-    assert {path: on[path] for path in off} == off
+    without_inputs = lambda plan: {path: {k: v for k, v in job.items() if k != "input"} for path, job in plan.items()}  # noqa: E731
+    assert {path: job for path, job in without_inputs(on).items() if path in off} == without_inputs(off)
+    read_more = {path: sorted(set(on[path]["input"]) - set(off[path]["input"])) for path in off if on[path]["input"] != off[path]["input"]}
+    assert {on[path]["rule"] for path in read_more} == {"preflight_gate"}
+    assert all(inputs == [path.removesuffix(".gate.json") + ".json"] for path, inputs in read_more.items())
 
 
 def test_a_hub_model_is_built_from_its_config_with_random_weights(tmp_path):
